@@ -1,0 +1,98 @@
+// Time as the engine sees it. Everything that waits or reads the time goes
+// through a Clock, so deadline, nudge and backoff tests run on a FakeClock,
+// exactly and fast.
+#ifndef STEPS_CORE_CLOCK_H_
+#define STEPS_CORE_CLOCK_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "core/cancel.h"
+#include "core/duration.h"
+
+namespace steps {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+using WallTime = std::chrono::system_clock::time_point;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic time: deadlines are points on this line.
+  virtual SteadyTime Now() const = 0;
+  // Calendar time, for records and for Retry-After dates.
+  virtual WallTime WallNow() const = 0;
+  // Blocks until Now() >= until, or until `token` is cancelled.
+  // Returns true when the time was reached, false when cancelled first.
+  virtual bool SleepUntil(SteadyTime until, const CancelToken& token) = 0;
+
+  bool SleepFor(Millis d, const CancelToken& token) {
+    return SleepUntil(Now() + d, token);
+  }
+};
+
+// The process-wide real clock.
+Clock& RealClock();
+
+// A clock that moves only when told to. Thread-safe.
+// With auto_advance, a SleepUntil moves the time forward to its target at
+// once (single-threaded tests of backoff schedules); without it, sleepers
+// block until another thread calls Advance.
+class FakeClock : public Clock {
+ public:
+  explicit FakeClock(bool auto_advance = false);
+
+  SteadyTime Now() const override;
+  WallTime WallNow() const override;
+  bool SleepUntil(SteadyTime until, const CancelToken& token) override;
+
+  void Advance(Millis d);
+  // How long SleepUntil calls have slept in total (auto_advance mode), for
+  // asserting on waits.
+  Millis total_slept() const;
+  // Number of threads currently inside SleepUntil.
+  int sleepers() const;
+  // Blocks (really) until at least `n` threads sleep on this clock, so a test
+  // can advance time only once the code under test is waiting.
+  void WaitForSleepers(int n) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool auto_advance_;
+  SteadyTime now_;
+  WallTime wall_start_;
+  SteadyTime steady_start_;
+  Millis total_slept_{0};
+  int sleepers_ = 0;
+};
+
+// An absolute point on the steady clock, or none ("no deadline").
+class Deadline {
+ public:
+  Deadline() = default;  // None.
+  static Deadline At(SteadyTime t) { return Deadline(t); }
+  static Deadline After(const Clock& clock, Millis d) {
+    return Deadline(clock.Now() + d);
+  }
+  static Deadline None() { return Deadline(); }
+
+  bool is_set() const { return at_.has_value(); }
+  // REQUIRES: is_set().
+  SteadyTime at() const { return *at_; }
+  bool Expired(const Clock& clock) const { return at_ && clock.Now() >= *at_; }
+  // Time left (never negative), or nullopt when there is no deadline.
+  std::optional<Millis> Remaining(const Clock& clock) const;
+  // The earlier of the two (a missing deadline is the later one).
+  Deadline Earlier(const Deadline& other) const;
+
+ private:
+  explicit Deadline(SteadyTime t) : at_(t) {}
+  std::optional<SteadyTime> at_;
+};
+
+}  // namespace steps
+
+#endif  // STEPS_CORE_CLOCK_H_

@@ -1,0 +1,46 @@
+// Structured log lines: "LVL event key=value key=value ...".
+// Values with spaces, quotes or '=' are double-quoted with backslash escapes,
+// so a line splits unambiguously. Lines go to stderr through spdlog; tests
+// install a capture sink.
+#ifndef STEPS_CORE_LOG_H_
+#define STEPS_CORE_LOG_H_
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace steps {
+
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+
+struct LogField {
+  std::string key;
+  std::string value;
+};
+
+// "DBG", "INF", "WRN", "ERR".
+std::string_view LogLevelTag(LogLevel level);
+
+// The line for an event, without a trailing newline.
+std::string FormatLogEvent(LogLevel level, std::string_view event,
+                           const std::vector<LogField>& fields);
+
+// Emits an event at `level` if it passes the minimum level.
+void LogEvent(LogLevel level, std::string_view event,
+              std::initializer_list<LogField> fields);
+void LogEvent(LogLevel level, std::string_view event,
+              const std::vector<LogField>& fields);
+
+// Minimum level written (default kInfo). Thread-safe.
+void SetMinLogLevel(LogLevel level);
+
+// Replaces where lines go (nullptr restores stderr). Returns the old sink.
+// For tests and for the run store; thread-safe.
+using LogSink = std::function<void(LogLevel, const std::string& line)>;
+LogSink SetLogSink(LogSink sink);
+
+}  // namespace steps
+
+#endif  // STEPS_CORE_LOG_H_
