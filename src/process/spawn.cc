@@ -1,0 +1,184 @@
+#include "process/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <utility>
+
+namespace steps {
+namespace {
+
+constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
+
+// Both ends close-on-exec; the parent's end is also non-blocking.
+Status MakePipe(UniqueFd& read_end, UniqueFd& write_end, bool parent_reads) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  read_end.Reset(fds[0]);
+  write_end.Reset(fds[1]);
+  int parent_fd = parent_reads ? fds[0] : fds[1];
+  int flags = fcntl(parent_fd, F_GETFL);
+  if (flags < 0 || fcntl(parent_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return ErrnoStatus("fcntl", errno);
+  }
+  return Status::Ok();
+}
+
+// Owns posix_spawn's attribute and file-action objects.
+class SpawnSetup {
+ public:
+  SpawnSetup() {
+    posix_spawnattr_init(&attr_);
+    posix_spawn_file_actions_init(&actions_);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions_);
+    posix_spawnattr_destroy(&attr_);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+
+  posix_spawnattr_t* attr() { return &attr_; }
+  posix_spawn_file_actions_t* actions() { return &actions_; }
+
+ private:
+  posix_spawnattr_t attr_;
+  posix_spawn_file_actions_t actions_;
+};
+
+std::string ValueOf(const std::vector<std::string>& env,
+                    const std::string& name) {
+  std::string prefix = name + "=";
+  for (const std::string& entry : env) {
+    if (entry.compare(0, prefix.size(), prefix) == 0) {
+      return entry.substr(prefix.size());
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> BuildChildEnvironment(
+    const ProcessRequest& request, const std::vector<std::string>& base) {
+  std::map<std::string, std::string> vars;
+  if (request.inherit_env) {
+    for (const std::string& entry : base) {
+      size_t eq = entry.find('=');
+      if (eq == std::string::npos) continue;
+      vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+  }
+  for (const auto& [name, value] : request.env) vars[name] = value;
+  for (const std::string& name : request.env_unset) vars.erase(name);
+  std::vector<std::string> env;
+  env.reserve(vars.size());
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+Result<std::string> FindExecutable(const std::string& name,
+                                   const std::string& path) {
+  if (name.empty()) return NotFound("empty command name");
+  if (name.find('/') != std::string::npos) return name;
+  std::string dirs = path.empty() ? kDefaultPath : path;
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t colon = dirs.find(':', start);
+    if (colon == std::string::npos) colon = dirs.size();
+    std::string dir = dirs.substr(start, colon - start);
+    start = colon + 1;
+    if (dir.empty()) continue;  // The caller's cwd is not a place to search.
+    std::string candidate = dir + "/" + name;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return NotFound(name + ": command not found in PATH");
+}
+
+Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
+                                const std::vector<std::string>& base_env) {
+  std::vector<std::string> argv = request.argv;
+  if (argv.empty()) argv = {"bash", "-c", request.command};
+  for (const std::string& arg : argv) {
+    if (arg.find('\0') != std::string::npos) {
+      return InvalidArgument("command contains a NUL byte");
+    }
+  }
+
+  if (!request.working_dir.empty()) {
+    struct stat st;
+    if (stat(request.working_dir.c_str(), &st) != 0) {
+      return ErrnoStatus("working directory " + request.working_dir, errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return ErrnoStatus("working directory " + request.working_dir, ENOTDIR);
+    }
+  }
+
+  std::vector<std::string> env = BuildChildEnvironment(request, base_env);
+  Result<std::string> program = FindExecutable(argv[0], ValueOf(env, "PATH"));
+  if (!program.ok()) return program.status();
+
+  SpawnedChild child;
+  UniqueFd out_write, err_write, in_read;
+  if (Status s = MakePipe(child.out, out_write, true); !s.ok()) return s;
+  if (!request.merge_stderr) {
+    if (Status s = MakePipe(child.err, err_write, true); !s.ok()) return s;
+  }
+  if (request.stdin_text) {
+    if (Status s = MakePipe(in_read, child.in, false); !s.ok()) return s;
+  }
+
+  SpawnSetup setup;
+  posix_spawn_file_actions_t* actions = setup.actions();
+  if (in_read.valid()) {
+    posix_spawn_file_actions_adddup2(actions, in_read.get(), STDIN_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null",
+                                     O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(actions, out_write.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(
+      actions, request.merge_stderr ? out_write.get() : err_write.get(),
+      STDERR_FILENO);
+  if (!request.working_dir.empty()) {
+    posix_spawn_file_actions_addchdir_np(actions, request.working_dir.c_str());
+  }
+
+  // Own process group, so the whole tree can be signalled at once; default
+  // dispositions and an empty mask, whatever this process ignores or blocks.
+  posix_spawnattr_t* attr = setup.attr();
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setpgroup(attr, 0);
+  posix_spawnattr_setsigdefault(attr, &all);
+  posix_spawnattr_setsigmask(attr, &none);
+  posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                     POSIX_SPAWN_SETSIGMASK);
+
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  std::vector<char*> c_env;
+  for (std::string& entry : env) c_env.push_back(entry.data());
+  c_env.push_back(nullptr);
+
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, program->c_str(), actions, attr, c_argv.data(),
+                       c_env.data());
+  if (rc != 0) return ErrnoStatus("spawn " + argv[0], rc);
+  child.pid = pid;
+  return child;
+}
+
+}  // namespace steps

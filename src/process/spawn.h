@@ -1,0 +1,47 @@
+// Starting one child for LocalProcessLauncher: environment, PATH lookup,
+// pipes and posix_spawn with its own process group.
+#ifndef STEPS_PROCESS_SPAWN_H_
+#define STEPS_PROCESS_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "process/process.h"
+#include "process/unique_fd.h"
+
+namespace steps {
+
+// A started child. The parent's ends of the pipes are non-blocking and
+// close-on-exec; `in` is invalid when the request has no stdin text, `err`
+// when stderr is merged into `out`.
+struct SpawnedChild {
+  pid_t pid = 0;
+  UniqueFd out;
+  UniqueFd err;
+  UniqueFd in;
+};
+
+// The child's environment as "NAME=value" entries: `base` (ignored when the
+// request does not inherit) with the request's overrides and removals.
+std::vector<std::string> BuildChildEnvironment(
+    const ProcessRequest& request, const std::vector<std::string>& base);
+
+// Finds `name` the way execvp would, in the colon-separated `path` list; a
+// name containing '/' is returned as is. NotFound when no entry has an
+// executable regular file of that name.
+Result<std::string> FindExecutable(const std::string& name,
+                                   const std::string& path);
+
+// Starts the request's command as the leader of a new process group, with
+// default signal dispositions and an empty signal mask. Errors (missing
+// working directory, command not found, spawn failure) say what failed.
+// Thread-safe.
+Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
+                                const std::vector<std::string>& base_env);
+
+}  // namespace steps
+
+#endif  // STEPS_PROCESS_SPAWN_H_
