@@ -1,1 +1,42 @@
-int main() { return 0; }
+// `steps`: runs agent pipelines. See `steps --help`.
+#include <iostream>
+#include <vector>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace steps::cli;
+  const std::vector<Command> commands = {
+      ValidateCommand(),
+      ExplainCommand(),
+  };
+  CLI::App app{
+      "steps runs agent pipelines: YAML files of jobs whose steps are shell "
+      "tasks, resource "
+      "gets and puts, and LLM agent conversations with tools.\n"
+      "Every limit is resolved from one place (step, then agent entry, then "
+      "package default) "
+      "and shown by `steps explain` before a run.",
+      "steps"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "steps 0.1.0");
+  std::function<int()> run;
+  for (const Command& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    auto fn = c.setup(*sub);
+    sub->callback([&run, fn] { run = fn; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  return run ? run() : kExitUsage;
+}

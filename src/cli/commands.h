@@ -1,0 +1,31 @@
+// The `steps` subcommands, in one table so help and dispatch cannot drift.
+#ifndef STEPS_CLI_COMMANDS_H_
+#define STEPS_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+
+namespace steps::cli {
+
+// Exit codes (DESIGN.md, "Commands and exit codes").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitJobFailed = 1;
+inline constexpr int kExitStepErrored = 2;
+inline constexpr int kExitUsage = 64;
+inline constexpr int kExitRefused = 65;
+
+// One subcommand: Setup declares its options on `app` and returns the
+// function that runs it once the command line is parsed.
+struct Command {
+  const char* name;
+  const char* description;
+  std::function<std::function<int()>(CLI::App& app)> setup;
+};
+
+Command ValidateCommand();
+Command ExplainCommand();
+
+}  // namespace steps::cli
+
+#endif  // STEPS_CLI_COMMANDS_H_

@@ -1,0 +1,74 @@
+// `steps validate [--strict] FILE...`
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "pipeline/loader.h"
+
+namespace steps::cli {
+namespace {
+
+std::string Plural(int n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+struct ValidateOptions {
+  std::vector<std::string> files;
+  bool strict = false;
+};
+
+int RunValidate(const ValidateOptions& opts) {
+  int exit_code = kExitOk;
+  for (const std::string& file : opts.files) {
+    pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
+    std::cerr << r.diagnostics.FormatAll();
+    std::string name = std::filesystem::path(file).stem().string();
+    const int errors = r.diagnostics.error_count();
+    const int warnings = r.diagnostics.warning_count();
+    if (errors > 0) {
+      std::cout << "Invalid: " << name << " — " << Plural(errors, "error");
+      if (warnings) std::cout << ", " << Plural(warnings, "warning");
+      std::cout << "\n";
+      exit_code = kExitRefused;
+      continue;
+    }
+    int steps = 0;
+    for (const pipeline::Job& job : r.pipeline->jobs)
+      steps += pipeline::CountSteps(job.plan);
+    std::cout << "Valid: " << name << " (" << Plural(steps, "step") << ")";
+    if (warnings) {
+      std::cout << " — " << Plural(warnings, "warning");
+      if (opts.strict) {
+        std::cout << "; failing due to --strict";
+        exit_code = kExitRefused;
+      }
+    }
+    std::cout << "\n";
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+Command ValidateCommand() {
+  return {"validate",
+          "Load pipeline files and report errors and warnings with their lines",
+          [](CLI::App& app) -> std::function<int()> {
+            auto opts = std::make_shared<ValidateOptions>();
+            app.add_option("files", opts->files, "Pipeline files (YAML)")
+                ->required();
+            app.add_flag("--strict", opts->strict,
+                         "Treat warnings as failures");
+            app.footer(
+                "Prints FILE:LINE: error|warning: message for each problem, "
+                "then one summary\n"
+                "line per file. Exit 0 when every file is valid, 65 when one "
+                "is refused.");
+            return [opts] { return RunValidate(*opts); };
+          }};
+}
+
+}  // namespace steps::cli

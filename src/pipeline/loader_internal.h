@@ -1,0 +1,34 @@
+// Shared between the loader's files; not part of the pipeline API.
+#ifndef STEPS_PIPELINE_LOADER_INTERNAL_H_
+#define STEPS_PIPELINE_LOADER_INTERNAL_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include "pipeline/diagnostics.h"
+#include "pipeline/model.h"
+#include "pipeline/yaml_reader.h"
+
+namespace steps::pipeline::internal {
+
+struct StepContext {
+  Diagnostics& diags;
+  bool in_ensure = false;  // Inside an `ensure` hook: retry is refused.
+};
+
+// Reads one step mapping; null when it cannot be read at all.
+StepPtr ReadStep(const YAML::Node& node, StepContext ctx);
+// Reads a list of steps (`plan:`, `do:`, ...).
+std::vector<StepPtr> ReadStepList(const YAML::Node& node,
+                                  const std::string& key, StepContext ctx);
+// Reads the five hook keys from `r` into `hooks`.
+void ReadHooks(MapReader& r, Hooks& hooks, StepContext ctx);
+std::optional<Budget> ReadBudget(const YAML::Node& n, const std::string& key,
+                                 Diagnostics& d);
+
+// Cross-reference checks over the whole pipeline (agents, resources, `to:`,
+// inputs); run after everything is read.
+void CheckReferences(const Pipeline& p, Diagnostics& d);
+
+}  // namespace steps::pipeline::internal
+
+#endif  // STEPS_PIPELINE_LOADER_INTERNAL_H_

@@ -1,0 +1,104 @@
+#include "pipeline/model.h"
+
+namespace steps::pipeline {
+
+std::string ModelSource::Describe() const {
+  return is_cli() ? "cli: " + cli : model;
+}
+
+const char* BackoffName(Backoff b) {
+  switch (b) {
+    case Backoff::kFixed:
+      return "fixed";
+    case Backoff::kLinear:
+      return "linear";
+    case Backoff::kExponential:
+      return "exponential";
+  }
+  return "?";
+}
+
+const char* StepKindName(StepKind k) {
+  switch (k) {
+    case StepKind::kTask:
+      return "task";
+    case StepKind::kGet:
+      return "get";
+    case StepKind::kPut:
+      return "put";
+    case StepKind::kAgent:
+      return "agent";
+    case StepKind::kInParallel:
+      return "in_parallel";
+    case StepKind::kDo:
+      return "do";
+    case StepKind::kTry:
+      return "try";
+    case StepKind::kAcross:
+      return "across";
+  }
+  return "?";
+}
+
+const char* HookKindName(HookKind h) {
+  switch (h) {
+    case HookKind::kOnSuccess:
+      return "on_success";
+    case HookKind::kOnFailure:
+      return "on_failure";
+    case HookKind::kOnError:
+      return "on_error";
+    case HookKind::kOnAbort:
+      return "on_abort";
+    case HookKind::kEnsure:
+      return "ensure";
+  }
+  return "?";
+}
+
+StepPtr& Hooks::Get(HookKind k) {
+  switch (k) {
+    case HookKind::kOnSuccess:
+      return on_success;
+    case HookKind::kOnFailure:
+      return on_failure;
+    case HookKind::kOnError:
+      return on_error;
+    case HookKind::kOnAbort:
+      return on_abort;
+    case HookKind::kEnsure:
+      break;
+  }
+  return ensure;
+}
+
+const StepPtr& Hooks::Get(HookKind k) const {
+  return const_cast<Hooks*>(this)->Get(k);
+}
+
+bool Hooks::empty() const {
+  return !on_success && !on_failure && !on_error && !on_abort && !ensure;
+}
+
+template <typename T>
+static const T* FindByName(const std::vector<T>& v, const std::string& name) {
+  for (const T& x : v) {
+    if (x.name == name) return &x;
+  }
+  return nullptr;
+}
+
+const AgentEntry* Pipeline::FindAgent(const std::string& name) const {
+  return FindByName(agents, name);
+}
+const Resource* Pipeline::FindResource(const std::string& name) const {
+  return FindByName(resources, name);
+}
+const ResourceType* Pipeline::FindResourceType(const std::string& name) const {
+  return FindByName(resource_types, name);
+}
+const Job* Pipeline::FindJob(const std::string& name) const {
+  return FindByName(jobs, name);
+}
+
+}  // namespace steps::pipeline

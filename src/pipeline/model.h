@@ -1,0 +1,243 @@
+// The pipeline as written: a typed model of the YAML, with the line of every
+// key a message may need to point at. Nothing here is resolved; see
+// resolve.h for the plan the executor runs.
+#ifndef STEPS_PIPELINE_MODEL_H_
+#define STEPS_PIPELINE_MODEL_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/duration.h"
+#include "core/outcome.h"
+
+namespace steps::pipeline {
+
+// A dial as the author wrote it: absent, or a value and its 1-based line.
+template <typename T>
+struct Written {
+  std::optional<T> value;
+  int line = 0;
+
+  bool has_value() const { return value.has_value(); }
+  const T& operator*() const { return *value; }
+};
+
+// Price per million tokens, in USD.
+struct Price {
+  double input_per_mtok = 0;
+  double output_per_mtok = 0;
+};
+
+// Where an agent's answers come from: a hosted model or a local CLI agent.
+struct ModelSource {
+  std::string model;  // "PROVIDER/MODEL"; empty for a CLI source.
+  std::string cli;    // The command of a CLI source; empty otherwise.
+  std::optional<std::string> base_url;
+  std::optional<std::string> api_key_env;
+  std::optional<Price> price;
+  bool stream = false;
+  int line = 0;
+
+  bool is_cli() const { return !cli.empty(); }
+  // "openrouter/qwen/qwen3.7-flash" or "cli: claude -p".
+  std::string Describe() const;
+};
+
+struct Budget {
+  std::optional<int64_t> tokens;  // Total tokens, prompt and completion.
+  std::optional<double> usd;
+  int line = 0;
+};
+
+struct AgentEntry {
+  std::string name;
+  int line = 0;
+  std::optional<ModelSource> source;  // Falls back to defaults.source.
+  std::vector<ModelSource> fallback;
+  std::string persona;
+  std::vector<std::string> tools;
+  Written<Millis> timeout;  // 0 means no deadline.
+  Written<int> attempts;
+  Written<int64_t> max_turns;          // 0 means no cap.
+  Written<int64_t> max_context_bytes;  // 0 means no cap.
+  std::optional<Budget> budget;
+  Written<Millis> llm_timeout;
+  Written<Millis> tool_timeout;
+  bool required_tools = false;  // `required: tools`.
+};
+
+enum class Backoff { kFixed, kLinear, kExponential };
+const char* BackoffName(Backoff b);
+
+// The `retry:` block (spec text 000): exactly six keys.
+struct RetrySpec {
+  int line = 0;
+  Written<int> max_attempts;  // Default 1.
+  Backoff backoff = Backoff::kFixed;
+  Millis base_delay{0};
+  std::optional<Millis> max_delay;
+  bool on_timeout = false;
+  int on_timeout_line = 0;
+  Written<Millis> total_timeout;
+};
+
+enum class StepKind {
+  kTask,
+  kGet,
+  kPut,
+  kAgent,
+  kInParallel,
+  kDo,
+  kTry,
+  kAcross
+};
+const char* StepKindName(StepKind k);
+
+struct Step;
+using StepPtr = std::shared_ptr<Step>;
+
+enum class HookKind { kOnSuccess, kOnFailure, kOnError, kOnAbort, kEnsure };
+const char* HookKindName(HookKind h);
+constexpr HookKind kAllHooks[] = {HookKind::kOnSuccess, HookKind::kOnFailure,
+                                  HookKind::kOnError, HookKind::kOnAbort,
+                                  HookKind::kEnsure};
+
+// Hook steps, by kind; absent hooks are null.
+struct Hooks {
+  StepPtr on_success, on_failure, on_error, on_abort, ensure;
+  StepPtr& Get(HookKind k);
+  const StepPtr& Get(HookKind k) const;
+  bool empty() const;
+};
+
+struct StepAssert {
+  std::optional<std::string> stdout_contains;
+  std::optional<int> code;
+  int line = 0;
+};
+
+struct FixSpec {
+  std::string agent;
+  Written<int> attempts;  // Default 1.
+  int line = 0;
+};
+
+struct AcrossVar {
+  std::string var;
+  std::vector<std::string> values;
+  Written<int> max_in_flight;  // Default: all at once.
+  int line = 0;
+};
+
+struct Step {
+  StepKind kind = StepKind::kTask;
+  // The name the step is known by in logs and `execution:` lists: `name:`
+  // if given, else the task name, resource name or agent name.
+  std::string name;
+  int line = 0;
+
+  Written<int> attempts;
+  Written<Millis> timeout;  // Agent: 0 means no deadline.
+  std::optional<RetrySpec> retry;
+  bool idempotent = false;
+  Hooks hooks;
+  std::optional<StepAssert> check;      // The step's `assert:`.
+  std::optional<std::string> route_to;  // `to:`.
+  int route_to_line = 0;
+
+  // task
+  std::string run;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, std::string> env;
+  std::optional<FixSpec> fix;
+
+  // get / put
+  std::string resource;
+  nlohmann::json params = nlohmann::json::object();
+
+  // agent
+  std::string agent;
+  std::vector<std::string> messages;
+  std::vector<std::string> context_paths;
+  Written<int64_t> max_turns;
+  Written<int64_t> max_context_bytes;
+  std::optional<Budget> budget;  // Also on across.
+  Written<Millis> llm_timeout;
+  Written<Millis> tool_timeout;
+
+  // in_parallel, do, try, across: the steps inside.
+  std::vector<StepPtr> steps;
+  Written<int> limit;      // in_parallel
+  bool fail_fast = false;  // in_parallel, across
+  std::vector<AcrossVar> across;
+
+  bool is_container() const {
+    return kind == StepKind::kInParallel || kind == StepKind::kDo ||
+           kind == StepKind::kTry || kind == StepKind::kAcross;
+  }
+};
+
+struct JobAssert {
+  std::optional<std::vector<std::string>> execution;
+  std::optional<Outcome> outcome;
+  int line = 0;
+};
+
+struct Job {
+  std::string name;
+  int line = 0;
+  std::vector<StepPtr> plan;
+  Written<Millis> timeout;
+  std::optional<Budget> budget;
+  Written<int> max_visits;
+  Hooks hooks;
+  std::optional<JobAssert> check;  // The job's `assert:`.
+};
+
+struct ResourceType {
+  std::string name;
+  int line = 0;
+  std::string check;  // Shell script printing a JSON list of versions.
+  std::string in;     // Shell script fetching a version into the cwd.
+  std::string out;    // Shell script publishing; prints the new version.
+};
+
+struct Resource {
+  std::string name;
+  int line = 0;
+  std::string type;
+  nlohmann::json source = nlohmann::json::object();
+};
+
+struct Defaults {
+  std::optional<ModelSource> source;
+  std::map<std::string, std::string> env;
+};
+
+struct Pipeline {
+  std::string file;  // As given on the command line.
+  std::vector<AgentEntry> agents;
+  Defaults defaults;
+  std::vector<ResourceType> resource_types;
+  std::vector<Resource> resources;
+  std::vector<Job> jobs;
+  // The `mock:` block, kept as YAML for the mock provider to read.
+  std::optional<YAML::Node> mock;
+  int mock_line = 0;
+
+  const AgentEntry* FindAgent(const std::string& name) const;
+  const Resource* FindResource(const std::string& name) const;
+  const ResourceType* FindResourceType(const std::string& name) const;
+  const Job* FindJob(const std::string& name) const;
+};
+
+}  // namespace steps::pipeline
+
+#endif  // STEPS_PIPELINE_MODEL_H_

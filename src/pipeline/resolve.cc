@@ -1,0 +1,212 @@
+#include "pipeline/resolve.h"
+
+#include <algorithm>
+
+#include "core/hash.h"
+#include "pipeline/retry_schedule.h"
+
+namespace steps::pipeline {
+namespace {
+
+// 0 written means "no limit" for these dials.
+template <typename T>
+std::optional<T> ZeroIsNone(T v) {
+  if (v == T{}) return std::nullopt;
+  return v;
+}
+
+// First written of step, then entry; else the default.
+template <typename T, typename Out>
+Dial<Out> Pick(const Written<T>& step, const Written<T>* entry, Out fallback,
+               Out (*convert)(T)) {
+  if (step.has_value()) return {convert(*step), DialOrigin::kStep, step.line};
+  if (entry && entry->has_value())
+    return {convert(**entry), DialOrigin::kAgentEntry, entry->line};
+  return {fallback, DialOrigin::kPackageDefault, 0};
+}
+
+std::optional<Millis> DurationOrNone(Millis v) { return ZeroIsNone(v); }
+std::optional<int64_t> CapOrNone(int64_t v) { return ZeroIsNone(v); }
+int Same(int v) { return v; }
+
+ResolvedDials ResolveAgentDials(const Step* step, const AgentEntry& entry,
+                                const ModelSource& source) {
+  static const Step kNoStep;
+  const Step& s = step ? *step : kNoStep;
+  ResolvedDials d;
+  d.timeout = Pick<Millis, std::optional<Millis>>(
+      s.timeout, &entry.timeout, kDefaultAgentTimeout, DurationOrNone);
+  d.attempts =
+      Pick<int, int>(s.attempts, &entry.attempts, kDefaultAgentAttempts, Same);
+  std::optional<int64_t> turns_default;
+  if (!source.is_cli()) turns_default = kDefaultHostedMaxTurns;
+  d.max_turns = Pick<int64_t, std::optional<int64_t>>(
+      s.max_turns, &entry.max_turns, turns_default, CapOrNone);
+  d.max_context_bytes = Pick<int64_t, std::optional<int64_t>>(
+      s.max_context_bytes, &entry.max_context_bytes, kDefaultMaxContextBytes,
+      CapOrNone);
+  d.llm_timeout = Pick<Millis, std::optional<Millis>>(
+      s.llm_timeout, &entry.llm_timeout, std::nullopt, DurationOrNone);
+  d.tool_timeout = Pick<Millis, std::optional<Millis>>(
+      s.tool_timeout, &entry.tool_timeout, kDefaultToolTimeout, DurationOrNone);
+  if (s.budget) {
+    d.budget = {s.budget, DialOrigin::kStep, s.budget->line};
+  } else if (entry.budget) {
+    d.budget = {entry.budget, DialOrigin::kAgentEntry, entry.budget->line};
+  }
+  return d;
+}
+
+ResolvedDials ResolveWorkDials(const Step& s) {
+  ResolvedDials d;
+  if (s.timeout.has_value())
+    d.timeout = {*s.timeout, DialOrigin::kStep, s.timeout.line};
+  d.attempts = {kDefaultTaskAttempts, DialOrigin::kPackageDefault, 0};
+  if (s.attempts.has_value()) {
+    d.attempts = {*s.attempts, DialOrigin::kStep, s.attempts.line};
+  } else if (s.retry && s.retry->max_attempts.has_value()) {
+    d.attempts = {*s.retry->max_attempts, DialOrigin::kRetryBlock,
+                  s.retry->max_attempts.line};
+  }
+  return d;
+}
+
+const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
+  static const ModelSource kNone;
+  if (a.source) return *a.source;
+  if (p.defaults.source) return *p.defaults.source;
+  return kNone;
+}
+
+void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s) {
+  h.Add(field, s.is_cli() ? "cli:" + s.cli : "model:" + s.model);
+  h.Add(field + ".base_url", s.base_url.value_or(""));
+}
+
+}  // namespace
+
+const char* DialOriginName(DialOrigin o) {
+  switch (o) {
+    case DialOrigin::kStep:
+      return "step";
+    case DialOrigin::kRetryBlock:
+      return "retry block";
+    case DialOrigin::kFix:
+      return "fix";
+    case DialOrigin::kAgentEntry:
+      return "agent entry";
+    case DialOrigin::kPackageDefault:
+      return "default";
+  }
+  return "?";
+}
+
+std::string IdentityHash(const Pipeline& p, const Step& s,
+                         const ResolvedDials& dials) {
+  FieldHasher h;
+  h.Add("kind", StepKindName(s.kind));
+  switch (s.kind) {
+    case StepKind::kTask: {
+      h.Add("run", s.run);
+      for (const auto& [k, v] : s.env) h.Add("env." + k, v);
+      for (const std::string& in : s.inputs) h.Add("input", in);
+      for (const std::string& out : s.outputs) h.Add("output", out);
+      break;
+    }
+    case StepKind::kGet:
+    case StepKind::kPut: {
+      h.Add("resource", s.resource);
+      if (const Resource* r = p.FindResource(s.resource)) {
+        h.Add("source", r->source.dump());
+        if (const ResourceType* t = p.FindResourceType(r->type)) {
+          h.Add("type", t->name)
+              .Add("check", t->check)
+              .Add("in", t->in)
+              .Add("out", t->out);
+        }
+      }
+      h.Add("params", s.params.dump());
+      break;
+    }
+    case StepKind::kAgent: {
+      const AgentEntry* a = p.FindAgent(s.agent);
+      if (a) {
+        AddSource(h, "source", SourceOf(p, *a));
+        for (const ModelSource& f : a->fallback) AddSource(h, "fallback", f);
+        h.Add("persona", a->persona);
+        std::vector<std::string> tools = a->tools;
+        std::sort(tools.begin(), tools.end());
+        for (const std::string& t : tools) h.Add("tool", t);
+        h.Add("required_tools", a->required_tools ? "yes" : "no");
+      }
+      for (const std::string& m : s.messages) h.Add("message", m);
+      for (const std::string& c : s.context_paths) h.Add("context_path", c);
+      if (dials.max_turns.value) {
+        h.Add("max_turns", std::to_string(*dials.max_turns.value));
+      } else {
+        h.AddAbsent("max_turns");
+      }
+      break;
+    }
+    default:
+      return "";
+  }
+  return h.HexDigest();
+}
+
+ResolvedPlan::ResolvedPlan(std::shared_ptr<const Pipeline> pipeline)
+    : pipeline_(std::move(pipeline)) {
+  for (const Job& job : pipeline_->jobs) {
+    ResolveAll(job.plan);
+    for (HookKind k : kAllHooks) {
+      if (job.hooks.Get(k)) ResolveAll({job.hooks.Get(k)});
+    }
+  }
+}
+
+void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
+  for (const StepPtr& sp : steps) {
+    const Step& s = *sp;
+    ResolvedStep r;
+    r.step = &s;
+    if (s.kind == StepKind::kAgent) {
+      r.agent = pipeline_->FindAgent(s.agent);
+      if (r.agent) {
+        r.source = SourceOf(*pipeline_, *r.agent);
+        r.dials = ResolveAgentDials(&s, *r.agent, r.source);
+      }
+    } else if (!s.is_container()) {
+      r.dials = ResolveWorkDials(s);
+      if (s.retry) {
+        r.retry_waits = RetryWaits(*s.retry, r.dials.attempts.value);
+        if (s.retry->total_timeout.has_value())
+          r.total_timeout = *s.retry->total_timeout;
+      }
+    }
+    if (s.fix) {
+      r.fix_agent = pipeline_->FindAgent(s.fix->agent);
+      if (r.fix_agent) {
+        ResolvedDials fd = ResolveAgentDials(
+            nullptr, *r.fix_agent, SourceOf(*pipeline_, *r.fix_agent));
+        fd.attempts = s.fix->attempts.has_value()
+                          ? Dial<int>{*s.fix->attempts, DialOrigin::kFix,
+                                      s.fix->attempts.line}
+                          : Dial<int>{kDefaultFixAttempts,
+                                      DialOrigin::kPackageDefault, 0};
+        r.fix_dials = fd;
+      }
+    }
+    r.identity = IdentityHash(*pipeline_, s, r.dials);
+    steps_.emplace(&s, std::move(r));
+    ResolveAll(s.steps);
+    for (HookKind k : kAllHooks) {
+      if (s.hooks.Get(k)) ResolveAll({s.hooks.Get(k)});
+    }
+  }
+}
+
+const ResolvedStep& ResolvedPlan::For(const Step& step) const {
+  return steps_.at(&step);
+}
+
+}  // namespace steps::pipeline
