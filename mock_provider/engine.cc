@@ -1,0 +1,251 @@
+#include "mock_provider/engine.h"
+
+#include <nlohmann/json.hpp>
+
+#include "mock_provider/render.h"
+
+namespace steps {
+namespace {
+
+using nlohmann::json;
+
+// What expectations look at, read from either wire format.
+struct RequestView {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;
+  std::string system;
+  std::string last;
+  int messages = 0;
+  bool tool_result = false;
+  size_t chars = 0;
+};
+
+// Text of a content field: a string, or an array of parts/blocks.
+std::string ContentText(const json& content, bool* saw_tool_result) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string out;
+  if (!content.is_array()) return out;
+  for (const json& part : content) {
+    if (!part.is_object()) continue;
+    std::string type = part.value("type", "");
+    if (type == "tool_result") {
+      if (saw_tool_result) *saw_tool_result = true;
+      if (part.contains("content"))
+        out += ContentText(part["content"], nullptr);
+    } else if (part.contains("text") && part["text"].is_string()) {
+      out += part["text"].get<std::string>();
+    }
+  }
+  return out;
+}
+
+RequestView ReadRequest(const std::string& format, const std::string& body) {
+  RequestView v;
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return v;
+  v.model = j.value("model", "");
+  v.stream = j.value("stream", false);
+  if (j.contains("stream_options") && j["stream_options"].is_object()) {
+    v.include_usage = j["stream_options"].value("include_usage", false);
+  }
+  if (format == "anthropic" && j.contains("system")) {
+    v.system = ContentText(j["system"], nullptr);
+    if (!v.system.empty()) ++v.messages;
+  }
+  if (j.contains("messages") && j["messages"].is_array()) {
+    for (const json& m : j["messages"]) {
+      if (!m.is_object()) continue;
+      ++v.messages;
+      std::string role = m.value("role", "");
+      bool tool_result = role == "tool";
+      std::string text =
+          m.contains("content") ? ContentText(m["content"], &tool_result) : "";
+      if (tool_result) v.tool_result = true;
+      if (role == "system" || role == "developer") {
+        if (!v.system.empty()) v.system += "\n";
+        v.system += text;
+      }
+      v.last = text;
+      v.chars += text.size();
+    }
+  }
+  v.chars += v.system.size();
+  return v;
+}
+
+std::string Quote(const std::string& s) {
+  std::string cut = s.size() > 120 ? s.substr(0, 120) + "..." : s;
+  return "'" + cut + "'";
+}
+
+std::vector<std::string> Check(const MockEntry& entry, const RequestView& v,
+                               int script_request) {
+  std::vector<std::string> failures;
+  if (!entry.expect) return failures;
+  const MockExpect& e = *entry.expect;
+  std::string where = "line " + std::to_string(entry.line) + ": expect ";
+  if (e.system_contains &&
+      v.system.find(*e.system_contains) == std::string::npos) {
+    failures.push_back(where + "system_contains " + Quote(*e.system_contains) +
+                       ": the system message is " + Quote(v.system));
+  }
+  if (e.last_contains && v.last.find(*e.last_contains) == std::string::npos) {
+    failures.push_back(where + "last_contains " + Quote(*e.last_contains) +
+                       ": the last message is " + Quote(v.last));
+  }
+  if (e.tool_result && *e.tool_result != v.tool_result) {
+    failures.push_back(where + "tool_result " +
+                       (*e.tool_result ? "true" : "false") +
+                       ": the request has " +
+                       (v.tool_result ? "a tool result" : "no tool result"));
+  }
+  if (e.request && *e.request != script_request) {
+    failures.push_back(where + "request " + std::to_string(*e.request) +
+                       ": this is request " + std::to_string(script_request));
+  }
+  if (e.messages && *e.messages != v.messages) {
+    failures.push_back(where + "messages " + std::to_string(*e.messages) +
+                       ": the request has " + std::to_string(v.messages));
+  }
+  return failures;
+}
+
+const char* ActionName(MockEntry::Action a) {
+  switch (a) {
+    case MockEntry::Action::kDefault:
+      return "default";
+    case MockEntry::Action::kSay:
+      return "say";
+    case MockEntry::Action::kStatus:
+      return "status";
+    case MockEntry::Action::kHang:
+      return "hang";
+    case MockEntry::Action::kDrop:
+      return "drop";
+    case MockEntry::Action::kGarbage:
+      return "garbage";
+    case MockEntry::Action::kErrorEvent:
+      return "error_event";
+  }
+  return "?";
+}
+
+}  // namespace
+
+MockEngine::MockEngine(MockScript script) : script_(std::move(script)) {}
+
+MockReply MockEngine::Handle(const std::string& path,
+                             const HttpHeaders& headers,
+                             const std::string& body, int connection) {
+  MockRequestRecord record;
+  record.path = path;
+  record.format = path.size() >= 9 && path.rfind("/messages") == path.size() - 9
+                      ? "anthropic"
+                      : "openai";
+  record.agent = FindHeader(headers, "X-Steps-Agent").value_or("");
+  record.step = FindHeader(headers, "X-Steps-Step").value_or("");
+  record.body = body;
+  record.connection = connection;
+  RequestView view = ReadRequest(record.format, body);
+  record.model = view.model;
+  record.stream = view.stream;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  record.index = static_cast<int>(requests_.size()) + 1;
+
+  // The scripted entry, if any, then the default it may defer to.
+  const MockEntry* scripted = nullptr;
+  std::string key;
+  if (script_.scripts.count(record.agent)) {
+    key = record.agent;
+  } else if (script_.scripts.count(record.model)) {
+    key = record.model;
+  }
+  int script_request = ++received_[key];
+  if (!key.empty()) {
+    const auto& entries = script_.scripts.at(key);
+    size_t& next = next_[key];
+    if (next < entries.size()) scripted = &entries[next++];
+  }
+  MockEntry effective;
+  if (scripted && scripted->action != MockEntry::Action::kDefault) {
+    effective = *scripted;
+    record.script = key;
+  } else {
+    if (script_.default_entry) {
+      effective = *script_.default_entry;
+    } else {
+      effective.action = MockEntry::Action::kStatus;
+      effective.status = 400;
+      effective.body =
+          json{{"error",
+                {{"message", "mock: nothing scripted for agent '" +
+                                 record.agent + "', model '" + record.model +
+                                 "' (request " +
+                                 std::to_string(script_request) + ")"},
+                 {"type", "invalid_request_error"}}}}
+              .dump();
+    }
+    if (scripted) {  // Modifiers only: they apply to the default answer.
+      record.script = key;
+      effective.line = scripted->line;
+      if (scripted->delay.count() > 0) effective.delay = scripted->delay;
+      if (scripted->usage) effective.usage = scripted->usage;
+      if (scripted->expect) effective.expect = scripted->expect;
+      for (const auto& h : scripted->headers) effective.headers.push_back(h);
+    }
+  }
+  record.entry_line = effective.line;
+  record.action = ActionName(effective.action);
+  record.expect_failures = Check(effective, view, script_request);
+
+  RenderInput in;
+  in.format = record.format;
+  in.stream = view.stream;
+  in.include_usage = view.include_usage;
+  in.model = view.model;
+  in.request_index = record.index;
+  in.prompt_tokens = static_cast<int64_t>((view.chars + 3) / 4);
+  requests_.push_back(std::move(record));
+  return RenderReply(effective, in);
+}
+
+std::vector<MockRequestRecord> MockEngine::Requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+std::string MockEngine::RequestsJson() const {
+  json out = json::array();
+  for (const MockRequestRecord& r : Requests()) {
+    json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    out.push_back({{"index", r.index},
+                   {"path", r.path},
+                   {"format", r.format},
+                   {"agent", r.agent},
+                   {"step", r.step},
+                   {"model", r.model},
+                   {"stream", r.stream},
+                   {"script", r.script},
+                   {"entry_line", r.entry_line},
+                   {"action", r.action},
+                   {"connection", r.connection},
+                   {"expect_failures", r.expect_failures},
+                   {"body", body.is_discarded() ? json(r.body) : body}});
+  }
+  return out.dump(2);
+}
+
+std::vector<std::string> MockEngine::ExpectationFailures() const {
+  std::vector<std::string> out;
+  for (const MockRequestRecord& r : Requests()) {
+    for (const std::string& f : r.expect_failures) {
+      out.push_back(f + " (request " + std::to_string(r.index) + ", agent '" +
+                    r.agent + "')");
+    }
+  }
+  return out;
+}
+
+}  // namespace steps

@@ -1,0 +1,81 @@
+// The mock provider's brain, shared by the HTTP server and the in-process
+// transport: picks the scripted entry for each request, checks its
+// expectations, renders the answer in the caller's wire format (OpenAI chat
+// completions or Anthropic Messages, plain or streamed) and keeps every
+// request received.
+#ifndef STEPS_MOCK_PROVIDER_ENGINE_H_
+#define STEPS_MOCK_PROVIDER_ENGINE_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mock_provider/script.h"
+#include "providers/http.h"
+
+namespace steps {
+
+// One request as the mock received it.
+struct MockRequestRecord {
+  int index = 0;       // 1-based, over all requests.
+  std::string path;    // e.g. "/v1/chat/completions".
+  std::string format;  // "openai" or "anthropic".
+  std::string agent;   // X-Steps-Agent ("" when absent).
+  std::string step;    // X-Steps-Step.
+  std::string model;
+  bool stream = false;
+  std::string body;    // As received.
+  std::string script;  // The key whose script answered; "" = default.
+  int entry_line = 0;  // Line of the entry that answered (0: built-in).
+  std::string action;  // "say", "status", "hang", "drop", ...
+  int connection = 0;  // Client port (HTTP server only): equal ports,
+                       // same connection.
+  std::vector<std::string> expect_failures;
+};
+
+// What to do for one request.
+struct MockReply {
+  enum class Kind { kRespond, kHang, kDrop };
+  Kind kind = Kind::kRespond;
+  Millis delay{0};
+  int status = 200;
+  HttpHeaders headers;
+  // Plain answers: the whole body. Streamed answers: empty; see events.
+  std::string body;
+  bool stream = false;
+  // Streamed answers: the SSE text, one element per event, sent in order.
+  std::vector<std::string> events;
+  // Streamed answers: after `events`, go silent instead of ending.
+  bool hang_after_events = false;
+};
+
+// Thread-safe.
+class MockEngine {
+ public:
+  explicit MockEngine(MockScript script);
+
+  // Records the request and decides the reply. `headers` as received;
+  // `connection` identifies the client connection (0 if none).
+  MockReply Handle(const std::string& path, const HttpHeaders& headers,
+                   const std::string& body, int connection = 0);
+
+  std::vector<MockRequestRecord> Requests() const;
+  // The records as a JSON array (what GET /_requests serves).
+  std::string RequestsJson() const;
+  // Every failed expectation so far, "line N: ...". Empty = all held.
+  std::vector<std::string> ExpectationFailures() const;
+
+ private:
+  const MockEntry* Pick(MockRequestRecord& record);
+
+  MockScript script_;
+  mutable std::mutex mu_;
+  std::map<std::string, size_t> next_;   // Script key -> next entry.
+  std::map<std::string, int> received_;  // Script key -> requests.
+  std::vector<MockRequestRecord> requests_;
+};
+
+}  // namespace steps
+
+#endif  // STEPS_MOCK_PROVIDER_ENGINE_H_

@@ -1,0 +1,73 @@
+// The Anthropic Messages adapter (`anthropic/`): system prompt as a top-level
+// field, content blocks, tool_use / tool_result, x-api-key and
+// anthropic-version headers, and its own streaming events.
+#ifndef STEPS_PROVIDERS_ANTHROPIC_H_
+#define STEPS_PROVIDERS_ANTHROPIC_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "providers/http.h"
+#include "providers/provider.h"
+#include "providers/sse.h"
+
+namespace steps {
+
+struct AnthropicConfig {
+  // Endpoint root; the request goes to base_url + "/messages".
+  // Default: https://api.anthropic.com/v1.
+  std::string base_url = "https://api.anthropic.com/v1";
+  // Sent as x-api-key. Never logged.
+  std::string api_key;
+  std::string version = "2023-06-01";
+  bool stream = false;
+  // See OpenAiConfig. Default 60 s.
+  Millis stream_idle_limit{60000};
+  size_t max_response_bytes = 32 * 1024 * 1024;
+  // max_tokens is mandatory in this API; used when the request sets none.
+  int64_t default_max_tokens = 4096;
+};
+
+class AnthropicProvider : public Provider {
+ public:
+  // `transport` is not owned and must outlive the provider.
+  AnthropicProvider(AnthropicConfig config, HttpTransport& transport);
+  ChatResult Send(const ChatRequest& request,
+                  const CallContext& context) override;
+
+ private:
+  AnthropicConfig config_;
+  HttpTransport& transport_;
+};
+
+// System messages are joined into `system`; consecutive tool results become
+// one user message of tool_result blocks; assistant tool calls become
+// tool_use blocks (their arguments parsed back into an `input` object).
+std::string BuildAnthropicRequestBody(const ChatRequest& request, bool stream,
+                                      int64_t default_max_tokens);
+
+// Reads a Messages API answer; stop_reason maps to finish_reason
+// (end_turn/stop_sequence -> stop, tool_use -> tool_calls,
+// max_tokens -> length).
+ChatResult ParseAnthropicResponse(std::string_view body);
+
+// Assembles message_start / content_block_* / message_delta events.
+class AnthropicStreamAssembler {
+ public:
+  bool Add(const SseEvent& event);
+  ChatResult Finish();
+
+ private:
+  ChatAnswer answer_;
+  // Content block index -> position in answer_.tool_calls.
+  std::map<int, size_t> tool_blocks_;
+  bool done_ = false;
+  bool failed_ = false;
+  bool any_output_ = false;
+  ProviderError error_;
+};
+
+}  // namespace steps
+
+#endif  // STEPS_PROVIDERS_ANTHROPIC_H_

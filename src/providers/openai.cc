@@ -1,0 +1,357 @@
+#include "providers/openai.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "providers/exchange.h"
+#include "providers/registry.h"
+
+namespace steps {
+namespace {
+
+using nlohmann::json;
+
+json ParametersOf(const ToolSchema& tool) {
+  if (tool.parameters_json.empty()) {
+    return json{{"type", "object"}, {"properties", json::object()}};
+  }
+  json p = json::parse(tool.parameters_json, nullptr, false);
+  if (p.is_discarded()) {
+    return json{{"type", "object"}, {"properties", json::object()}};
+  }
+  return p;
+}
+
+json MessageJson(const Message& m) {
+  json j{{"role", RoleName(m.role)}};
+  switch (m.role) {
+    case Role::kAssistant:
+      if (m.tool_calls.empty()) {
+        j["content"] = m.content;
+      } else {
+        j["content"] = m.content.empty() ? json(nullptr) : json(m.content);
+        json calls = json::array();
+        for (const ToolCall& c : m.tool_calls) {
+          calls.push_back(
+              {{"id", c.id},
+               {"type", "function"},
+               {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        }
+        j["tool_calls"] = std::move(calls);
+      }
+      break;
+    case Role::kTool:
+      j["tool_call_id"] = m.tool_call_id;
+      j["content"] = m.content;
+      break;
+    default:
+      j["content"] = m.content;
+  }
+  return j;
+}
+
+json ToolChoiceJson(const ToolChoice& choice) {
+  switch (choice.mode) {
+    case ToolChoice::Mode::kAuto:
+      return "auto";
+    case ToolChoice::Mode::kNone:
+      return "none";
+    case ToolChoice::Mode::kRequired:
+      return "required";
+    case ToolChoice::Mode::kFunction:
+      return {{"type", "function"}, {"function", {{"name", choice.function}}}};
+  }
+  return "auto";
+}
+
+std::string StringOr(const json& j, const char* key, std::string fallback) {
+  auto it = j.find(key);
+  if (it != j.end() && it->is_string()) return it->get<std::string>();
+  return fallback;
+}
+
+// A tool call's arguments as JSON text, whether sent as a string (the
+// standard) or as an object (some compatible servers).
+std::string ArgumentsText(const json& function) {
+  auto it = function.find("arguments");
+  if (it == function.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+void ReadUsage(const json& j, Usage& usage) {
+  auto it = j.find("usage");
+  if (it == j.end() || !it->is_object()) return;
+  const json& u = *it;
+  if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number()) {
+    usage.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+  }
+  if (u.contains("completion_tokens") && u["completion_tokens"].is_number()) {
+    usage.completion_tokens = u["completion_tokens"].get<int64_t>();
+  }
+  if (u.contains("cost") && u["cost"].is_number()) {
+    usage.cost_usd = u["cost"].get<double>();
+  }
+}
+
+ProviderError Malformed(std::string what) {
+  return MakeProviderError(ProviderErrorKind::kMalformed,
+                           "malformed answer: " + what);
+}
+
+// A 200 whose body is an error object (some proxies answer so).
+std::optional<std::string> EmbeddedError(const json& j) {
+  auto it = j.find("error");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (it->is_object()) return StringOr(*it, "message", it->dump());
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+}  // namespace
+
+std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
+                                   bool request_cost) {
+  json body{{"model", request.model}};
+  json messages = json::array();
+  for (const Message& m : request.messages) messages.push_back(MessageJson(m));
+  body["messages"] = std::move(messages);
+  if (!request.tools.empty()) {
+    json tools = json::array();
+    for (const ToolSchema& t : request.tools) {
+      json function{{"name", t.name}, {"parameters", ParametersOf(t)}};
+      if (!t.description.empty()) function["description"] = t.description;
+      tools.push_back(
+          {{"type", "function"}, {"function", std::move(function)}});
+    }
+    body["tools"] = std::move(tools);
+    body["tool_choice"] = ToolChoiceJson(request.tool_choice);
+  }
+  if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
+  if (stream) {
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+  }
+  if (request_cost) body["usage"] = {{"include", true}};
+  return body.dump();
+}
+
+ChatResult ParseOpenAiResponse(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Malformed("body is not a JSON object");
+  }
+  if (auto err = EmbeddedError(j)) {
+    return MakeProviderError(ProviderErrorKind::kStreamError,
+                             "error in answer: " + *err);
+  }
+  auto choices = j.find("choices");
+  if (choices == j.end() || !choices->is_array() || choices->empty() ||
+      !(*choices)[0].is_object()) {
+    return Malformed("no choices");
+  }
+  const json& choice = (*choices)[0];
+  auto message = choice.find("message");
+  if (message == choice.end() || !message->is_object()) {
+    return Malformed("choice without message");
+  }
+  ChatAnswer answer;
+  answer.id = StringOr(j, "id", "");
+  answer.model = StringOr(j, "model", "");
+  answer.text = StringOr(*message, "content", "");
+  if (auto calls = message->find("tool_calls");
+      calls != message->end() && calls->is_array()) {
+    for (const json& c : *calls) {
+      if (!c.is_object() || !c.contains("function") ||
+          !c["function"].is_object()) {
+        return Malformed("tool call without function");
+      }
+      answer.tool_calls.push_back({StringOr(c, "id", ""),
+                                   StringOr(c["function"], "name", ""),
+                                   ArgumentsText(c["function"])});
+    }
+  }
+  answer.finish_reason = StringOr(choice, "finish_reason", "");
+  if (answer.finish_reason.empty()) {
+    answer.finish_reason = answer.tool_calls.empty() ? "stop" : "tool_calls";
+  }
+  ReadUsage(j, answer.usage);
+  return answer;
+}
+
+bool OpenAiStreamAssembler::Add(const SseEvent& event) {
+  if (done_ || failed_) return false;
+  if (event.data == "[DONE]") {
+    done_ = true;
+    return false;
+  }
+  json j = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    failed_ = true;
+    error_ = Malformed("stream event is not JSON");
+    return false;
+  }
+  if (auto err = EmbeddedError(j); err || event.event == "error") {
+    failed_ = true;
+    error_ = MakeProviderError(
+        ProviderErrorKind::kStreamError,
+        std::string(any_output_ ? "error event mid-stream: "
+                                : "error event before any output: ") +
+            err.value_or(event.data));
+    return false;
+  }
+  if (answer_.id.empty()) answer_.id = StringOr(j, "id", "");
+  if (answer_.model.empty()) answer_.model = StringOr(j, "model", "");
+  ReadUsage(j, answer_.usage);
+  auto choices = j.find("choices");
+  if (choices == j.end() || !choices->is_array() || choices->empty()) {
+    return true;  // The closing usage chunk has no choices.
+  }
+  const json& choice = (*choices)[0];
+  if (auto fr = choice.find("finish_reason");
+      fr != choice.end() && fr->is_string()) {
+    answer_.finish_reason = fr->get<std::string>();
+  }
+  auto delta = choice.find("delta");
+  if (delta == choice.end() || !delta->is_object()) return true;
+  if (auto c = delta->find("content"); c != delta->end() && c->is_string()) {
+    answer_.text += c->get<std::string>();
+    any_output_ = true;
+  }
+  if (auto calls = delta->find("tool_calls");
+      calls != delta->end() && calls->is_array()) {
+    for (const json& c : *calls) {
+      if (!c.is_object()) continue;
+      size_t index = c.value("index", 0);
+      if (answer_.tool_calls.size() <= index) {
+        answer_.tool_calls.resize(index + 1);
+      }
+      ToolCall& call = answer_.tool_calls[index];
+      if (auto id = StringOr(c, "id", ""); !id.empty()) call.id = id;
+      if (auto f = c.find("function"); f != c.end() && f->is_object()) {
+        call.name += StringOr(*f, "name", "");
+        if (auto a = f->find("arguments"); a != f->end() && a->is_string()) {
+          call.arguments += a->get<std::string>();
+        }
+      }
+      any_output_ = true;
+    }
+  }
+  return true;
+}
+
+ChatResult OpenAiStreamAssembler::Finish() {
+  if (failed_) return error_;
+  if (!done_ && answer_.finish_reason.empty()) {
+    return Malformed("stream ended before its end");
+  }
+  if (answer_.finish_reason.empty()) {
+    answer_.finish_reason = answer_.tool_calls.empty() ? "stop" : "tool_calls";
+  }
+  return answer_;
+}
+
+OpenAiProvider::OpenAiProvider(OpenAiConfig config, HttpTransport& transport)
+    : config_(std::move(config)), transport_(transport) {}
+
+ChatResult OpenAiProvider::Send(const ChatRequest& request,
+                                const CallContext& context) {
+  HttpRequest http;
+  http.url = config_.base_url + "/chat/completions";
+  http.headers = {{"Content-Type", "application/json"}};
+  if (!config_.api_key.empty()) {
+    http.headers.emplace_back("Authorization", "Bearer " + config_.api_key);
+  }
+  if (config_.stream) http.headers.emplace_back("Accept", "text/event-stream");
+  if (!context.agent.empty()) {
+    http.headers.emplace_back("X-Steps-Agent", context.agent);
+  }
+  if (!context.step.empty()) {
+    http.headers.emplace_back("X-Steps-Step", context.step);
+  }
+  for (const auto& h : config_.extra_headers) http.headers.push_back(h);
+  http.body =
+      BuildOpenAiRequestBody(request, config_.stream, config_.request_cost);
+
+  ExchangeOptions options;
+  options.secret = config_.api_key;
+  options.max_response_bytes = config_.max_response_bytes;
+  SseParser parser;
+  OpenAiStreamAssembler assembler;
+  if (config_.stream) {
+    options.idle_limit = config_.stream_idle_limit;
+    options.reader = [&](std::string_view piece) {
+      for (const SseEvent& e : parser.Feed(piece)) {
+        if (!assembler.Add(e)) return false;
+      }
+      return true;
+    };
+  }
+  ExchangeResult result = PostWithin(transport_, http, context, options);
+  if (auto* error = std::get_if<ProviderError>(&result)) return *error;
+  const HttpResponse& response = std::get<HttpResponse>(result);
+  if (!config_.stream) return ParseOpenAiResponse(response.body);
+  // A server may ignore stream: true and answer with one JSON body.
+  auto type = FindHeader(response.headers, "content-type");
+  if (type && type->find("application/json") != std::string::npos) {
+    return ParseOpenAiResponse(response.body);
+  }
+  return assembler.Finish();
+}
+
+}  // namespace steps
+
+// Source factories (registered in registry.cc).
+namespace steps {
+namespace {
+
+Result<std::unique_ptr<Provider>> MakeCompatible(const SourceSpec& spec,
+                                                 const ProviderEnvironment& env,
+                                                 const std::string& default_url,
+                                                 const std::string& key_env,
+                                                 bool key_required_by_default,
+                                                 bool request_cost) {
+  // A base_url points somewhere the author chose (a local server, a
+  // gateway): the key is then only required when api_key_env names one.
+  bool custom_url = !spec.base_url.empty();
+  bool required =
+      custom_url ? !spec.api_key_env.empty() : key_required_by_default;
+  auto key = ReadApiKey(spec, key_env, required, env);
+  if (!key.ok()) return key.status();
+  OpenAiConfig config;
+  config.base_url = custom_url ? spec.base_url : default_url;
+  while (!config.base_url.empty() && config.base_url.back() == '/') {
+    config.base_url.pop_back();
+  }
+  config.api_key = *key;
+  config.stream = spec.stream;
+  config.stream_idle_limit = spec.stream_idle_limit;
+  config.request_cost = request_cost;
+  return std::unique_ptr<Provider>(
+      std::make_unique<OpenAiProvider>(std::move(config), *env.transport));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Provider>> MakeOpenAiSource(
+    const SourceSpec& spec, const std::string&,
+    const ProviderEnvironment& env) {
+  return MakeCompatible(spec, env, "https://api.openai.com/v1",
+                        "OPENAI_API_KEY", true, false);
+}
+
+Result<std::unique_ptr<Provider>> MakeOpenRouterSource(
+    const SourceSpec& spec, const std::string&,
+    const ProviderEnvironment& env) {
+  return MakeCompatible(spec, env, "https://openrouter.ai/api/v1",
+                        "OPENROUTER_API_KEY", true, true);
+}
+
+Result<std::unique_ptr<Provider>> MakeOllamaSource(
+    const SourceSpec& spec, const std::string&,
+    const ProviderEnvironment& env) {
+  return MakeCompatible(spec, env, "http://127.0.0.1:11434/v1",
+                        "OLLAMA_API_KEY", false, false);
+}
+
+}  // namespace steps

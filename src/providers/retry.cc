@@ -1,0 +1,103 @@
+#include "providers/retry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/log.h"
+#include "providers/exchange.h"
+
+namespace steps {
+namespace {
+
+double DefaultJitter() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+ChatResult GiveUp(ProviderError error, int sent, const CallContext& context) {
+  error.requests = sent;
+  if (context.log_give_up && error.kind != ProviderErrorKind::kCancelled) {
+    LogEvent(
+        LogLevel::kWarn, "agent.conversation_failed",
+        {{"agent", context.agent},
+         {"provider_requests", std::to_string(context.prior_requests + sent)},
+         {"error", error.message}});
+  }
+  return error;
+}
+
+}  // namespace
+
+Millis BackoffDelay(const RetryPolicy& policy, int retry, double u) {
+  double d = static_cast<double>(policy.initial_backoff.count()) *
+             std::pow(policy.multiplier, std::max(0, retry - 1));
+  d = std::min(d, static_cast<double>(policy.max_backoff.count()));
+  u = std::clamp(u, 0.0, 1.0);
+  return Millis(static_cast<int64_t>(std::llround(d / 2 + u * d / 2)));
+}
+
+RetryingProvider::RetryingProvider(Provider& inner, RetryPolicy policy)
+    : inner_(inner), policy_(std::move(policy)) {
+  if (policy_.attempts < 1) policy_.attempts = 1;
+}
+
+ChatResult RetryingProvider::Send(const ChatRequest& request,
+                                  const CallContext& context) {
+  const int attempts = policy_.attempts;
+  int sent = 0;
+  for (int attempt = 1;; ++attempt) {
+    ChatResult result = inner_.Send(request, context);
+    if (result.ok()) {
+      result.answer().requests = sent + 1;
+      return result;
+    }
+    ProviderError error = std::move(result.error());
+    sent += error.requests;
+    if (!error.retryable()) return GiveUp(std::move(error), sent, context);
+    if (attempt >= attempts) {
+      error.message = "gave up after " + std::to_string(sent) +
+                      (sent == 1 ? " request: " : " requests: ") +
+                      error.message;
+      return GiveUp(std::move(error), sent, context);
+    }
+
+    Millis wait;
+    bool server_asked = error.retry_after.has_value();
+    if (server_asked) {
+      wait = *error.retry_after;
+    } else {
+      double u = policy_.jitter ? policy_.jitter() : DefaultJitter();
+      wait = BackoffDelay(policy_, attempt, u);
+    }
+    std::optional<Millis> left = context.deadline.Remaining(*context.clock);
+    if (left && wait >= *left) {
+      error.message += "; not retried: " +
+                       std::string(server_asked ? "the server asked to wait "
+                                                : "the backoff is ") +
+                       FormatDuration(wait) + " but the deadline is " +
+                       FormatDuration(*left) + " away";
+      return GiveUp(std::move(error), sent, context);
+    }
+    if (!left && server_asked && wait > policy_.max_server_wait) {
+      error.message += "; not retried: the server asked to wait " +
+                       FormatDuration(wait) + ", longer than " +
+                       FormatDuration(policy_.max_server_wait);
+      return GiveUp(std::move(error), sent, context);
+    }
+
+    LogEvent(LogLevel::kWarn, "agent.request_retry",
+             {{"agent", context.agent},
+              {"model", request.model},
+              {"attempt", std::to_string(attempt)},
+              {"attempts", std::to_string(attempts)},
+              {"status", error.StatusLabel()}});
+    if (!context.clock->SleepFor(wait, context.cancel)) {
+      ProviderError cancelled = MakeProviderError(
+          ProviderErrorKind::kCancelled, "cancelled while waiting to retry");
+      return GiveUp(std::move(cancelled), sent, context);
+    }
+  }
+}
+
+}  // namespace steps
