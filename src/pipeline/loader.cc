@@ -455,6 +455,30 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   internal::CheckReferences(p, d);
 }
 
+// The line of a "---" or "..." marker that follows content, or 0.
+int SecondDocumentLine(const std::string& text) {
+  bool content = false;
+  int line = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view l(text.data() + pos, end - pos);
+    ++line;
+    bool marker =
+        (l.substr(0, 3) == "---" || l.substr(0, 3) == "...") &&
+        (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (marker) {
+      if (content) return line;
+    } else if (!l.empty() && l[0] != '#' && l[0] != '%' &&
+               l.find_first_not_of(" \t\r") != std::string_view::npos) {
+      content = true;
+    }
+    pos = end + 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int CountSteps(const std::vector<StepPtr>& plan) {
@@ -480,16 +504,18 @@ LoadResult LoadPipelineText(const std::string& text, const std::string& file) {
     d.Error(0, "the file contains a NUL byte: it is not a YAML text file");
     return result;
   }
+  // One document only. A second is found by its marker rather than with
+  // YAML::LoadAll, which loops forever on some malformed input (a stray
+  // leading ','), where YAML::Load answers with an error.
+  if (int line = SecondDocumentLine(text)) {
+    d.Error(line,
+            "the file holds more than one YAML document; a pipeline is one "
+            "document");
+    return result;
+  }
   YAML::Node root;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      d.Error(LineOf(docs[1]),
-              "the file holds " + std::to_string(docs.size()) +
-                  " YAML documents; a pipeline is one document");
-      return result;
-    }
-    if (!docs.empty()) root = docs[0];
+    root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     d.Error(e.mark.line + 1, "YAML nesting is too deep");
     return result;
