@@ -1,0 +1,159 @@
+// The seam between the pipeline executor and the conversation engine. The
+// executor resolves an agent step into an AgentInvocation (no YAML, no
+// pipeline types) and hands it to an AgentRunner; the engine behind it runs
+// the whole conversation under one deadline and reports how it ended.
+#ifndef STEPS_AGENT_AGENT_H_
+#define STEPS_AGENT_AGENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cancel.h"
+#include "core/clock.h"
+#include "core/duration.h"
+#include "core/outcome.h"
+
+namespace steps {
+class ProcessLauncher;
+}
+
+namespace steps::agent {
+
+// Price per million tokens, in USD.
+struct SourcePrice {
+  double input_per_mtok = 0;
+  double output_per_mtok = 0;
+};
+
+// One place answers can come from: a hosted model or a local CLI agent.
+struct AgentSource {
+  std::string model;  // "PROVIDER/MODEL"; empty for a CLI source.
+  std::string cli;    // The command of a CLI source; empty otherwise.
+  std::optional<std::string> base_url;
+  std::optional<std::string> api_key_env;
+  std::optional<SourcePrice> price;
+  bool stream = false;
+
+  bool is_cli() const { return !cli.empty(); }
+};
+
+// A spending cap: tokens (prompt + completion) and/or USD.
+struct BudgetLimit {
+  std::optional<int64_t> tokens;  // nullopt or 0: no token cap.
+  std::optional<double> usd;      // nullopt or 0: no USD cap.
+};
+
+// Spending shared by several conversations (a job's or an across block's
+// budget). Thread-safe. A conversation adds what each answer cost and
+// stops when the meter says the budget is spent.
+class BudgetMeter {
+ public:
+  explicit BudgetMeter(BudgetLimit limit) : limit_(limit) {}
+
+  // Adds spending; returns false when the budget is now exceeded.
+  bool Add(int64_t tokens, double usd);
+  bool Exceeded() const;
+  int64_t tokens() const;
+  double usd() const;
+  const BudgetLimit& limit() const { return limit_; }
+  // "token budget of 1000 exceeded (1203 used)" or similar; "" if not.
+  std::string Describe() const;
+
+ private:
+  BudgetLimit limit_;
+  mutable std::mutex mu_;
+  int64_t tokens_ = 0;
+  double usd_ = 0;
+};
+
+// Everything one agent step (or one fixer run) needs, fully resolved by
+// precedence (step, then agent entry, then package default).
+struct AgentInvocation {
+  std::string agent_name;  // The agents: entry; sent as X-Steps-Agent.
+  std::string step_name;   // Sent as X-Steps-Step.
+  std::vector<AgentSource> sources;  // Primary first, then fallbacks in order.
+  std::string persona;
+  std::vector<std::string> tools;  // Built-in tool names granted.
+  bool required_tools = false;     // `required: tools`.
+
+  std::optional<Millis> timeout;     // The one deadline; nullopt: none ("0").
+  int attempts = 3;                  // Provider requests per failing turn.
+  std::optional<int64_t> max_turns;  // nullopt: no cap.
+  std::optional<int64_t> max_context_bytes;  // nullopt: whole files.
+  std::optional<Millis> llm_timeout;         // Per request; nullopt: none.
+  std::optional<Millis> tool_timeout;        // Per tool call; nullopt: none.
+  std::optional<BudgetLimit> budget;         // This conversation's own cap.
+
+  std::vector<std::string> messages;       // User messages, in order.
+  std::vector<std::string> context_paths;  // Files handed over, relative.
+  std::string working_dir;  // Tools are confined here; absolute path.
+  // For `to:` routing: the routing step's output, given as critique in a
+  // fresh conversation.
+  std::optional<std::string> critique;
+};
+
+// What a conversation did, for the step record, `steps show` and the UI.
+struct AgentTurnRecord {
+  int turn = 0;               // 1-based.
+  int provider_requests = 0;  // HTTP requests this turn took (retries).
+  std::string source;         // Model or CLI that answered.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  std::vector<std::string> tool_calls;  // "read_file {\"path\":...}" (cut).
+  std::string text;                     // Answer text (cut).
+};
+
+struct AgentResult {
+  Outcome outcome = Outcome::kErrored;
+  std::string answer;  // The final answer: the step's stdout.
+  std::string error;   // Why it did not succeed; "" on success.
+  int turns = 0;
+  int provider_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  bool deadline_disclosed = false;
+  bool nudge_sent = false;
+  std::vector<std::string> fallbacks_taken;  // Sources cascaded to, in order.
+  std::vector<AgentTurnRecord> turn_records;
+};
+
+// Things the engine may tell the caller while it runs (for live progress,
+// logs and the run store). Called on the engine's thread; must not block.
+struct AgentEvents {
+  std::function<void(const AgentTurnRecord&)> on_turn;
+  std::function<void(const std::string& line)> on_log;
+};
+
+// Where time, cancellation, processes and shared budgets come from.
+struct AgentContext {
+  Clock* clock = &RealClock();
+  CancelToken cancel;                   // Abort or an enclosing scope ending.
+  ProcessLauncher* launcher = nullptr;  // For run_shell and CLI sources.
+  // Shared caps (job budget, across budget) charged besides the step's own.
+  std::vector<std::shared_ptr<BudgetMeter>> shared_budgets;
+  AgentEvents events;
+};
+
+// Runs conversations. Thread-safe: many steps may run at once.
+class AgentRunner {
+ public:
+  virtual ~AgentRunner() = default;
+  // Blocks until the conversation ends: an answer with no tool call
+  // (succeeded), the deadline (failed, "agent: generate content: context
+  // deadline exceeded"), a cap, budget or guard (failed), sources exhausted
+  // by transport faults (errored), or cancellation (aborted). Never throws.
+  virtual AgentResult Run(const AgentInvocation& invocation,
+                          const AgentContext& context) = 0;
+};
+
+}  // namespace steps::agent
+
+#endif  // STEPS_AGENT_AGENT_H_
