@@ -102,10 +102,11 @@ struct OutputPipe {
         capture(req.max_captured_bytes, req.keep) {
     if (req.on_line) {
       const LineCallback* callback = &req.on_line;
-      lines.emplace(ProcessRequest::kMaxLineBytes,
-                    [callback, which](std::string_view line) {
-                      (*callback)(which, line);
-                    });
+      lines = std::make_unique<LineSplitter>(
+          ProcessRequest::kMaxLineBytes,
+          [callback, which](std::string_view line) {
+            (*callback)(which, line);
+          });
     }
   }
 
@@ -139,7 +140,7 @@ struct OutputPipe {
   UniqueFd fd;
   OutputStream stream;
   BoundedCapture capture;
-  std::optional<LineSplitter> lines;
+  std::unique_ptr<LineSplitter> lines;  // Only with a line callback.
 };
 
 // The state of one started child until Run returns.

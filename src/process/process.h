@@ -129,9 +129,8 @@ struct ProcessResult {
   CapturedOutput out;
   CapturedOutput err;
 
-  // Process id and group of the main child (0 if it never started); the
-  // group no longer has live members once Run returns, except processes
-  // that moved themselves to another group or session.
+  // Process id, and so process group id, of the main child (0 if it never
+  // started).
   int pid = 0;
   // Wall time from spawn to the end of the run (including drain).
   Millis duration{0};
@@ -151,9 +150,10 @@ struct ProcessResult {
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
-  // Blocks until the run has ended (see ProcessEnd) and, when it returns,
-  // nothing the run started is left running (processes that escaped into
-  // another session excepted). Never throws for anything the child does.
+  // Blocks until the run has ended (see ProcessEnd). When it returns, the
+  // main child is reaped and every process left in its group has been sent
+  // SIGKILL (a process that moved to another group or session is out of
+  // reach). Never throws for anything the child does.
   virtual ProcessResult Run(const ProcessRequest& request) = 0;
 };
 

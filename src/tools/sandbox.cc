@@ -1,0 +1,241 @@
+#include "tools/sandbox.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <vector>
+
+namespace steps {
+namespace {
+
+constexpr size_t kMaxPathBytes = 4096;
+constexpr int kMaxSymlinks = 40;
+
+Status Refused(const std::string& why) {
+  return InvalidArgument("refused: " + why);
+}
+
+std::string Quoted(std::string_view path) {
+  return "'" + std::string(path) + "'";
+}
+
+std::deque<std::string> SplitPath(std::string_view path) {
+  std::deque<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > start) parts.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+Result<UniqueFd> Dup(int fd) {
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus("dup", errno);
+  return UniqueFd(copy);
+}
+
+Status CheckPathText(std::string_view path) {
+  if (path.find('\0') != std::string_view::npos) {
+    return Refused("the path contains a NUL byte");
+  }
+  if (path.size() > kMaxPathBytes) {
+    return Refused("the path is longer than " + std::to_string(kMaxPathBytes) +
+                   " bytes");
+  }
+  if (!path.empty() && path[0] == '/') {
+    return Refused(Quoted(path) +
+                   " is an absolute path; use a path relative to the working "
+                   "directory");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Sandbox> Sandbox::Open(const std::string& root) {
+  char* canonical = realpath(root.c_str(), nullptr);
+  if (canonical == nullptr) {
+    return ErrnoStatus("working directory " + root, errno);
+  }
+  std::string root_path(canonical);
+  free(canonical);
+  int fd = open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("working directory " + root_path, errno);
+  return Sandbox(UniqueFd(fd), std::move(root_path));
+}
+
+Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
+                                           Mode mode) const {
+  if (Status s = CheckPathText(path); !s.ok()) return s;
+  std::string shown = Quoted(path);
+  auto escape = [&](const std::string& via) {
+    std::string why = shown + " leads outside the working directory";
+    if (!via.empty()) why += " (through the symlink " + Quoted(via) + ")";
+    return Refused(why);
+  };
+
+  std::deque<std::string> pending = SplitPath(path);
+  // Directories entered below the root; the root itself is root_fd_.
+  std::vector<UniqueFd> opened;
+  auto current = [&] {
+    return opened.empty() ? root_fd_.get() : opened.back().get();
+  };
+  int symlinks = 0;
+  std::string via;  // The last symlink followed, for messages.
+
+  while (!pending.empty()) {
+    std::string name = std::move(pending.front());
+    pending.pop_front();
+    if (name == ".") continue;
+    if (name == "..") {
+      if (opened.empty()) return escape(via);
+      opened.pop_back();
+      continue;
+    }
+    bool last = pending.empty();
+    struct stat st;
+    if (fstatat(current(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      int err = errno;
+      if (err != ENOENT) return ErrnoStatus(shown, err);
+      if (mode != Mode::kCreate) {
+        return NotFound(shown + " does not exist");
+      }
+      if (last) {
+        Result<UniqueFd> dir = Dup(current());
+        if (!dir.ok()) return dir.status();
+        return Location{std::move(*dir), name, false, {}};
+      }
+      if (mkdirat(current(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+        return ErrnoStatus(
+            "creating directory " + Quoted(name) + " for " + shown, errno);
+      }
+    } else if (S_ISLNK(st.st_mode)) {
+      if (++symlinks > kMaxSymlinks) {
+        return Refused(shown + " goes through too many symlinks");
+      }
+      char buf[PATH_MAX + 1];
+      ssize_t n = readlinkat(current(), name.c_str(), buf, sizeof buf);
+      if (n < 0) return ErrnoStatus(shown, errno);
+      if (n == 0 || static_cast<size_t>(n) >= sizeof buf) {
+        return Refused(shown + " goes through an unusable symlink");
+      }
+      std::string target(buf, static_cast<size_t>(n));
+      via = name;
+      if (target[0] == '/') {
+        bool inside =
+            root_path_ == "/" || target == root_path_ ||
+            target.compare(0, root_path_.size() + 1, root_path_ + "/") == 0;
+        if (!inside) return escape(via);
+        opened.clear();
+        target.erase(0, root_path_ == "/" ? 0 : root_path_.size());
+      }
+      std::deque<std::string> parts = SplitPath(target);
+      pending.insert(pending.begin(), parts.begin(), parts.end());
+      continue;
+    } else if (last) {
+      Result<UniqueFd> dir = Dup(current());
+      if (!dir.ok()) return dir.status();
+      return Location{std::move(*dir), name, true, st};
+    }
+    // A directory on the way. O_NOFOLLOW: if it was swapped for a symlink
+    // since the fstatat, this fails instead of following it.
+    int fd = openat(current(), name.c_str(),
+                    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      if (err == ENOTDIR || err == ELOOP) {
+        return InvalidArgument(shown + ": " + Quoted(name) +
+                               " is not a directory");
+      }
+      return ErrnoStatus(shown, err);
+    }
+    opened.emplace_back(fd);
+  }
+  // The path named a directory itself ("", ".", "a/..", "a/").
+  Result<UniqueFd> dir = Dup(current());
+  if (!dir.ok()) return dir.status();
+  return Location{std::move(*dir), "", true, {}};
+}
+
+Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
+  if (path.empty()) return InvalidArgument("the path is empty");
+  Result<Location> loc = Resolve(path, Mode::kExisting);
+  if (!loc.ok()) return loc.status();
+  std::string shown = Quoted(path);
+  if (loc->leaf.empty() || S_ISDIR(loc->st.st_mode)) {
+    return InvalidArgument(shown + " is a directory");
+  }
+  if (!S_ISREG(loc->st.st_mode)) {
+    return InvalidArgument(shown + " is not a regular file");
+  }
+  int fd = openat(loc->dir.get(), loc->leaf.c_str(),
+                  O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return Refused(shown + " changed while being opened");
+    return ErrnoStatus(shown, errno);
+  }
+  UniqueFd file(fd);
+  struct stat st;
+  if (fstat(file.get(), &st) != 0) return ErrnoStatus(shown, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument(shown + " is not a regular file");
+  }
+  return file;
+}
+
+Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
+  if (path.empty()) return InvalidArgument("the path is empty");
+  Result<Location> loc = Resolve(path, Mode::kCreate);
+  if (!loc.ok()) return loc.status();
+  std::string shown = Quoted(path);
+  if (loc->leaf.empty() || (loc->exists && S_ISDIR(loc->st.st_mode))) {
+    return InvalidArgument(shown + " is a directory");
+  }
+  if (loc->exists && !S_ISREG(loc->st.st_mode)) {
+    return InvalidArgument(shown + " is not a regular file");
+  }
+  int fd = openat(loc->dir.get(), loc->leaf.c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC |
+                      O_NOCTTY | O_NONBLOCK,
+                  0644);
+  if (fd < 0) {
+    if (errno == ELOOP) return Refused(shown + " changed while being opened");
+    if (errno == EISDIR) return InvalidArgument(shown + " is a directory");
+    return ErrnoStatus(shown, errno);
+  }
+  UniqueFd file(fd);
+  struct stat st;
+  if (fstat(file.get(), &st) != 0) return ErrnoStatus(shown, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument(shown + " is not a regular file");
+  }
+  return file;
+}
+
+Result<UniqueFd> Sandbox::OpenDirectory(std::string_view path) const {
+  Result<Location> loc = Resolve(path, Mode::kExisting);
+  if (!loc.ok()) return loc.status();
+  std::string shown = Quoted(path.empty() ? "." : path);
+  if (!loc->leaf.empty() && !S_ISDIR(loc->st.st_mode)) {
+    return InvalidArgument(shown + " is not a directory");
+  }
+  const char* name = loc->leaf.empty() ? "." : loc->leaf.c_str();
+  int fd = openat(loc->dir.get(), name,
+                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOTDIR || errno == ELOOP) {
+      return InvalidArgument(shown + " is not a directory");
+    }
+    return ErrnoStatus(shown, errno);
+  }
+  return UniqueFd(fd);
+}
+
+}  // namespace steps

@@ -1,0 +1,76 @@
+// The agent tools' confinement: every path a model names is resolved inside
+// one root directory (the step's working directory), and nothing outside it
+// can be read, written or listed.
+#ifndef STEPS_TOOLS_SANDBOX_H_
+#define STEPS_TOOLS_SANDBOX_H_
+
+#include <sys/stat.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/status.h"
+#include "process/unique_fd.h"
+
+namespace steps {
+
+// Paths are relative to the root. Refused, with a message a model can act
+// on (StatusCode::kInvalidArgument, text starting "refused:"):
+//  - absolute paths, empty paths where a file is needed, NUL bytes, paths
+//    over 4096 bytes;
+//  - `..` that climbs above the root, directly or inside a symlink's target;
+//  - symlinks (anywhere on the path, the last component included) whose
+//    target lies outside the root; an absolute target is accepted only
+//    when it points inside the root's canonical path.
+// Symlinks that stay inside are followed (at most 40 per path).
+//
+// Resolution walks one component at a time from a descriptor of the root
+// (openat with O_NOFOLLOW, each symlink read and checked by hand), and the
+// final open is O_NOFOLLOW relative to the resolved parent. A path swapped
+// for a symlink between the checks and the open makes the open fail; it
+// never lets it through. Other errors: kNotFound (a component does not
+// exist), kIoError (the OS said no; message names the path).
+//
+// Thread-safe: a Sandbox is immutable once opened.
+class Sandbox {
+ public:
+  // REQUIRES: `root` names an existing directory (it may be relative to the
+  // process's working directory).
+  static Result<Sandbox> Open(const std::string& root);
+
+  // The canonical absolute path of the root.
+  const std::string& root() const { return root_path_; }
+
+  // An existing regular file, open for reading.
+  Result<UniqueFd> OpenFileForRead(std::string_view path) const;
+  // A regular file open for writing, created (mode 0644) or truncated;
+  // missing directories on the way are created (mode 0755). A dangling
+  // symlink is written through only when its target is inside the root.
+  Result<UniqueFd> CreateFileForWrite(std::string_view path) const;
+  // An existing directory, open for reading its entries. "" and "." are
+  // the root.
+  Result<UniqueFd> OpenDirectory(std::string_view path) const;
+
+ private:
+  // Where a path lands: a directory and a name in it that is not a symlink
+  // (or does not exist yet). An empty leaf means the directory itself.
+  struct Location {
+    UniqueFd dir;
+    std::string leaf;
+    bool exists = false;
+    struct stat st = {};  // Of the leaf, when it exists (not followed).
+  };
+  enum class Mode { kExisting, kCreate };
+
+  Sandbox(UniqueFd root_fd, std::string root_path)
+      : root_fd_(std::move(root_fd)), root_path_(std::move(root_path)) {}
+  Result<Location> Resolve(std::string_view path, Mode mode) const;
+
+  UniqueFd root_fd_;
+  std::string root_path_;
+};
+
+}  // namespace steps
+
+#endif  // STEPS_TOOLS_SANDBOX_H_

@@ -1,0 +1,94 @@
+#include "tools/shell_tool.h"
+
+#include <optional>
+#include <string>
+
+#include "process/process.h"
+#include "tools/arguments.h"
+#include "tools/sandbox.h"
+
+namespace steps {
+
+RunShellTool::RunShellTool()
+    : Tool("run_shell",
+           "Run a shell command with bash in the working directory. Returns "
+           "the exit code and the combined stdout and stderr. Commands are "
+           "killed when they exceed the tool timeout.",
+           StringArgumentsSchema({{"command", "The bash command to run"}})) {}
+
+ToolResult RunShellTool::Run(const nlohmann::json& arguments,
+                             const ToolContext& context) const {
+  Result<std::string> command = StringArgument(arguments, name(), "command");
+  if (!command.ok()) return ToolResult::Error(command.status().message());
+  if (command->find_first_not_of(" \t\r\n") == std::string::npos) {
+    return ToolResult::Error(name() + ": the command is empty");
+  }
+  if (command->find('\0') != std::string::npos) {
+    return ToolResult::Error(name() + ": the command contains a NUL byte");
+  }
+  // The same root the file tools see, so a command starts where they do.
+  Result<Sandbox> sandbox = Sandbox::Open(context.working_dir);
+  if (!sandbox.ok()) {
+    return ToolResult::Error(name() + ": " + sandbox.status().message());
+  }
+
+  std::optional<Millis> left = context.deadline.Remaining(context.clock);
+  if (left && *left <= Millis(0)) {
+    return ToolResult::Error(name() +
+                             ": not run: the step's deadline has passed");
+  }
+  bool tool_limit = context.tool_timeout > Millis(0);
+  // Which limit will stop the command first decides how a timeout reads.
+  bool by_tool_timeout = tool_limit && (!left || context.tool_timeout < *left);
+
+  ProcessRequest request = ProcessRequest::Shell(*command);
+  request.working_dir = sandbox->root();
+  request.env = context.env;
+  request.cancel = context.cancel;
+  request.deadline = context.deadline;
+  if (tool_limit) {
+    request.deadline = request.deadline.Earlier(
+        Deadline::After(context.clock, context.tool_timeout));
+  }
+  request.kill_grace = context.limits.shell_kill_grace;
+  request.merge_stderr = true;
+  request.max_captured_bytes = context.limits.max_output_bytes;
+  request.keep = OutputKeep::kHeadAndTail;
+
+  ProcessResult result = context.launcher.Run(request);
+
+  std::string status;
+  bool is_error = true;
+  switch (result.end) {
+    case ProcessEnd::kExited:
+      status = "exit code: " + std::to_string(result.exit_code.value_or(-1));
+      is_error = result.exit_code != 0;
+      break;
+    case ProcessEnd::kSignaled:
+      status = "command " + result.Describe();
+      break;
+    case ProcessEnd::kTimedOut:
+      status = by_tool_timeout
+                   ? "timed out after " + FormatDuration(context.tool_timeout) +
+                         " (tool_timeout); the command was killed"
+                   : "stopped: the step's deadline was reached; the command "
+                     "was killed";
+      break;
+    case ProcessEnd::kCancelled:
+      status = "cancelled; the command was killed";
+      break;
+    case ProcessEnd::kFailedToStart:
+      return ToolResult::Error(
+          name() + ": could not start the command: " + result.error);
+  }
+  std::string content = status + "\n";
+  if (result.out.total_bytes == 0) {
+    content += "(no output)\n";
+  } else {
+    content += result.out.text;
+    if (content.back() != '\n') content += '\n';
+  }
+  return {std::move(content), is_error};
+}
+
+}  // namespace steps
