@@ -25,6 +25,8 @@ struct Command {
 
 Command ValidateCommand();
 Command ExplainCommand();
+Command RunCommand();
+Command TestCommand();
 
 }  // namespace steps::cli
 

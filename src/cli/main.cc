@@ -7,6 +7,8 @@
 int main(int argc, char** argv) {
   using namespace steps::cli;
   const std::vector<Command> commands = {
+      RunCommand(),
+      TestCommand(),
       ValidateCommand(),
       ExplainCommand(),
   };

@@ -1,0 +1,40 @@
+// What `steps run` and `steps test` share: wiring an executor to this
+// machine (processes, signals, agents) and turning outcomes into exit codes.
+#ifndef STEPS_CLI_RUN_SUPPORT_H_
+#define STEPS_CLI_RUN_SUPPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "pipeline/executor.h"
+#include "pipeline/resolve.h"
+
+namespace steps::cli {
+
+struct RunSetup {
+  std::string state_dir = ".steps";
+  bool mock = false;  // Serve every agent source from the file's mock: block.
+  std::vector<std::string> jobs;
+  pipeline::RunObserver* observer = nullptr;
+};
+
+struct RunOutcome {
+  pipeline::RunRecord record;
+  int signal = 0;  // The signal that aborted the run, or 0.
+  // Problems the mock provider saw (unmet `expect:`), when serving one.
+  std::vector<std::string> mock_problems;
+};
+
+// Runs the jobs of `plan` with the local process launcher, SIGINT/SIGTERM
+// handling and the agent runner the setup asks for.
+RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
+
+// 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;
+// 130/143 aborted by SIGINT/SIGTERM.
+int ExitCodeFor(const RunOutcome& outcome);
+
+}  // namespace steps::cli
+
+#endif  // STEPS_CLI_RUN_SUPPORT_H_

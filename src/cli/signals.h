@@ -1,0 +1,34 @@
+// SIGINT/SIGTERM for a run: the first signal aborts (cancels the run's
+// token), a second cuts the on_abort and ensure hooks that run after it.
+#ifndef STEPS_CLI_SIGNALS_H_
+#define STEPS_CLI_SIGNALS_H_
+
+#include <atomic>
+#include <thread>
+
+#include "core/cancel.h"
+
+namespace steps::cli {
+
+class SignalWatcher {
+ public:
+  SignalWatcher(CancelToken abort, CancelToken cleanup);
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+  // The first signal received (SIGINT or SIGTERM), or 0.
+  int first_signal() const { return first_signal_.load(); }
+
+ private:
+  void Watch();
+  CancelToken abort_;
+  CancelToken cleanup_;
+  std::atomic<int> first_signal_{0};
+  int pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace steps::cli
+
+#endif  // STEPS_CLI_SIGNALS_H_

@@ -1,0 +1,153 @@
+#include "cli/terminal_printer.h"
+
+namespace steps::cli {
+
+std::string StepLabel(const pipeline::StepRef& step) {
+  std::string label;
+  if (step.hook) label = std::string(pipeline::HookKindName(*step.hook)) + " ";
+  if (step.fixer) label += "fix ";
+  label += pipeline::StepKindName(step.kind);
+  label += ": " + step.name;
+  return label;
+}
+
+TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock)
+    : out_(out), live_(live), clock_(clock) {
+  if (live_) ticker_ = std::thread([this] { Tick(); });
+}
+
+TerminalPrinter::~TerminalPrinter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    ClearStatusLocked();
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  std::fflush(out_);
+}
+
+void TerminalPrinter::ClearStatusLocked() {
+  if (!live_ || status_lines_ == 0) return;
+  // Up to the first status line, then clear to the end of the screen.
+  std::fprintf(out_, "\r\033[%dA\033[J", status_lines_);
+  status_lines_ = 0;
+}
+
+void TerminalPrinter::DrawStatusLocked() {
+  if (!live_ || stop_) return;
+  SteadyTime now = clock_.Now();
+  for (const auto& [id, r] : running_) {
+    Millis elapsed = std::chrono::duration_cast<Millis>(now - r.started);
+    std::string line = "  ⏵ " + r.label + "  " +
+                       FormatDuration(Millis(elapsed.count() / 100 * 100));
+    if (r.deadline) {
+      Millis left = std::chrono::duration_cast<Millis>(*r.deadline - now);
+      if (left.count() < 0) left = Millis(0);
+      line +=
+          "  (" + FormatDuration(Millis(left.count() / 1000 * 1000)) + " left)";
+    }
+    std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
+    ++status_lines_;
+  }
+  std::fflush(out_);
+}
+
+void TerminalPrinter::PrintLocked(const std::string& line) {
+  ClearStatusLocked();
+  std::fprintf(out_, "%s\n", line.c_str());
+  DrawStatusLocked();
+  if (!live_) std::fflush(out_);
+}
+
+void TerminalPrinter::Tick() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    if (stop_) break;
+    ClearStatusLocked();
+    DrawStatusLocked();
+  }
+}
+
+void TerminalPrinter::OnJobStart(const std::string& job,
+                                 std::optional<SteadyTime> deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string line = "job " + job;
+  if (deadline) {
+    line += " (timeout " +
+            FormatDuration(
+                std::chrono::duration_cast<Millis>(*deadline - clock_.Now())) +
+            ")";
+  }
+  PrintLocked(line);
+}
+
+void TerminalPrinter::OnStepStart(const pipeline::StepRef& step,
+                                  std::optional<SteadyTime> deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_[step.id] = Running{StepLabel(step), clock_.Now(), deadline};
+}
+
+void TerminalPrinter::OnAttemptStart(const pipeline::StepRef& step, int attempt,
+                                     int of,
+                                     std::optional<SteadyTime> deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string label = StepLabel(step);
+  if (attempt > 1)
+    label +=
+        " (attempt " + std::to_string(attempt) + "/" + std::to_string(of) + ")";
+  auto it = running_.find(step.id);
+  if (it != running_.end()) {
+    it->second.label = label;
+    if (deadline) it->second.deadline = deadline;
+  }
+  PrintLocked(label);
+}
+
+void TerminalPrinter::OnOutput(const pipeline::StepRef& step,
+                               OutputStream stream, std::string_view line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string text =
+      "  " + step.name + (stream == OutputStream::kStderr ? " ! " : " | ");
+  text += line;
+  PrintLocked(text);
+}
+
+void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
+                                  const agent::AgentTurnRecord& turn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string text = "  " + step.name + " ▸ turn " + std::to_string(turn.turn);
+  if (turn.provider_requests > 1) {
+    text += " (" + std::to_string(turn.provider_requests) + " requests)";
+  }
+  for (const std::string& call : turn.tool_calls) text += "  " + call;
+  if (turn.tool_calls.empty() && !turn.text.empty()) {
+    std::string first = turn.text.substr(0, turn.text.find('\n'));
+    if (first.size() > 100) first = first.substr(0, 100) + "…";
+    text += "  " + first;
+  }
+  PrintLocked(text);
+}
+
+void TerminalPrinter::OnStepEnd(const pipeline::StepRecord& step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_.erase(step.ref.id);
+  std::string line = StepLabel(step.ref) + " " +
+                     std::string(OutcomeName(step.outcome)) + " in " +
+                     FormatDuration(step.duration);
+  if (step.cached) line += " (cached)";
+  if (!step.error.empty()) line += ": " + step.error;
+  PrintLocked(line);
+}
+
+void TerminalPrinter::OnJobEnd(const pipeline::JobRecord& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string line = "job " + job.name + " " +
+                     std::string(OutcomeName(job.outcome)) + " in " +
+                     FormatDuration(job.duration);
+  if (!job.error.empty()) line += ": " + job.error;
+  PrintLocked(line);
+}
+
+}  // namespace steps::cli

@@ -1,0 +1,67 @@
+// The terminal face of a run. Plain mode prints one line per event, for CI
+// logs; live mode (a TTY) adds a status block at the bottom with each
+// running step's elapsed time and, where a deadline applies, the time left.
+#ifndef STEPS_CLI_TERMINAL_PRINTER_H_
+#define STEPS_CLI_TERMINAL_PRINTER_H_
+
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "pipeline/observer.h"
+
+namespace steps::cli {
+
+class TerminalPrinter : public pipeline::RunObserver {
+ public:
+  // Writes to `out`. `live` redraws a status block (for a TTY).
+  TerminalPrinter(FILE* out, bool live, Clock& clock);
+  ~TerminalPrinter() override;
+
+  void OnJobStart(const std::string& job,
+                  std::optional<SteadyTime> deadline) override;
+  void OnStepStart(const pipeline::StepRef& step,
+                   std::optional<SteadyTime> deadline) override;
+  void OnAttemptStart(const pipeline::StepRef& step, int attempt, int of,
+                      std::optional<SteadyTime> deadline) override;
+  void OnOutput(const pipeline::StepRef& step, OutputStream stream,
+                std::string_view line) override;
+  void OnAgentTurn(const pipeline::StepRef& step,
+                   const agent::AgentTurnRecord& turn) override;
+  void OnStepEnd(const pipeline::StepRecord& step) override;
+  void OnJobEnd(const pipeline::JobRecord& job) override;
+
+ private:
+  struct Running {
+    std::string label;
+    SteadyTime started;
+    std::optional<SteadyTime> deadline;
+  };
+  // Prints `line` above the status block. REQUIRES: mu_ held.
+  void PrintLocked(const std::string& line);
+  void ClearStatusLocked();
+  void DrawStatusLocked();
+  void Tick();
+
+  FILE* out_;
+  bool live_;
+  Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::map<std::string, Running> running_;  // By step id.
+  int status_lines_ = 0;
+  std::thread ticker_;
+};
+
+// "task: build", "on_failure task: page", "fix agent: fixer".
+std::string StepLabel(const pipeline::StepRef& step);
+
+}  // namespace steps::cli
+
+#endif  // STEPS_CLI_TERMINAL_PRINTER_H_

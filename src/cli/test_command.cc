@@ -1,0 +1,322 @@
+// `steps test [FILE|DIR]... [--junit PATH]`: runs every job and judges it by
+// its assert: block.
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/run_support.h"
+#include "cli/terminal_printer.h"
+#include "pipeline/job_assert.h"
+#include "pipeline/loader.h"
+
+namespace steps::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TestOptions {
+  std::vector<std::string> paths;
+  std::string junit;
+  std::string state_dir;
+  bool verbose = false;
+};
+
+struct CaseResult {
+  CaseResult(std::string f, std::string n)
+      : file(std::move(f)), name(std::move(n)) {}
+  std::string file;
+  std::string name;  // The job, or "(load)".
+  enum { kPass, kFail, kSkip } verdict = kPass;
+  std::string reason;
+  std::string log;
+  Millis duration{0};
+};
+
+// The value of a "# KEY: value" comment line at the top of a fixture.
+std::string Header(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string prefix = "# " + key + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      std::string v = line.substr(prefix.size());
+      return v.empty() ? " "
+                       : v.substr(v.find_first_not_of(' ') == std::string::npos
+                                      ? v.size()
+                                      : v.find_first_not_of(' '));
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
+                                      bool* missing) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(p, ec);
+           !ec && it != fs::end(it); it.increment(ec)) {
+        std::string ext = it->path().extension().string();
+        if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml")) {
+          found.push_back(it->path().string());
+        }
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      std::cerr << "steps test: " << p << ": no such file or directory\n";
+      *missing = true;
+    }
+  }
+  return files;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+bool WriteJunit(const std::string& path, const std::vector<CaseResult>& cases) {
+  int failures = 0, skipped = 0;
+  double total = 0;
+  for (const CaseResult& c : cases) {
+    failures += c.verdict == CaseResult::kFail;
+    skipped += c.verdict == CaseResult::kSkip;
+    total += c.duration.count() / 1000.0;
+  }
+  std::ofstream out(path);
+  if (!out) return false;
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out << "<testsuites name=\"steps test\" tests=\"" << cases.size()
+      << "\" failures=\"" << failures << "\" skipped=\"" << skipped
+      << "\" time=\"" << total << "\">\n";
+  out << "  <testsuite name=\"steps\" tests=\"" << cases.size()
+      << "\" failures=\"" << failures << "\" skipped=\"" << skipped
+      << "\" time=\"" << total << "\">\n";
+  for (const CaseResult& c : cases) {
+    out << "    <testcase classname=\"" << XmlEscape(c.file) << "\" name=\""
+        << XmlEscape(c.name) << "\" time=\"" << c.duration.count() / 1000.0
+        << "\"";
+    if (c.verdict == CaseResult::kPass) {
+      out << "/>\n";
+      continue;
+    }
+    out << ">\n";
+    if (c.verdict == CaseResult::kSkip) {
+      out << "      <skipped message=\"" << XmlEscape(c.reason) << "\"/>\n";
+    } else {
+      out << "      <failure message=\"" << XmlEscape(c.reason) << "\">"
+          << XmlEscape(c.log) << "</failure>\n";
+    }
+    out << "    </testcase>\n";
+  }
+  out << "  </testsuite>\n</testsuites>\n";
+  return static_cast<bool>(out);
+}
+
+// Runs one fixture file; appends one case per job (or one for the file).
+void TestFile(const std::string& file, const std::string& state_dir,
+              std::vector<CaseResult>& cases) {
+  const std::string refused = Header(file, "expect-refused");
+  const std::string skip = Header(file, "steps-test");
+  SteadyTime start = RealClock().Now();
+  pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
+  auto elapsed = [&] {
+    return std::chrono::duration_cast<Millis>(RealClock().Now() - start);
+  };
+  if (!refused.empty()) {
+    CaseResult c{file, "(refused at load)"};
+    bool found = false;
+    for (const pipeline::Diagnostic& d : r.diagnostics.all()) {
+      if (d.severity == pipeline::Severity::kError &&
+          d.message.find(refused) != std::string::npos) {
+        found = true;
+      }
+    }
+    if (r.pipeline || !found) {
+      c.verdict = CaseResult::kFail;
+      c.reason = r.pipeline
+                     ? "loaded, but should be refused with: " + refused
+                     : "refused, but without the expected message: " + refused;
+      c.log = r.diagnostics.FormatAll();
+    }
+    c.duration = elapsed();
+    cases.push_back(c);
+    return;
+  }
+  if (skip.rfind("skip", 0) == 0) {
+    CaseResult c{file, "(file)"};
+    c.verdict = CaseResult::kSkip;
+    c.reason = skip;
+    cases.push_back(c);
+    return;
+  }
+  if (!r.pipeline) {
+    CaseResult c{file, "(load)"};
+    c.verdict = CaseResult::kFail;
+    c.reason = "the pipeline was refused at load";
+    c.log = r.diagnostics.FormatAll();
+    c.duration = elapsed();
+    cases.push_back(c);
+    return;
+  }
+  pipeline::ResolvedPlan plan(r.pipeline);
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* mem = open_memstream(&buf, &len);
+  RunOutcome outcome;
+  {
+    TerminalPrinter printer(mem, false, RealClock());
+    RunSetup setup;
+    setup.state_dir = state_dir;
+    setup.mock = r.pipeline->mock.has_value();
+    setup.observer = &printer;
+    outcome = RunPlan(plan, setup);
+  }
+  std::fclose(mem);
+  std::string log(buf, len);
+  free(buf);
+  for (const pipeline::JobRecord& job : outcome.record.jobs) {
+    CaseResult c{file, job.name};
+    c.duration = job.duration;
+    const pipeline::Job* model = r.pipeline->FindJob(job.name);
+    if (auto why = pipeline::JudgeJob(*model, job)) {
+      c.verdict = CaseResult::kFail;
+      c.reason = *why;
+      c.log = log;
+    }
+    cases.push_back(c);
+  }
+  if (!outcome.mock_problems.empty()) {
+    CaseResult c{file, "(mock expectations)"};
+    c.verdict = CaseResult::kFail;
+    for (const std::string& p : outcome.mock_problems)
+      c.reason += (c.reason.empty() ? "" : "; ") + p;
+    c.log = log;
+    cases.push_back(c);
+  }
+}
+
+int RunTest(const TestOptions& opts) {
+  std::vector<std::string> paths = opts.paths;
+  if (paths.empty()) paths.push_back("fixtures");
+  bool missing = false;
+  std::vector<std::string> files = CollectFiles(paths, &missing);
+  if (missing) return kExitUsage;
+  std::string state_dir = opts.state_dir;
+  bool temporary = state_dir.empty();
+  if (temporary) {
+    std::string tmpl =
+        (fs::temp_directory_path() / "steps-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      std::cerr << "steps test: cannot create a temporary state folder\n";
+      return kExitJobFailed;
+    }
+    state_dir = tmpl;
+  }
+  std::vector<CaseResult> cases;
+  for (const std::string& file : files) {
+    size_t first = cases.size();
+    TestFile(file, state_dir, cases);
+    for (size_t i = first; i < cases.size(); ++i) {
+      const CaseResult& c = cases[i];
+      const char* tag = c.verdict == CaseResult::kPass   ? "PASS"
+                        : c.verdict == CaseResult::kSkip ? "SKIP"
+                                                         : "FAIL";
+      std::cout << tag << "  " << c.file << "  " << c.name << "  ("
+                << FormatDuration(c.duration) << ")";
+      if (c.verdict != CaseResult::kPass) std::cout << ": " << c.reason;
+      std::cout << "\n";
+      if (c.verdict == CaseResult::kFail || (opts.verbose && !c.log.empty())) {
+        std::istringstream lines(c.log);
+        std::string line;
+        while (std::getline(lines, line)) std::cout << "      " << line << "\n";
+      }
+    }
+    std::cout.flush();
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  for (const CaseResult& c : cases) {
+    passed += c.verdict == CaseResult::kPass;
+    failed += c.verdict == CaseResult::kFail;
+    skipped += c.verdict == CaseResult::kSkip;
+  }
+  if (temporary) {
+    std::error_code ec;
+    fs::remove_all(state_dir, ec);
+  }
+  if (!opts.junit.empty() && !WriteJunit(opts.junit, cases)) {
+    std::cerr << "steps test: cannot write " << opts.junit << "\n";
+    return kExitJobFailed;
+  }
+  std::cout << passed << " passed, " << failed << " failed";
+  if (skipped) std::cout << ", " << skipped << " skipped";
+  std::cout << "\n";
+  return failed == 0 && !cases.empty() ? kExitOk : kExitJobFailed;
+}
+
+}  // namespace
+
+Command TestCommand() {
+  return {
+      "test", "Run fixture pipelines and judge each job by its assert: block",
+      [](CLI::App& app) -> std::function<int()> {
+        auto opts = std::make_shared<TestOptions>();
+        app.add_option("paths", opts->paths,
+                       "Files or folders (default: fixtures)");
+        app.add_option("--junit", opts->junit,
+                       "Also write JUnit XML to this file");
+        app.add_option("--state-dir", opts->state_dir,
+                       "Keep run folders here (default: a temporary folder, "
+                       "removed after)");
+        app.add_flag("-v,--verbose", opts->verbose,
+                     "Print every job's log, not only failures'");
+        app.footer(
+            "A job passes when its assert: block holds (execution in order, "
+            "outcome), or,\n"
+            "without one, when it succeeds. A file whose header says\n"
+            "  # expect-refused: MESSAGE\n"
+            "passes when loading refuses it with that message. A file with a "
+            "mock: block\n"
+            "has every agent source served in-process by the mock provider.\n"
+            "Prints one line per job and closes with 'N passed, N failed'. "
+            "Exit 0 when all\n"
+            "passed, 1 otherwise.");
+        return [opts] { return RunTest(*opts); };
+      }};
+}
+
+}  // namespace steps::cli

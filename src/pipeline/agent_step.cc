@@ -1,0 +1,187 @@
+// Agent steps and fixers: a resolved step becomes an AgentInvocation for the
+// agent runner; its result becomes the step's record.
+#include <filesystem>
+
+#include "pipeline/executor_internal.h"
+#include "pipeline/template.h"
+
+namespace steps::pipeline::internal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+agent::AgentSource ToAgentSource(const ModelSource& s) {
+  agent::AgentSource out;
+  out.model = s.model;
+  out.cli = s.cli;
+  out.base_url = s.base_url;
+  out.api_key_env = s.api_key_env;
+  if (s.price)
+    out.price =
+        agent::SourcePrice{s.price->input_per_mtok, s.price->output_per_mtok};
+  out.stream = s.stream;
+  return out;
+}
+
+agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
+                                      const ModelSource& primary,
+                                      const ResolvedDials& d,
+                                      const std::string& step_name) {
+  agent::AgentInvocation inv;
+  inv.agent_name = entry.name;
+  inv.step_name = step_name;
+  inv.sources.push_back(ToAgentSource(primary));
+  for (const ModelSource& f : entry.fallback)
+    inv.sources.push_back(ToAgentSource(f));
+  inv.persona = entry.persona;
+  inv.tools = entry.tools;
+  inv.required_tools = entry.required_tools;
+  inv.timeout = d.timeout.value;
+  inv.attempts = d.attempts.value;
+  inv.max_turns = d.max_turns.value;
+  inv.max_context_bytes = d.max_context_bytes.value;
+  inv.llm_timeout = d.llm_timeout.value;
+  inv.tool_timeout = d.tool_timeout.value;
+  if (d.budget.value)
+    inv.budget =
+        agent::BudgetLimit{d.budget.value->tokens, d.budget.value->usd};
+  return inv;
+}
+
+}  // namespace
+
+StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
+                               const StepRef& ref, StepRecord& record) {
+  const ResolvedStep& rs = ex_.plan.For(step);
+  std::optional<SteadyTime> deadline;
+  if (rs.dials.timeout.value) deadline = clock_.Now() + *rs.dials.timeout.value;
+  ex_.observer().OnStepStart(ref, deadline);
+  ex_.observer().OnAttemptStart(ref, 1, 1, deadline);
+  AttemptRecord attempt;
+  attempt.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+
+  auto finish = [&](StepResult r) {
+    attempt.outcome = r.outcome;
+    attempt.error = r.error;
+    attempt.output = r.output;
+    attempt.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    ex_.observer().OnAttemptEnd(ref, attempt);
+    record.attempts.push_back(attempt);
+    if (r.outcome == Outcome::kErrored) r.caused_by_error = true;
+    return r;
+  };
+
+  if (!rs.agent)
+    return finish(
+        {Outcome::kErrored, "agent '" + step.agent + "' is not defined"});
+  if (!ex_.opts.agents) {
+    return finish(
+        {Outcome::kErrored, "agent step '" + step.name +
+                                "' cannot run: no agent runner is available"});
+  }
+  agent::AgentInvocation inv =
+      MakeInvocation(*rs.agent, rs.source, rs.dials, step.name);
+  for (const std::string& m : step.messages) {
+    Result<std::string> text =
+        RenderTemplateRoots(m, scope.vars, scope.var_names);
+    if (!text.ok()) return finish({Outcome::kErrored, text.status().message()});
+    inv.messages.push_back(*text);
+  }
+  inv.context_paths = step.context_paths;
+  // Agent steps of a job share its workspace: the artifacts of earlier
+  // steps, where what the agent writes is seen by later ones.
+  inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();
+
+  agent::AgentContext ctx;
+  ctx.clock = &clock_;
+  ctx.cancel = scope.token;
+  ctx.launcher = ex_.opts.launcher;
+  ctx.shared_budgets = scope.budgets;
+  ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
+    ex_.observer().OnAgentTurn(ref, t);
+  };
+  agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
+  for (const auto& meter : scope.charge_only) {
+    meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
+  }
+  record.agent = ar;
+  StepResult r{ar.outcome, ar.error, ar.answer};
+  if (r.ok() && step.check && step.check->stdout_contains &&
+      TrimOutput(r.output).find(*step.check->stdout_contains) ==
+          std::string::npos) {
+    r.outcome = Outcome::kFailed;
+    r.error = "assert: the answer does not contain \"" +
+              *step.check->stdout_contains + "\"";
+  }
+  return finish(std::move(r));
+}
+
+StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
+                               const StepRef& task_ref,
+                               const std::string& workdir,
+                               const AttemptRecord& failed) {
+  const ResolvedStep& rs = ex_.plan.For(task);
+  StepRef ref;
+  ref.id = task_ref.id + "/fix";
+  ref.job = job_.name;
+  ref.name = task.fix->agent;
+  ref.kind = StepKind::kAgent;
+  ref.fixer = true;
+  ref.line = task.fix->line;
+  StepRecord record;
+  record.ref = ref;
+  record.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+  std::optional<SteadyTime> deadline;
+  if (rs.fix_dials && rs.fix_dials->timeout.value) {
+    deadline = clock_.Now() + *rs.fix_dials->timeout.value;
+  }
+  ex_.observer().OnStepStart(ref, deadline);
+  StepResult r;
+  if (!rs.fix_agent || !rs.fix_dials) {
+    r = {Outcome::kErrored,
+         "fix agent '" + task.fix->agent + "' is not defined"};
+  } else if (!ex_.opts.agents) {
+    r = {Outcome::kErrored, "fix agent '" + task.fix->agent +
+                                "' cannot run: no agent runner is available"};
+  } else {
+    const ModelSource& primary = rs.fix_agent->source
+                                     ? *rs.fix_agent->source
+                                     : *ex_.plan.pipeline().defaults.source;
+    agent::AgentInvocation inv = MakeInvocation(
+        *rs.fix_agent, primary, *rs.fix_dials, task.name + "/fix");
+    std::string output =
+        failed.output.size() > 4000
+            ? "...\n" + failed.output.substr(failed.output.size() - 4000)
+            : failed.output;
+    inv.messages.push_back(
+        "The task '" + task.name + "' failed in this directory (" +
+        failed.error + "). Its script:\n" + task.run + "\nIts output:\n" +
+        output +
+        "\nFix the cause here, in this directory, so that the task succeeds "
+        "when it runs "
+        "again. Answer with a short summary of what you changed.");
+    inv.working_dir = fs::absolute(workdir).string();
+    agent::AgentContext ctx;
+    ctx.clock = &clock_;
+    ctx.cancel = scope.token;
+    ctx.launcher = ex_.opts.launcher;
+    ctx.shared_budgets = scope.budgets;
+    ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
+      ex_.observer().OnAgentTurn(ref, t);
+    };
+    agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
+    record.agent = ar;
+    r = {ar.outcome, ar.error, ar.answer};
+  }
+  record.outcome = r.outcome;
+  record.error = r.error;
+  record.output = r.output;
+  record.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  Finish(std::move(record), true);
+  return r;
+}
+
+}  // namespace steps::pipeline::internal

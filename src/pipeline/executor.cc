@@ -1,0 +1,446 @@
+#include "pipeline/executor.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "pipeline/executor_internal.h"
+
+namespace steps::pipeline {
+
+namespace fs = std::filesystem;
+using internal::JobRunner;
+using internal::Scope;
+using internal::StepResult;
+
+std::string NewRunId(const Clock& clock) {
+  std::time_t t = std::chrono::system_clock::to_time_t(clock.WallNow());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  static std::atomic<uint32_t> counter{0};
+  std::random_device rd;
+  uint32_t bits = (rd() ^ (counter++ * 0x9e3779b9u)) & 0xffff;
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%04x", bits);
+  return std::string(stamp) + "-" + suffix;
+}
+
+std::string TakenBy() {
+  std::string user;
+  if (const passwd* pw = getpwuid(geteuid())) user = pw->pw_name;
+  if (user.empty()) {
+    const char* u = std::getenv("USER");
+    user = u ? u : "unknown";
+  }
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0)
+    std::snprintf(host, sizeof host, "unknown");
+  return user + "@" + host;
+}
+
+Executor::Impl::Impl(const ResolvedPlan& p, ExecutorOptions options)
+    : plan(p), opts(std::move(options)) {
+  if (opts.run_id.empty()) opts.run_id = NewRunId(*opts.clock);
+  run_dir = (fs::path(opts.state_dir) / "runs" / opts.run_id).string();
+}
+
+RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
+  RunRecord run;
+  run.id = opts.run_id;
+  run.file = opts.file;
+  run.started = opts.clock->WallNow();
+  run.taken_by = TakenBy();
+  SteadyTime start = opts.clock->Now();
+  observer().OnRunStart(run);
+  for (const Job& job : plan.pipeline().jobs) {
+    if (!jobs.empty() &&
+        std::find(jobs.begin(), jobs.end(), job.name) == jobs.end())
+      continue;
+    JobRunner runner(*this, job);
+    JobRecord record = runner.Run();
+    if (record.outcome == Outcome::kAborted) {
+      run.outcome = Outcome::kAborted;
+    } else if (record.outcome != Outcome::kSucceeded &&
+               run.outcome == Outcome::kSucceeded) {
+      run.outcome = Outcome::kFailed;
+    }
+    run.jobs.push_back(std::move(record));
+    if (opts.abort.cancelled()) break;  // Later jobs are not started.
+  }
+  run.duration = std::chrono::duration_cast<Millis>(opts.clock->Now() - start);
+  observer().OnRunEnd(run);
+  return run;
+}
+
+Executor::Executor(const ResolvedPlan& plan, ExecutorOptions options)
+    : impl_(std::make_unique<Impl>(plan, std::move(options))) {}
+Executor::~Executor() = default;
+RunRecord Executor::Run(const std::vector<std::string>& jobs) {
+  return impl_->Run(jobs);
+}
+const std::string& Executor::run_id() const { return impl_->opts.run_id; }
+std::string Executor::run_dir() const { return impl_->run_dir; }
+
+namespace internal {
+
+std::string TrimOutput(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string SafeName(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+            c == '_' || c == '.')
+               ? c
+               : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
+JobRunner::JobRunner(Executor::Impl& ex, const Job& job)
+    : ex_(ex),
+      job_(job),
+      clock_(*ex.opts.clock),
+      job_dir_((fs::path(ex.run_dir) / SafeName(job.name)).string()) {
+  record_.name = job.name;
+  if (job.budget) {
+    job_budget_ = std::make_shared<agent::BudgetMeter>(
+        agent::BudgetLimit{job.budget->tokens, job.budget->usd});
+  }
+}
+
+JobRecord JobRunner::Run() {
+  record_.started = clock_.WallNow();
+  SteadyTime start = clock_.Now();
+  if (job_.timeout.has_value())
+    job_deadline_ = Deadline::After(clock_, *job_.timeout);
+  ex_.observer().OnJobStart(job_.name,
+                            job_deadline_.is_set()
+                                ? std::optional<SteadyTime>(job_deadline_.at())
+                                : std::nullopt);
+  std::error_code ec;
+  fs::create_directories(fs::path(job_dir_) / "artifacts", ec);
+  Scope scope;
+  scope.token = ex_.opts.abort.Child();
+  if (job_budget_) scope.budgets.push_back(job_budget_);
+  StepResult body;
+  if (ec) {
+    body = {Outcome::kErrored,
+            "cannot create the job's folder " + job_dir_ + ": " + ec.message()};
+    body.caused_by_error = true;
+  } else {
+    body = RunSequence(job_.plan, scope, "");
+  }
+  StepResult result = RunHooks(job_.hooks, body, scope, "job");
+  record_.outcome = result.outcome;
+  record_.error = result.error;
+  record_.caused_by_error =
+      result.caused_by_error && result.outcome == Outcome::kFailed;
+  // A job ends succeeded, failed or aborted: an errored step fails its job.
+  if (record_.outcome == Outcome::kErrored) {
+    record_.outcome = Outcome::kFailed;
+    record_.caused_by_error = true;
+  }
+  record_.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  ex_.observer().OnJobEnd(record_);
+  return record_;
+}
+
+bool JobRunner::JobDeadlinePassed() const {
+  return job_deadline_.Expired(clock_);
+}
+
+StepResult JobRunner::JobDeadlineResult(const std::string& next_step) const {
+  StepResult r;
+  r.outcome = Outcome::kFailed;
+  r.job_deadline = true;
+  r.error = "job '" + job_.name + "' passed its timeout of " +
+            FormatDuration(*job_.timeout) + "; '" + next_step +
+            "' was not started";
+  return r;
+}
+
+StepRef JobRunner::MakeRef(const Step& step, const std::string& id,
+                           std::optional<HookKind> hook) const {
+  StepRef ref;
+  ref.id = job_.name + ":" + id;
+  ref.job = job_.name;
+  ref.name = step.name;
+  ref.kind = step.kind;
+  ref.hook = hook;
+  ref.line = step.line;
+  return ref;
+}
+
+std::string JobRunner::WorkDir(const StepRef& ref) const {
+  return (fs::path(job_dir_) / "work" /
+          SafeName(ref.id.substr(job_.name.size() + 1) + "-" + ref.name))
+      .string();
+}
+
+std::string JobRunner::ArtifactDir(const std::string& name) const {
+  return (fs::path(job_dir_) / "artifacts" / SafeName(name)).string();
+}
+
+Scope JobRunner::CleanupScope(const Scope& scope) const {
+  Scope s = scope;
+  s.token = ex_.opts.cleanup_abort.Child();
+  s.in_cleanup = true;
+  return s;
+}
+
+void JobRunner::Finish(StepRecord record, bool add_to_execution) {
+  ex_.observer().OnStepEnd(record);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (add_to_execution) record_.execution.push_back(record.ref.name);
+  record_.steps.push_back(std::move(record));
+}
+
+StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
+                                  const Scope& scope,
+                                  const std::string& id_prefix) {
+  StepResult last;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = *steps[i];
+    if (scope.token.cancelled()) {
+      return {Outcome::kAborted, "aborted before '" + step.name + "' started"};
+    }
+    // The job deadline is checked between steps, never during one.
+    if (!scope.in_cleanup && JobDeadlinePassed())
+      return JobDeadlineResult(step.name);
+    std::string id = id_prefix + std::to_string(i + 1);
+    StepResult r = RunStep(step, scope, id, std::nullopt);
+    if (!r.ok()) return r;
+    last = std::move(r);
+  }
+  return last;
+}
+
+StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
+                              const std::string& id,
+                              std::optional<HookKind> hook) {
+  StepResult body;
+  switch (step.kind) {
+    case StepKind::kTask:
+    case StepKind::kGet:
+    case StepKind::kPut:
+    case StepKind::kAgent:
+      body = RunWork(step, scope, MakeRef(step, id, hook));
+      break;
+    case StepKind::kDo:
+      body = RunSequence(step.steps, scope, id + ".");
+      break;
+    case StepKind::kTry: {
+      body = RunSequence(step.steps, scope, id + ".");
+      // A try swallows the failure of its step, but not an abort or the job's
+      // own deadline.
+      if (body.outcome != Outcome::kAborted && !body.job_deadline)
+        body = StepResult{};
+      break;
+    }
+    case StepKind::kInParallel:
+      body = RunParallel(step, scope, id);
+      break;
+    case StepKind::kAcross:
+      body = RunAcross(step, scope, id);
+      break;
+  }
+  if (body.job_deadline) return body;  // Not this step's outcome: no hooks.
+  return RunHooks(step.hooks, std::move(body), scope, id);
+}
+
+StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
+                               const Scope& scope, const std::string& id) {
+  if (hooks.empty()) return body;
+  // After an abort (or a fail_fast cancellation) hooks still run, under the
+  // cleanup token that only a second signal cancels.
+  Scope hook_scope = scope.token.cancelled() ? CleanupScope(scope) : scope;
+  HookKind outcome_hook = HookKind::kOnSuccess;
+  switch (body.outcome) {
+    case Outcome::kSucceeded:
+      outcome_hook = HookKind::kOnSuccess;
+      break;
+    case Outcome::kFailed:
+      outcome_hook = HookKind::kOnFailure;
+      break;
+    case Outcome::kErrored:
+      outcome_hook = HookKind::kOnError;
+      break;
+    case Outcome::kAborted:
+      outcome_hook = HookKind::kOnAbort;
+      break;
+  }
+  if (const StepPtr& h = hooks.Get(outcome_hook)) {
+    StepResult hr = RunStep(
+        *h, hook_scope, id + "/" + HookKindName(outcome_hook), outcome_hook);
+    // A failing on_success hook fails the step.
+    if (outcome_hook == HookKind::kOnSuccess && !hr.ok()) {
+      body.outcome = hr.outcome == Outcome::kAborted ? Outcome::kAborted
+                                                     : Outcome::kFailed;
+      body.error = "on_success hook '" + h->name + "' " +
+                   std::string(OutcomeName(hr.outcome)) +
+                   (hr.error.empty() ? "" : ": " + hr.error);
+      body.caused_by_error =
+          hr.caused_by_error || hr.outcome == Outcome::kErrored;
+    }
+  }
+  if (const StepPtr& e = hooks.ensure) {
+    StepResult er = RunStep(*e, hook_scope, id + "/ensure", HookKind::kEnsure);
+    if (!er.ok() && body.ok()) {
+      body.outcome = er.outcome == Outcome::kAborted ? Outcome::kAborted
+                                                     : Outcome::kFailed;
+      body.error = "ensure hook '" + e->name + "' " +
+                   std::string(OutcomeName(er.outcome)) +
+                   (er.error.empty() ? "" : ": " + er.error);
+      body.caused_by_error =
+          er.caused_by_error || er.outcome == Outcome::kErrored;
+    }
+  }
+  return body;
+}
+
+StepResult JobRunner::FanOut(
+    size_t count, size_t limit, bool fail_fast, const Scope& scope,
+    const std::function<bool()>& admit,
+    const std::function<StepResult(size_t, const Scope&)>& unit) {
+  Scope block = scope;
+  block.token = scope.token.Child();
+  std::mutex mu;
+  std::vector<StepResult> results(count);
+  std::vector<bool> ran(count, false);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> deadline_hit{false};
+  std::string not_admitted;
+  auto worker = [&] {
+    while (true) {
+      size_t i = next.fetch_add(1);
+      if (i >= count) return;
+      if (block.token.cancelled()) continue;
+      // A fan-out is checked per unit of work: no unit is admitted once the
+      // job's deadline has passed.
+      if (!scope.in_cleanup && JobDeadlinePassed()) {
+        deadline_hit = true;
+        continue;
+      }
+      if (!admit()) continue;
+      StepResult r = unit(i, block);
+      std::lock_guard<std::mutex> lock(mu);
+      ran[i] = true;
+      if (fail_fast && !r.ok() && r.outcome != Outcome::kAborted) {
+        block.token.Cancel(CancelReason::kParent);
+      }
+      results[i] = std::move(r);
+    }
+  };
+  size_t threads = std::min(limit, count);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  if (threads > 0) worker();
+  for (std::thread& t : pool) t.join();
+
+  StepResult out;
+  const StepResult* first_failed = nullptr;
+  const StepResult* first_errored = nullptr;
+  const StepResult* first_aborted = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    if (!ran[i]) continue;
+    const StepResult& r = results[i];
+    if (r.job_deadline) deadline_hit = true;
+    if (r.outcome == Outcome::kFailed && !first_failed && !r.job_deadline)
+      first_failed = &r;
+    if (r.outcome == Outcome::kErrored && !first_errored) first_errored = &r;
+    if (r.outcome == Outcome::kAborted && !first_aborted) first_aborted = &r;
+  }
+  if (scope.token.cancelled()) return {Outcome::kAborted, "aborted"};
+  if (first_failed) {
+    out = *first_failed;
+  } else if (first_errored) {
+    out = *first_errored;
+    out.caused_by_error = true;
+  } else if (deadline_hit) {
+    out.outcome = Outcome::kFailed;
+    out.job_deadline = true;
+    out.error = "job '" + job_.name + "' passed its timeout of " +
+                FormatDuration(*job_.timeout) +
+                " inside a fan-out; the rest were not admitted";
+  } else if (first_aborted) {
+    out = *first_aborted;
+  }
+  return out;
+}
+
+StepResult JobRunner::RunParallel(const Step& step, const Scope& scope,
+                                  const std::string& id) {
+  size_t n = step.steps.size();
+  size_t limit = step.limit.has_value() ? static_cast<size_t>(*step.limit) : n;
+  return FanOut(
+      n, std::max<size_t>(limit, 1), step.fail_fast, scope, [] { return true; },
+      [&](size_t i, const Scope& s) {
+        return RunStep(*step.steps[i], s, id + "." + std::to_string(i + 1),
+                       std::nullopt);
+      });
+}
+
+StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
+                                const std::string& id) {
+  // Cells: the cartesian product of every variable's values, first variable
+  // slowest.
+  std::vector<std::vector<size_t>> cells(1);
+  size_t in_flight = 1;
+  for (const AcrossVar& v : step.across) {
+    std::vector<std::vector<size_t>> next;
+    for (const auto& c : cells) {
+      for (size_t k = 0; k < v.values.size(); ++k) {
+        next.push_back(c);
+        next.back().push_back(k);
+      }
+    }
+    cells = std::move(next);
+    in_flight *= v.max_in_flight.has_value()
+                     ? std::min<size_t>(*v.max_in_flight,
+                                        std::max<size_t>(v.values.size(), 1))
+                     : std::max<size_t>(v.values.size(), 1);
+  }
+  std::shared_ptr<agent::BudgetMeter> across_budget;
+  if (step.budget) {
+    across_budget = std::make_shared<agent::BudgetMeter>(
+        agent::BudgetLimit{step.budget->tokens, step.budget->usd});
+  }
+  std::atomic<size_t> not_admitted{0};
+  StepResult r = FanOut(
+      cells.size(), std::max<size_t>(in_flight, 1), step.fail_fast, scope,
+      [&] {
+        // A spent across budget degrades: no new cells; running ones finish.
+        if (across_budget && across_budget->Exceeded()) {
+          ++not_admitted;
+          return false;
+        }
+        return true;
+      },
+      [&](size_t i, const Scope& s) {
+        Scope cell = s;
+        for (size_t v = 0; v < step.across.size(); ++v) {
+          cell.vars[step.across[v].var] = step.across[v].values[cells[i][v]];
+          cell.var_names.insert(step.across[v].var);
+        }
+        if (across_budget) cell.charge_only.push_back(across_budget);
+        return RunSequence(step.steps, cell,
+                           id + ".c" + std::to_string(i + 1) + ".");
+      });
+  return r;
+}
+
+}  // namespace internal
+}  // namespace steps::pipeline

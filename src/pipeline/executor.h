@@ -1,0 +1,80 @@
+// Runs jobs of a resolved plan: steps, attempts, timeouts, retry backoff,
+// hooks, blocks and fan-outs, with the semantics of spec texts 000 and 002.
+// The executor reaches the world only through what it is given: a clock, a
+// process launcher, an agent runner and an observer.
+#ifndef STEPS_PIPELINE_EXECUTOR_H_
+#define STEPS_PIPELINE_EXECUTOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "core/cancel.h"
+#include "core/clock.h"
+#include "pipeline/observer.h"
+#include "pipeline/resolve.h"
+#include "pipeline/run_record.h"
+#include "process/process.h"
+
+namespace steps::pipeline {
+
+struct ExecutorOptions {
+  // All time reads and waits (backoff, deadlines). Not owned.
+  // Default: RealClock().
+  Clock* clock = &RealClock();
+  // Runs task, get and put scripts. Not owned; required.
+  ProcessLauncher* launcher = nullptr;
+  // Runs agent steps and fixers. Not owned. Null: agent steps end errored
+  // with a message saying no agent runner is available.
+  agent::AgentRunner* agents = nullptr;
+  // Receives every event. Not owned; may be null.
+  RunObserver* observer = nullptr;
+  // Where runs keep their working directories and artifacts:
+  // STATE_DIR/runs/RUN_ID/JOB/... Default: ".steps".
+  std::string state_dir = ".steps";
+  // Identifies the run; generated (time + random) when empty.
+  std::string run_id;
+  // The pipeline file, for the record.
+  std::string file;
+  // Cancelled on SIGINT/SIGTERM: stops everything at once.
+  CancelToken abort;
+  // Cancelled on a second signal: cuts on_abort and ensure hooks, which run
+  // after an abort under this token rather than the cancelled one.
+  CancelToken cleanup_abort;
+  // Between SIGTERM and SIGKILL for a task's process group.
+  Millis kill_grace{2000};
+  // Extra environment for every task (over the pipeline's defaults.env).
+  std::map<std::string, std::string> env;
+};
+
+class Executor {
+ public:
+  // `plan` must outlive the executor.
+  Executor(const ResolvedPlan& plan, ExecutorOptions options);
+  ~Executor();
+
+  // Runs the named jobs (all when empty), in file order, one after another.
+  // REQUIRES: every name is a job of the plan.
+  RunRecord Run(const std::vector<std::string>& jobs);
+
+  const std::string& run_id() const;
+  // The folder of this run: STATE_DIR/runs/RUN_ID.
+  std::string run_dir() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A new run id: "20261130-063000-3f2a" (UTC time and 16 random bits).
+std::string NewRunId(const Clock& clock);
+
+// "user@host" of this process, for records.
+std::string TakenBy();
+
+}  // namespace steps::pipeline
+
+#endif  // STEPS_PIPELINE_EXECUTOR_H_

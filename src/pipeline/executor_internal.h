@@ -1,0 +1,124 @@
+// The executor's inside: one JobRunner per job. Not part of the API.
+#ifndef STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
+#define STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "pipeline/executor.h"
+
+namespace steps::pipeline {
+
+class Executor::Impl {
+ public:
+  Impl(const ResolvedPlan& plan, ExecutorOptions options);
+  RunRecord Run(const std::vector<std::string>& jobs);
+
+  const ResolvedPlan& plan;
+  ExecutorOptions opts;
+  RunObserver null_observer;
+  RunObserver& observer() {
+    return opts.observer ? *opts.observer : null_observer;
+  }
+  std::string run_dir;
+};
+
+namespace internal {
+
+// How a step (or a sequence of steps) ended.
+struct StepResult {
+  StepResult() = default;
+  StepResult(Outcome o, std::string e, std::string out = "")
+      : outcome(o), error(std::move(e)), output(std::move(out)) {}
+
+  Outcome outcome = Outcome::kSucceeded;
+  std::string error;
+  std::string output;
+  // The job's own deadline passed before a step could start: a job-level
+  // failure that ends the job, not this step.
+  bool job_deadline = false;
+  // Failed because a step errored (for exit code 2).
+  bool caused_by_error = false;
+
+  bool ok() const { return outcome == Outcome::kSucceeded; }
+};
+
+// What surrounds a step: cancellation, across variables, shared budgets.
+struct Scope {
+  CancelToken token;
+  nlohmann::json vars = nlohmann::json::object();  // across: var -> value
+  std::set<std::string> var_names;
+  std::vector<std::shared_ptr<agent::BudgetMeter>> budgets;
+  // Charged with what agent steps spent, but never stop one: an across
+  // block's budget only decides whether more cells are admitted.
+  std::vector<std::shared_ptr<agent::BudgetMeter>> charge_only;
+  bool in_cleanup = false;  // Hooks after an abort.
+};
+
+class JobRunner {
+ public:
+  JobRunner(Executor::Impl& ex, const Job& job);
+  JobRecord Run();
+
+ private:
+  StepResult RunSequence(const std::vector<StepPtr>& steps, const Scope& scope,
+                         const std::string& id_prefix);
+  // A step with its hooks.
+  StepResult RunStep(const Step& step, const Scope& scope,
+                     const std::string& id, std::optional<HookKind> hook);
+  StepResult RunHooks(const Hooks& hooks, StepResult body, const Scope& scope,
+                      const std::string& id);
+  StepResult RunParallel(const Step& step, const Scope& scope,
+                         const std::string& id);
+  StepResult RunAcross(const Step& step, const Scope& scope,
+                       const std::string& id);
+  // Runs `count` units with at most `limit` at a time, admitting each only
+  // while the job deadline has not passed and nothing cancelled the block.
+  StepResult FanOut(
+      size_t count, size_t limit, bool fail_fast, const Scope& scope,
+      const std::function<bool()>& admit,
+      const std::function<StepResult(size_t, const Scope&)>& unit);
+
+  // Leaf steps (work_step.cc, agent_step.cc).
+  StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
+  StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
+                      StepRecord& record);
+  // One attempt of a task, get or put: its process(es) and the assert.
+  AttemptRecord RunAttempt(const Step& step, const Scope& scope,
+                           const StepRef& ref, const std::string& workdir,
+                           const Deadline& deadline, int attempt);
+  // Runs the fixer of a failed task attempt in its working directory.
+  StepResult RunFixer(const Step& task, const Scope& scope,
+                      const StepRef& task_ref, const std::string& workdir,
+                      const AttemptRecord& failed);
+
+  bool JobDeadlinePassed() const;
+  StepResult JobDeadlineResult(const std::string& next_step) const;
+  // Appends a finished leaf step to the record and tells the observer.
+  void Finish(StepRecord record, bool add_to_execution);
+  StepRef MakeRef(const Step& step, const std::string& id,
+                  std::optional<HookKind> hook) const;
+  std::string WorkDir(const StepRef& ref) const;
+  std::string ArtifactDir(const std::string& name) const;
+  Scope CleanupScope(const Scope& scope) const;
+
+  Executor::Impl& ex_;
+  const Job& job_;
+  Clock& clock_;
+  std::string job_dir_;
+  Deadline job_deadline_;
+  std::shared_ptr<agent::BudgetMeter> job_budget_;
+  std::mutex mu_;
+  JobRecord record_;
+};
+
+// Text helpers shared by the runners.
+std::string TrimOutput(std::string_view s);
+std::string SafeName(std::string_view name);
+
+}  // namespace internal
+}  // namespace steps::pipeline
+
+#endif  // STEPS_PIPELINE_EXECUTOR_INTERNAL_H_

@@ -1,0 +1,86 @@
+// What a run leaves behind: one record per run, job, step and attempt. The
+// executor fills these and hands them to its RunObserver; the terminal
+// printer, the run store and the web UI read them.
+#ifndef STEPS_PIPELINE_RUN_RECORD_H_
+#define STEPS_PIPELINE_RUN_RECORD_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "core/clock.h"
+#include "core/duration.h"
+#include "core/outcome.h"
+#include "pipeline/model.h"
+
+namespace steps::pipeline {
+
+struct AttemptRecord {
+  int number = 1;  // 1-based.
+  int of = 1;      // The step's resolved attempts.
+  Outcome outcome = Outcome::kSucceeded;
+  WallTime started;
+  Millis duration{0};
+  std::optional<int> exit_code;
+  bool timed_out = false;
+  // Set when retry.total_timeout_seconds cut this attempt short: the time it
+  // was given instead of its own timeout.
+  std::optional<Millis> clipped_to;
+  // "total_timeout" on the last attempt when the cap ended the retries.
+  std::string exhausted_by;
+  std::string error;   // Why the attempt did not succeed.
+  std::string output;  // Its stdout, bounded.
+  bool fixed = false;  // A fixer ran and this is the re-run's result.
+};
+
+// Identifies a step while it runs (for observers).
+struct StepRef {
+  std::string id;  // Unique in the run: "JOB/2", "JOB/3.1", "JOB/2/on_failure".
+  std::string job;
+  std::string name;  // As in `execution:` lists.
+  StepKind kind = StepKind::kTask;
+  std::optional<HookKind> hook;  // Set for hook steps.
+  bool fixer = false;            // A `fix:` agent run.
+  int line = 0;
+};
+
+struct StepRecord {
+  StepRef ref;
+  Outcome outcome = Outcome::kSucceeded;
+  std::string error;
+  std::string output;  // Final stdout (trimmed), the answer of an agent.
+  WallTime started;
+  Millis duration{0};
+  std::string identity;  // Cache key (hex); empty for blocks.
+  bool cached = false;
+  std::vector<AttemptRecord> attempts;
+  std::optional<agent::AgentResult> agent;  // Agent steps.
+};
+
+struct JobRecord {
+  std::string name;
+  Outcome outcome = Outcome::kSucceeded;
+  std::string error;
+  // True when the job failed because a step errored (exit code 2).
+  bool caused_by_error = false;
+  // Names of steps, hooks and fix agents in the order they finished.
+  std::vector<std::string> execution;
+  WallTime started;
+  Millis duration{0};
+  std::vector<StepRecord> steps;  // In the order they finished.
+};
+
+struct RunRecord {
+  std::string id;
+  std::string file;
+  Outcome outcome = Outcome::kSucceeded;
+  WallTime started;
+  Millis duration{0};
+  std::vector<JobRecord> jobs;
+  std::string taken_by;  // user@host
+};
+
+}  // namespace steps::pipeline
+
+#endif  // STEPS_PIPELINE_RUN_RECORD_H_

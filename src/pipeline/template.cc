@@ -1,0 +1,173 @@
+#include "pipeline/template.h"
+
+#include <cctype>
+#include <vector>
+
+namespace steps::pipeline {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+struct Expression {
+  std::vector<std::string> path;  // ".version.ref" -> {"version", "ref"}
+  std::vector<std::string> pipes;
+};
+
+Result<Expression> Parse(std::string_view inner) {
+  Expression e;
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= inner.size(); ++i) {
+    if (i == inner.size() || inner[i] == '|') {
+      parts.push_back(Trim(inner.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  std::string_view path = parts[0];
+  if (path.empty() || path[0] != '.') {
+    return InvalidArgument("template expression '{{" + std::string(inner) +
+                           "}}' must start with a path such as .version.ref");
+  }
+  path.remove_prefix(1);
+  size_t p = 0;
+  while (p <= path.size()) {
+    size_t dot = path.find('.', p);
+    if (dot == std::string_view::npos) dot = path.size();
+    std::string_view name = path.substr(p, dot - p);
+    if (name.empty() && !(path.empty() && p == 0)) {
+      return InvalidArgument("template path '." + std::string(path) +
+                             "' has an empty part");
+    }
+    for (char c : name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+            c == '-')) {
+        return InvalidArgument("template path '." + std::string(path) +
+                               "' may hold only letters, digits, '_' and '-'");
+      }
+    }
+    if (!name.empty()) e.path.emplace_back(name);
+    p = dot + 1;
+  }
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i] != "shellquote" && parts[i] != "json") {
+      return InvalidArgument("unknown template pipe '" + std::string(parts[i]) +
+                             "' (known: shellquote, json)");
+    }
+    e.pipes.emplace_back(parts[i]);
+  }
+  return e;
+}
+
+Result<std::string> Evaluate(const Expression& e,
+                             const nlohmann::json& context) {
+  const nlohmann::json* v = &context;
+  std::string walked;
+  for (const std::string& name : e.path) {
+    walked += "." + name;
+    if (!v->is_object() || !v->contains(name)) {
+      return NotFound("template value " + walked + " is not set");
+    }
+    v = &(*v)[name];
+  }
+  std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  for (const std::string& pipe : e.pipes) {
+    if (pipe == "shellquote") {
+      if (text.find('\0') != std::string::npos) {
+        return InvalidArgument(
+            "template value " + walked +
+            " holds a NUL byte, which no shell argument can carry");
+      }
+      text = ShellQuote(text);
+    } else if (pipe == "json") {
+      text = v->dump();
+    }
+  }
+  return text;
+}
+
+Result<std::string> Render(std::string_view text, const nlohmann::json& context,
+                           const std::set<std::string>* roots) {
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    size_t open = text.find("{{", pos);
+    if (open == std::string_view::npos) {
+      out.append(text.substr(pos));
+      return out;
+    }
+    size_t close = text.find("}}", open + 2);
+    if (close == std::string_view::npos) {
+      if (roots) {
+        out.append(text.substr(pos));
+        return out;
+      }
+      return InvalidArgument("template has '{{' with no closing '}}'");
+    }
+    std::string_view inner = text.substr(open + 2, close - open - 2);
+    out.append(text.substr(pos, open - pos));
+    Result<Expression> e = Parse(inner);
+    bool mine =
+        e.ok() && (!roots || (!e->path.empty() && roots->count(e->path[0])));
+    if (!mine) {
+      if (roots) {
+        out.append(text.substr(open, close + 2 - open));
+        pos = close + 2;
+        continue;
+      }
+      return e.status();
+    }
+    Result<std::string> v = Evaluate(*e, context);
+    if (!v.ok()) return v.status();
+    out += *v;
+    pos = close + 2;
+  }
+}
+
+}  // namespace
+
+std::string ShellQuote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+Result<std::string> RenderTemplate(std::string_view text,
+                                   const nlohmann::json& context) {
+  return Render(text, context, nullptr);
+}
+
+Result<std::string> RenderTemplateRoots(std::string_view text,
+                                        const nlohmann::json& context,
+                                        const std::set<std::string>& roots) {
+  return Render(text, context, &roots);
+}
+
+Status CheckTemplate(std::string_view text) {
+  size_t pos = 0;
+  while (true) {
+    size_t open = text.find("{{", pos);
+    if (open == std::string_view::npos) return Status::Ok();
+    size_t close = text.find("}}", open + 2);
+    if (close == std::string_view::npos) {
+      return InvalidArgument("template has '{{' with no closing '}}'");
+    }
+    Result<Expression> e = Parse(text.substr(open + 2, close - open - 2));
+    if (!e.ok()) return e.status();
+    pos = close + 2;
+  }
+}
+
+}  // namespace steps::pipeline

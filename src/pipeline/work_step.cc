@@ -1,0 +1,349 @@
+// Leaf steps: the attempt loop of task, get and put (attempts, per-attempt
+// timeout, the retry block's waits and total cap, fix), and what one attempt
+// runs.
+#include <filesystem>
+
+#include "pipeline/executor_internal.h"
+#include "pipeline/template.h"
+
+namespace steps::pipeline::internal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Ms(Millis d) { return std::to_string(d.count()) + "ms"; }
+
+// Bytes of stdout kept for asserts, records and critique.
+constexpr size_t kMaxStepOutput = 1 << 20;
+
+Status CopyTree(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  fs::create_directories(to.parent_path(), ec);
+  fs::copy(from, to,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec)
+    return IoError("copy " + from.string() + " to " + to.string() + ": " +
+                   ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
+                              const StepRef& ref) {
+  const ResolvedStep& rs = ex_.plan.For(step);
+  StepRecord rec;
+  rec.ref = ref;
+  rec.identity = rs.identity;
+  rec.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+
+  if (step.kind == StepKind::kAgent) {
+    StepResult r = RunAgent(step, scope, ref, rec);
+    rec.outcome = r.outcome;
+    rec.error = r.error;
+    rec.output = r.output;
+    rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    Finish(std::move(rec), true);
+    return r;
+  }
+
+  ex_.observer().OnStepStart(ref, std::nullopt);
+  const std::string workdir = WorkDir(ref);
+  StepResult result;
+  auto finish = [&](StepResult r) {
+    rec.outcome = r.outcome;
+    rec.error = r.error;
+    rec.output = r.output;
+    rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    if (r.outcome == Outcome::kErrored) r.caused_by_error = true;
+    Finish(std::move(rec), true);
+    return r;
+  };
+
+  // The working directory, shared by every attempt (and a fixer): inputs
+  // copied in, output folders made.
+  std::error_code ec;
+  fs::create_directories(workdir, ec);
+  if (ec)
+    return finish(
+        {Outcome::kErrored, "cannot create " + workdir + ": " + ec.message()});
+  for (const std::string& in : step.inputs) {
+    fs::path artifact = ArtifactDir(in);
+    if (!fs::exists(artifact)) {
+      return finish({Outcome::kErrored,
+                     "input '" + in + "' is missing: no earlier step of job '" +
+                         job_.name + "' produced it"});
+    }
+    if (Status s = CopyTree(artifact, fs::path(workdir) / in); !s.ok()) {
+      return finish({Outcome::kErrored, s.message()});
+    }
+  }
+  for (const std::string& out : step.outputs)
+    fs::create_directories(fs::path(workdir) / out, ec);
+
+  const int attempts = rs.dials.attempts.value;
+  const std::optional<Millis> timeout = rs.dials.timeout.value;
+  const bool retry_on_timeout = step.retry && step.retry->on_timeout;
+  Deadline total;
+  if (rs.total_timeout) total = Deadline::After(clock_, *rs.total_timeout);
+  bool exhausted_by_total = false;
+  bool stopped_by_timeout = false;
+  Millis last_limit{0};
+
+  for (int k = 1; k <= attempts; ++k) {
+    if (k > 1) {
+      Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
+                        ? rs.retry_waits[k - 2]
+                        : Millis(0);
+      // When the next wait would reach the cap, stop without waiting: a
+      // further attempt could not start within it.
+      if (total.is_set() && clock_.Now() + wait >= total.at()) {
+        exhausted_by_total = true;
+        break;
+      }
+      if (wait.count() > 0 && !clock_.SleepFor(wait, scope.token)) {
+        AttemptRecord aborted;
+        aborted.number = k;
+        aborted.of = attempts;
+        aborted.outcome = Outcome::kAborted;
+        aborted.error = "aborted while waiting to retry";
+        rec.attempts.push_back(aborted);
+        break;
+      }
+    }
+    Deadline deadline;
+    std::optional<Millis> clipped;
+    if (timeout) deadline = Deadline::After(clock_, *timeout);
+    if (total.is_set() && (!deadline.is_set() || total.at() < deadline.at())) {
+      deadline = total;
+      clipped = total.Remaining(clock_);
+    }
+    last_limit = deadline.is_set() ? *deadline.Remaining(clock_) : Millis(0);
+    ex_.observer().OnAttemptStart(ref, k, attempts,
+                                  deadline.is_set()
+                                      ? std::optional<SteadyTime>(deadline.at())
+                                      : std::nullopt);
+    AttemptRecord a = RunAttempt(step, scope, ref, workdir, deadline, k);
+    if (a.outcome == Outcome::kFailed && !a.timed_out && step.fix &&
+        !scope.token.cancelled()) {
+      // attempt fails -> fix agent -> re-run, inside this attempt.
+      RunFixer(step, scope, ref, workdir, a);
+      if (!scope.token.cancelled()) {
+        AttemptRecord rerun =
+            RunAttempt(step, scope, ref, workdir, deadline, k);
+        rerun.started = a.started;
+        rerun.duration += a.duration;
+        rerun.fixed = true;
+        a = std::move(rerun);
+      }
+    }
+    a.number = k;
+    a.of = attempts;
+    a.clipped_to = clipped;
+    ex_.observer().OnAttemptEnd(ref, a);
+    rec.attempts.push_back(a);
+    if (a.outcome == Outcome::kSucceeded || a.outcome == Outcome::kAborted)
+      break;
+    if (a.timed_out) {
+      if (clipped) {
+        exhausted_by_total = true;
+        break;
+      }
+      if (!retry_on_timeout) {
+        // An expired timeout ends the step: the remaining attempts are
+        // skipped (spec text 002).
+        stopped_by_timeout = true;
+        break;
+      }
+    }
+  }
+
+  const AttemptRecord& last = rec.attempts.back();
+  if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
+  StepResult r;
+  r.outcome = last.outcome;
+  r.output = last.output;
+  const int tried = static_cast<int>(rec.attempts.size());
+  if (r.outcome == Outcome::kSucceeded) {
+    for (const std::string& out : step.outputs) {
+      if (Status s = CopyTree(fs::path(workdir) / out, ArtifactDir(out));
+          !s.ok()) {
+        r = {Outcome::kErrored, s.message()};
+      }
+    }
+  } else if (r.outcome == Outcome::kAborted) {
+    r.error = last.error.empty() ? "aborted" : last.error;
+  } else if (stopped_by_timeout) {
+    r.outcome =
+        Outcome::kFailed;  // An expired timeout is a failure, never errored.
+    r.error = "STEP_TIMEOUT: Step '" + step.name + "' timed out after " +
+              Ms(last_limit);
+  } else if (tried > 1 || exhausted_by_total) {
+    r.error = "STEP_RETRY_EXHAUSTED: Step '" + step.name + "' failed after " +
+              std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
+              (last.error.empty() ? "" : " (last: " + last.error + ")");
+    if (last.timed_out) r.outcome = Outcome::kFailed;
+  } else {
+    r.error = last.error;
+  }
+  return finish(std::move(r));
+}
+
+AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
+                                    const StepRef& ref,
+                                    const std::string& workdir,
+                                    const Deadline& deadline, int attempt) {
+  AttemptRecord a;
+  a.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+  auto done = [&](Outcome o, std::string error) {
+    a.outcome = o;
+    a.error = std::move(error);
+    a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    return a;
+  };
+
+  std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
+  for (const auto& [k, v] : ex_.opts.env) env[k] = v;
+  for (const auto& [k, v] : step.env) env[k] = v;
+  env["STEPS_RUN_ID"] = ex_.opts.run_id;
+  env["STEPS_JOB"] = job_.name;
+  env["STEPS_STEP"] = step.name;
+  env["STEPS_ATTEMPT"] = std::to_string(attempt);
+  for (const auto& [var, value] : scope.vars.items()) {
+    if (value.is_string()) env[var] = value.get<std::string>();
+  }
+
+  // Runs one script; returns false (with `a` filled) when it did not succeed.
+  auto run_script = [&](const std::string& script, const std::string& cwd,
+                        std::string* captured) -> bool {
+    ProcessRequest req = ProcessRequest::Shell(script);
+    req.working_dir = cwd;
+    req.env = env;
+    req.deadline = deadline;
+    req.cancel = scope.token;
+    req.kill_grace = ex_.opts.kill_grace;
+    req.max_captured_bytes = kMaxStepOutput;
+    req.on_line = [&](OutputStream stream, std::string_view line) {
+      ex_.observer().OnOutput(ref, stream, line);
+    };
+    ProcessResult pr = ex_.opts.launcher->Run(req);
+    if (captured) *captured = pr.out.text;
+    a.exit_code = pr.exit_code;
+    switch (pr.end) {
+      case ProcessEnd::kExited:
+        if (pr.exit_code == 0) return true;
+        a.outcome = Outcome::kFailed;
+        a.error = "exited with code " + std::to_string(*pr.exit_code);
+        return false;
+      case ProcessEnd::kSignaled:
+        a.outcome = Outcome::kFailed;
+        a.error = pr.Describe();
+        return false;
+      case ProcessEnd::kTimedOut:
+        a.outcome = Outcome::kFailed;
+        a.timed_out = true;
+        a.error = "timed out";
+        return false;
+      case ProcessEnd::kCancelled:
+        a.outcome = Outcome::kAborted;
+        a.error = "aborted";
+        return false;
+      case ProcessEnd::kFailedToStart:
+        a.outcome = Outcome::kErrored;
+        a.error = pr.Describe();
+        return false;
+    }
+    return false;
+  };
+
+  if (step.kind == StepKind::kTask) {
+    Result<std::string> script =
+        RenderTemplateRoots(step.run, scope.vars, scope.var_names);
+    if (!script.ok()) return done(Outcome::kErrored, script.status().message());
+    std::string out;
+    bool ok = run_script(*script, workdir, &out);
+    a.output = out;
+    if (!ok && a.outcome != Outcome::kFailed) return done(a.outcome, a.error);
+    if (!ok && (a.timed_out || !(step.check && step.check->code &&
+                                 a.exit_code == step.check->code))) {
+      return done(a.outcome, a.error);
+    }
+  } else {
+    const Resource* res = ex_.plan.pipeline().FindResource(step.resource);
+    const ResourceType* type =
+        res ? ex_.plan.pipeline().FindResourceType(res->type) : nullptr;
+    if (!res || !type)
+      return done(Outcome::kErrored,
+                  "resource '" + step.resource + "' is gone");
+    nlohmann::json ctx = {{"source", res->source}, {"params", step.params}};
+    for (const auto& [k, v] : scope.vars.items()) ctx[k] = v;
+    if (step.kind == StepKind::kGet) {
+      nlohmann::json version = nlohmann::json::object();
+      if (!type->check.empty()) {
+        Result<std::string> check = RenderTemplate(type->check, ctx);
+        if (!check.ok())
+          return done(Outcome::kErrored, "check: " + check.status().message());
+        std::string out;
+        if (!run_script(*check, workdir, &out)) {
+          return done(a.outcome, "check " + a.error);
+        }
+        nlohmann::json versions = nlohmann::json::parse(out, nullptr, false);
+        if (versions.is_discarded() || !versions.is_array()) {
+          return done(Outcome::kFailed,
+                      "check printed no JSON list of versions: " +
+                          TrimOutput(out.substr(0, 200)));
+        }
+        if (versions.empty())
+          return done(Outcome::kFailed, "check found no versions");
+        version = versions.back();  // The last is the newest.
+      }
+      ctx["version"] = version;
+      const std::string dir = ArtifactDir(step.name);
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      fs::create_directories(dir, ec);
+      if (ec)
+        return done(Outcome::kErrored,
+                    "cannot create " + dir + ": " + ec.message());
+      Result<std::string> in = RenderTemplate(type->in, ctx);
+      if (!in.ok())
+        return done(Outcome::kErrored, "in: " + in.status().message());
+      std::string out;
+      if (!type->in.empty() && !run_script(*in, dir, &out))
+        return done(a.outcome, "in " + a.error);
+      a.output = version.dump();
+    } else {
+      Result<std::string> put = RenderTemplate(type->out, ctx);
+      if (!put.ok())
+        return done(Outcome::kErrored, "out: " + put.status().message());
+      std::string out;
+      if (!run_script(*put, (fs::path(job_dir_) / "artifacts").string(),
+                      &out)) {
+        return done(a.outcome, "out " + a.error);
+      }
+      a.output = out;
+    }
+  }
+  // The assert judges this attempt's output: a miss is a failure.
+  if (step.check) {
+    if (step.check->code && a.exit_code != step.check->code) {
+      return done(Outcome::kFailed,
+                  "assert: exit code " +
+                      (a.exit_code ? std::to_string(*a.exit_code) : "none") +
+                      ", expected " + std::to_string(*step.check->code));
+    }
+    if (step.check->stdout_contains &&
+        TrimOutput(a.output).find(*step.check->stdout_contains) ==
+            std::string::npos) {
+      return done(Outcome::kFailed, "assert: stdout does not contain \"" +
+                                        *step.check->stdout_contains + "\"");
+    }
+  }
+  return done(Outcome::kSucceeded, "");
+}
+
+}  // namespace steps::pipeline::internal
