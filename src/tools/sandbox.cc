@@ -57,6 +57,18 @@ Status CheckPathText(std::string_view path) {
   return Status::Ok();
 }
 
+// A path that must name a file, not a directory.
+Status CheckFilePath(std::string_view path) {
+  if (Status s = CheckPathText(path); !s.ok()) return s;
+  if (path.empty()) return InvalidArgument("the path is empty");
+  if (path.back() == '/') {
+    return InvalidArgument(Quoted(path) +
+                           " ends with '/', so it names a directory, not a "
+                           "file");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Sandbox> Sandbox::Open(const std::string& root) {
@@ -165,7 +177,7 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
 }
 
 Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
-  if (path.empty()) return InvalidArgument("the path is empty");
+  if (Status s = CheckFilePath(path); !s.ok()) return s;
   Result<Location> loc = Resolve(path, Mode::kExisting);
   if (!loc.ok()) return loc.status();
   std::string shown = Quoted(path);
@@ -191,7 +203,7 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
 }
 
 Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
-  if (path.empty()) return InvalidArgument("the path is empty");
+  if (Status s = CheckFilePath(path); !s.ok()) return s;
   Result<Location> loc = Resolve(path, Mode::kCreate);
   if (!loc.ok()) return loc.status();
   std::string shown = Quoted(path);

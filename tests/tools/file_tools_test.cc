@@ -72,6 +72,11 @@ TEST_F(FileToolsTest, ReadErrorsAreResults) {
       write_.Execute({{"path", "dir"}, {"content", "x"}}, context_);
   EXPECT_TRUE(write_dir.is_error);
   EXPECT_THAT(write_dir.content, HasSubstr("is a directory"));
+  ToolResult slash =
+      write_.Execute({{"path", "newdir/"}, {"content", "x"}}, context_);
+  EXPECT_TRUE(slash.is_error);
+  EXPECT_THAT(slash.content, HasSubstr("ends with '/'"));
+  EXPECT_FALSE(std::filesystem::exists(InRoot("newdir")));
   ScratchTree::Write(InRoot("file"), "f");
   ToolResult through_file = read_.Execute({{"path", "file/x"}}, context_);
   EXPECT_TRUE(through_file.is_error);
