@@ -25,13 +25,12 @@ int PortOf(const sockaddr_storage& addr) {
   return -1;
 }
 
-// The socket of the connection a request came in on. httplib does not hand
-// it to handlers, so it is found by its two ports among this process's
-// descriptors; -1 when not found.
-int FindConnectionFd(int local_port, int remote_port) {
+// Calls fn(fd, local port, peer port) for every connected socket of this
+// process.
+template <typename Fn>
+void ForEachConnection(Fn fn) {
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return;
   while (dirent* e = readdir(dir)) {
     int fd = std::atoi(e->d_name);
     if (fd <= 2) continue;
@@ -41,12 +40,21 @@ int FindConnectionFd(int local_port, int remote_port) {
         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
       continue;
     }
-    if (PortOf(local) == local_port && PortOf(peer) == remote_port) {
-      found = fd;
-      break;
-    }
+    if (!fn(fd, PortOf(local), PortOf(peer))) break;
   }
   closedir(dir);
+}
+
+// The socket of the connection a request came in on. httplib does not hand
+// it to handlers, so it is found by its two ports among this process's
+// descriptors; -1 when not found.
+int FindConnectionFd(int local_port, int remote_port) {
+  int found = -1;
+  ForEachConnection([&](int fd, int local, int peer) {
+    if (local != local_port || peer != remote_port) return true;
+    found = fd;
+    return false;
+  });
   return found;
 }
 
@@ -172,7 +180,17 @@ Status MockHttpServer::Start(const std::string& host, int port) {
     }
     port_ = port;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  auto listen_ended = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([this, listen_ended] {
+    server_->listen_after_bind();
+    *listen_ended = true;
+  });
+  // httplib's stop() is a no-op until the listener runs: wait for it, so a
+  // Stop() right after Start() cannot miss it.
+  while (!server_->is_running() && !*listen_ended) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (*listen_ended) return IoError("mock_provider: the listener failed");
   return Status::Ok();
 }
 
@@ -183,6 +201,14 @@ void MockHttpServer::Stop() {
   }
   cv_.notify_all();
   server_->stop();
+  // Idle keep-alive connections would hold their worker threads until the
+  // keep-alive timeout; close them so Stop returns at once.
+  if (port_ > 0) {
+    ForEachConnection([&](int fd, int local, int) {
+      if (local == port_) shutdown(fd, SHUT_RDWR);
+      return true;
+    });
+  }
   if (thread_.joinable()) thread_.join();
 }
 

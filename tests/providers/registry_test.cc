@@ -1,0 +1,81 @@
+#include "providers/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace steps {
+namespace {
+
+SourceSpec Spec(std::string model) {
+  SourceSpec spec;
+  spec.model = std::move(model);
+  return spec;
+}
+
+ProviderEnvironment EnvWith(std::map<std::string, std::string> vars) {
+  ProviderEnvironment env = ProviderEnvironment::Process();
+  env.getenv = [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+  return env;
+}
+
+TEST(RegistryTest, SplitsTheProviderFromTheModelItSends) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  auto source = registry.Create(Spec("openrouter/qwen/qwen3.7-flash"),
+                                EnvWith({{"OPENROUTER_API_KEY", "k"}}));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_EQ(source->provider_name, "openrouter");
+  EXPECT_EQ(source->model, "qwen/qwen3.7-flash");
+  EXPECT_NE(source->provider, nullptr);
+}
+
+TEST(RegistryTest, AMissingKeyNamesItsVariable) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  for (auto [model, var] : std::map<std::string, std::string>{
+           {"openai/gpt-4o", "OPENAI_API_KEY"},
+           {"anthropic/claude-sonnet", "ANTHROPIC_API_KEY"},
+           {"openrouter/a/b", "OPENROUTER_API_KEY"}}) {
+    auto source = registry.Create(Spec(model), EnvWith({}));
+    ASSERT_FALSE(source.ok()) << model;
+    EXPECT_EQ(
+        source.status().message(),
+        "model '" + model + "': environment variable " + var + " is not set");
+  }
+  SourceSpec custom = Spec("openai/gpt-4o");
+  custom.api_key_env = "MY_KEY";
+  auto named = registry.Create(custom, EnvWith({{"OPENAI_API_KEY", "x"}}));
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("MY_KEY"), std::string::npos);
+}
+
+TEST(RegistryTest, ABaseUrlOrOllamaNeedsNoKey) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  SourceSpec local = Spec("openai/local-model");
+  local.base_url = "http://127.0.0.1:9/v1";
+  EXPECT_TRUE(registry.Create(local, EnvWith({})).ok());
+  EXPECT_TRUE(registry.Create(Spec("ollama/llama3"), EnvWith({})).ok());
+}
+
+TEST(RegistryTest, RefusesUnknownProvidersAndBareModels) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  auto unknown = registry.Create(Spec("acme/x"), EnvWith({}));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "model 'acme/x': unknown provider 'acme' (known: anthropic, "
+            "ollama, openai, openrouter)");
+  auto bare = registry.Create(Spec("gpt-4o"), EnvWith({}));
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().message(),
+            "model 'gpt-4o' is not of the form PROVIDER/MODEL");
+}
+
+}  // namespace
+}  // namespace steps

@@ -1,0 +1,326 @@
+// The adapters' wire formats, without a network: request bodies as the
+// providers document them, and answers as they send them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "providers/anthropic.h"
+#include "providers/exchange.h"
+#include "providers/openai.h"
+#include "providers/sse.h"
+
+namespace steps {
+namespace {
+
+using nlohmann::json;
+
+ChatRequest ToolConversation() {
+  ChatRequest r;
+  r.model = "gpt-4o";
+  r.messages.push_back(Message::System("You are terse."));
+  r.messages.push_back(Message::User("Read a.txt"));
+  r.messages.push_back(
+      Message::Assistant("", {{"call_1", "read_file", R"({"path":"a.txt"})"}}));
+  r.messages.push_back(Message::ToolResult("call_1", "hello", "read_file"));
+  r.tools.push_back(
+      {"read_file", "Read a file",
+       R"({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]})"});
+  r.tool_choice = ToolChoice::Required();
+  return r;
+}
+
+TEST(SseTest, SplitsEventsAcrossArbitraryPieces) {
+  std::string stream =
+      ": ping\n\nevent: delta\ndata: {\"a\":1}\n\ndata: x\ndata: y\r\n\r\n"
+      "data: [DONE]\n\n";
+  for (size_t step = 1; step <= stream.size(); ++step) {
+    SseParser parser;
+    std::vector<SseEvent> events;
+    for (size_t i = 0; i < stream.size(); i += step) {
+      for (auto& e : parser.Feed(std::string_view(stream).substr(i, step))) {
+        events.push_back(e);
+      }
+    }
+    ASSERT_EQ(events.size(), 3u) << "step " << step;
+    EXPECT_EQ(events[0].event, "delta");
+    EXPECT_EQ(events[0].data, "{\"a\":1}");
+    EXPECT_EQ(events[1].data, "x\ny");
+    EXPECT_EQ(events[2].data, "[DONE]");
+  }
+}
+
+TEST(RetryAfterTest, ReadsSecondsMillisecondsAndDates) {
+  WallTime now =
+      std::chrono::system_clock::from_time_t(1445412480);  // 07:28:00
+  EXPECT_EQ(ParseRetryAfter({{"Retry-After", "3"}}, now), Millis(3000));
+  EXPECT_EQ(ParseRetryAfter({{"retry-after", "1.5"}}, now), Millis(1500));
+  EXPECT_EQ(
+      ParseRetryAfter({{"retry-after-ms", "250"}, {"Retry-After", "9"}}, now),
+      Millis(250));
+  EXPECT_EQ(
+      ParseRetryAfter({{"Retry-After", "Wed, 21 Oct 2015 07:28:10 GMT"}}, now),
+      Millis(10000));
+  EXPECT_EQ(
+      ParseRetryAfter({{"Retry-After", "Wed, 21 Oct 2015 07:27:00 GMT"}}, now),
+      Millis(0));
+  EXPECT_EQ(ParseRetryAfter({{"Retry-After", "soon"}}, now), std::nullopt);
+  EXPECT_EQ(ParseRetryAfter({}, now), std::nullopt);
+}
+
+TEST(RedactTest, RemovesEveryOccurrence) {
+  EXPECT_EQ(Redact("key sk-1 and sk-1", "sk-1"),
+            "key [redacted] and [redacted]");
+  EXPECT_EQ(Redact("nothing", ""), "nothing");
+}
+
+TEST(OpenAiWireTest, RequestBodyHasTheStandardShape) {
+  json body =
+      json::parse(BuildOpenAiRequestBody(ToolConversation(), false, false));
+  EXPECT_EQ(body["model"], "gpt-4o");
+  ASSERT_EQ(body["messages"].size(), 4u);
+  EXPECT_EQ(body["messages"][0],
+            json({{"role", "system"}, {"content", "You are terse."}}));
+  const json& assistant = body["messages"][2];
+  EXPECT_EQ(assistant["role"], "assistant");
+  EXPECT_TRUE(assistant["content"].is_null());
+  EXPECT_EQ(assistant["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(assistant["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(assistant["tool_calls"][0]["function"]["name"], "read_file");
+  EXPECT_EQ(assistant["tool_calls"][0]["function"]["arguments"],
+            R"({"path":"a.txt"})");
+  EXPECT_EQ(body["messages"][3], json({{"role", "tool"},
+                                       {"tool_call_id", "call_1"},
+                                       {"content", "hello"}}));
+  EXPECT_EQ(body["tools"][0]["type"], "function");
+  EXPECT_EQ(body["tools"][0]["function"]["name"], "read_file");
+  EXPECT_EQ(body["tools"][0]["function"]["parameters"]["required"][0], "path");
+  EXPECT_EQ(body["tool_choice"], "required");
+  EXPECT_FALSE(body.contains("stream"));
+
+  ChatRequest named = ToolConversation();
+  named.tool_choice = ToolChoice::Function("read_file");
+  json streamed = json::parse(BuildOpenAiRequestBody(named, true, true));
+  EXPECT_EQ(
+      streamed["tool_choice"],
+      json({{"type", "function"}, {"function", {{"name", "read_file"}}}}));
+  EXPECT_EQ(streamed["stream"], true);
+  EXPECT_EQ(streamed["stream_options"]["include_usage"], true);
+  EXPECT_EQ(streamed["usage"]["include"], true);
+}
+
+TEST(OpenAiWireTest, ParsesAnAnswerWithToolCallsAndCost) {
+  ChatResult r = ParseOpenAiResponse(R"({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+    "model": "gpt-4o-2024",
+    "choices": [{"index": 0, "finish_reason": "tool_calls",
+      "message": {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_a", "type": "function",
+         "function": {"name": "run_shell", "arguments": "{\"command\":\"ls\"}"}},
+        {"id": "call_b", "type": "function",
+         "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}]}}],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17,
+              "cost": 0.0012}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ChatAnswer& a = r.answer();
+  EXPECT_EQ(a.id, "chatcmpl-1");
+  EXPECT_EQ(a.model, "gpt-4o-2024");
+  EXPECT_EQ(a.text, "");
+  ASSERT_EQ(a.tool_calls.size(), 2u);
+  EXPECT_EQ(a.tool_calls[0].name, "run_shell");
+  EXPECT_EQ(a.tool_calls[0].arguments, R"({"command":"ls"})");
+  EXPECT_EQ(a.tool_calls[1].id, "call_b");
+  EXPECT_EQ(a.finish_reason, "tool_calls");
+  EXPECT_EQ(a.usage.prompt_tokens, 12);
+  EXPECT_EQ(a.usage.completion_tokens, 5);
+  ASSERT_TRUE(a.usage.cost_usd.has_value());
+  EXPECT_DOUBLE_EQ(*a.usage.cost_usd, 0.0012);
+}
+
+TEST(OpenAiWireTest, MalformedAnswersAreClassified) {
+  for (const char* body : {"not json", "[]", R"({"choices": []})",
+                           R"({"choices": [{"index": 0}]})"}) {
+    ChatResult r = ParseOpenAiResponse(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.error().kind, ProviderErrorKind::kMalformed) << body;
+    EXPECT_TRUE(r.error().retryable());
+  }
+}
+
+TEST(OpenAiWireTest, AssemblesAStreamOfTextAndToolCallFragments) {
+  const char* stream =
+      R"(data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pa"}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\":\"a\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}
+
+data: [DONE]
+
+)";
+  SseParser parser;
+  OpenAiStreamAssembler assembler;
+  bool more = true;
+  for (const SseEvent& e : parser.Feed(stream)) more = assembler.Add(e);
+  EXPECT_FALSE(more);  // Stopped at [DONE].
+  ChatResult r = assembler.Finish();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.answer().text, "Hello");
+  ASSERT_EQ(r.answer().tool_calls.size(), 1u);
+  EXPECT_EQ(r.answer().tool_calls[0].id, "call_1");
+  EXPECT_EQ(r.answer().tool_calls[0].arguments, R"({"path":"a"})");
+  EXPECT_EQ(r.answer().finish_reason, "tool_calls");
+  EXPECT_EQ(r.answer().usage.total_tokens(), 7);
+}
+
+TEST(OpenAiWireTest, AnErrorEventBeforeOutputIsRetryable) {
+  OpenAiStreamAssembler assembler;
+  SseEvent e;
+  e.data = R"({"error":{"message":"Provider overloaded","code":502}})";
+  EXPECT_FALSE(assembler.Add(e));
+  ChatResult r = assembler.Finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ProviderErrorKind::kStreamError);
+  EXPECT_TRUE(r.error().retryable());
+  EXPECT_NE(r.error().message.find("before any output: Provider overloaded"),
+            std::string::npos);
+}
+
+TEST(OpenAiWireTest, AStreamCutShortIsMalformed) {
+  OpenAiStreamAssembler assembler;
+  SseEvent e;
+  e.data = R"({"id":"c","choices":[{"index":0,"delta":{"content":"x"}}]})";
+  EXPECT_TRUE(assembler.Add(e));
+  ChatResult r = assembler.Finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ProviderErrorKind::kMalformed);
+}
+
+TEST(AnthropicWireTest, RequestBodyUsesBlocksAndATopLevelSystem) {
+  json body =
+      json::parse(BuildAnthropicRequestBody(ToolConversation(), false, 4096));
+  EXPECT_EQ(body["model"], "gpt-4o");
+  EXPECT_EQ(body["max_tokens"], 4096);
+  EXPECT_EQ(body["system"], "You are terse.");
+  ASSERT_EQ(body["messages"].size(), 3u);
+  EXPECT_EQ(body["messages"][0],
+            json({{"role", "user"}, {"content", "Read a.txt"}}));
+  const json& assistant = body["messages"][1];
+  EXPECT_EQ(assistant["content"][0], json({{"type", "tool_use"},
+                                           {"id", "call_1"},
+                                           {"name", "read_file"},
+                                           {"input", {{"path", "a.txt"}}}}));
+  EXPECT_EQ(body["messages"][2]["role"], "user");
+  EXPECT_EQ(body["messages"][2]["content"][0], json({{"type", "tool_result"},
+                                                     {"tool_use_id", "call_1"},
+                                                     {"content", "hello"}}));
+  EXPECT_EQ(body["tools"][0]["name"], "read_file");
+  EXPECT_EQ(body["tools"][0]["input_schema"]["type"], "object");
+  EXPECT_EQ(body["tool_choice"], json({{"type", "any"}}));
+}
+
+// The example answer of the Messages API reference, with a tool_use block.
+TEST(AnthropicWireTest, ParsesARecordedAnswer) {
+  ChatResult r = ParseAnthropicResponse(R"({
+    "id": "msg_01Aq9w938a90dw8q", "type": "message", "role": "assistant",
+    "model": "claude-3-5-sonnet-20241022",
+    "content": [
+      {"type": "text", "text": "I'll check the weather."},
+      {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9",
+       "name": "get_weather", "input": {"location": "San Francisco, CA"}}],
+    "stop_reason": "tool_use", "stop_sequence": null,
+    "usage": {"input_tokens": 472, "output_tokens": 91}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.answer().text, "I'll check the weather.");
+  ASSERT_EQ(r.answer().tool_calls.size(), 1u);
+  EXPECT_EQ(r.answer().tool_calls[0].id, "toolu_01A09q90qw90lq917835lq9");
+  EXPECT_EQ(json::parse(r.answer().tool_calls[0].arguments),
+            json({{"location", "San Francisco, CA"}}));
+  EXPECT_EQ(r.answer().finish_reason, "tool_calls");
+  EXPECT_EQ(r.answer().usage.prompt_tokens, 472);
+  EXPECT_EQ(r.answer().usage.completion_tokens, 91);
+}
+
+// The streaming example of the Messages API reference (text, then a tool).
+TEST(AnthropicWireTest, AssemblesARecordedStream) {
+  const char* stream = R"(event: message_start
+data: {"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-3-haiku-20240307","stop_sequence":null,"usage":{"input_tokens":472,"output_tokens":2},"content":[],"stop_reason":null}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: ping
+data: {"type": "ping"}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Okay"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", let's check."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"get_weather","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"San Francisco, CA\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+)";
+  SseParser parser;
+  AnthropicStreamAssembler assembler;
+  for (const SseEvent& e : parser.Feed(stream)) assembler.Add(e);
+  ChatResult r = assembler.Finish();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.answer().id, "msg_014p7gG3wDgGV9EUtLvnow3U");
+  EXPECT_EQ(r.answer().text, "Okay, let's check.");
+  ASSERT_EQ(r.answer().tool_calls.size(), 1u);
+  EXPECT_EQ(r.answer().tool_calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(r.answer().tool_calls[0].arguments),
+            json({{"location", "San Francisco, CA"}}));
+  EXPECT_EQ(r.answer().finish_reason, "tool_calls");
+  EXPECT_EQ(r.answer().usage.prompt_tokens, 472);
+  EXPECT_EQ(r.answer().usage.completion_tokens, 89);
+}
+
+TEST(AnthropicWireTest, OverloadedErrorEventIsRetryable) {
+  SseParser parser;
+  AnthropicStreamAssembler assembler;
+  for (const SseEvent& e : parser.Feed(
+           "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": "
+           "\"overloaded_error\", \"message\": \"Overloaded\"}}\n\n")) {
+    assembler.Add(e);
+  }
+  ChatResult r = assembler.Finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ProviderErrorKind::kStreamError);
+  EXPECT_TRUE(r.error().retryable());
+}
+
+}  // namespace
+}  // namespace steps
