@@ -3,19 +3,33 @@
 #include <sstream>
 
 namespace steps::agent {
+namespace {
+
+bool TokenCap(const BudgetLimit& limit) {
+  return limit.tokens && *limit.tokens > 0;
+}
+bool UsdCap(const BudgetLimit& limit) { return limit.usd && *limit.usd > 0; }
+
+}  // namespace
 
 bool BudgetMeter::Add(int64_t tokens, double usd) {
   std::lock_guard<std::mutex> lock(mu_);
   tokens_ += tokens;
   usd_ += usd;
-  return !((limit_.tokens && *limit_.tokens > 0 && tokens_ > *limit_.tokens) ||
-           (limit_.usd && *limit_.usd > 0 && usd_ > *limit_.usd));
+  return !((TokenCap(limit_) && tokens_ > *limit_.tokens) ||
+           (UsdCap(limit_) && usd_ > *limit_.usd));
 }
 
 bool BudgetMeter::Exceeded() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return (limit_.tokens && *limit_.tokens > 0 && tokens_ > *limit_.tokens) ||
-         (limit_.usd && *limit_.usd > 0 && usd_ > *limit_.usd);
+  return (TokenCap(limit_) && tokens_ > *limit_.tokens) ||
+         (UsdCap(limit_) && usd_ > *limit_.usd);
+}
+
+bool BudgetMeter::Spent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return (TokenCap(limit_) && tokens_ >= *limit_.tokens) ||
+         (UsdCap(limit_) && usd_ >= *limit_.usd);
 }
 
 int64_t BudgetMeter::tokens() const {
@@ -31,12 +45,24 @@ double BudgetMeter::usd() const {
 std::string BudgetMeter::Describe() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream out;
-  if (limit_.tokens && *limit_.tokens > 0 && tokens_ > *limit_.tokens) {
+  if (TokenCap(limit_) && tokens_ > *limit_.tokens) {
     out << "token budget of " << *limit_.tokens << " exceeded (" << tokens_
         << " used)";
-  } else if (limit_.usd && *limit_.usd > 0 && usd_ > *limit_.usd) {
+  } else if (UsdCap(limit_) && usd_ > *limit_.usd) {
     out << "USD budget of $" << *limit_.usd << " exceeded ($" << usd_
         << " spent)";
+  }
+  return out.str();
+}
+
+std::string BudgetMeter::DescribeSpent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream out;
+  if (TokenCap(limit_) && tokens_ >= *limit_.tokens) {
+    out << "token budget of " << *limit_.tokens << " spent (" << tokens_
+        << " used)";
+  } else if (UsdCap(limit_) && usd_ >= *limit_.usd) {
+    out << "USD budget of $" << *limit_.usd << " spent ($" << usd_ << " spent)";
   }
   return out.str();
 }

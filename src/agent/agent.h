@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cancel.h"
@@ -54,19 +55,30 @@ struct BudgetLimit {
 // stops when the meter says the budget is spent.
 class BudgetMeter {
  public:
-  explicit BudgetMeter(BudgetLimit limit) : limit_(limit) {}
+  // `name` says whose budget it is in messages ("step", "job", ...); it may
+  // be empty.
+  explicit BudgetMeter(BudgetLimit limit, std::string name = "")
+      : limit_(limit), name_(std::move(name)) {}
 
   // Adds spending; returns false when the budget is now exceeded.
   bool Add(int64_t tokens, double usd);
+  // Spending is past a cap.
   bool Exceeded() const;
+  // Spending has reached a cap (exactly spent counts): another request
+  // would exceed it.
+  bool Spent() const;
   int64_t tokens() const;
   double usd() const;
   const BudgetLimit& limit() const { return limit_; }
+  const std::string& name() const { return name_; }
   // "token budget of 1000 exceeded (1203 used)" or similar; "" if not.
   std::string Describe() const;
+  // "token budget of 1000 spent (1000 used)" or similar; "" if not Spent().
+  std::string DescribeSpent() const;
 
  private:
   BudgetLimit limit_;
+  std::string name_;
   mutable std::mutex mu_;
   int64_t tokens_ = 0;
   double usd_ = 0;

@@ -1,0 +1,493 @@
+#include "agent/conversation.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "agent/cli_source.h"
+#include "agent/context_files.h"
+#include "agent/deadline_notice.h"
+#include "agent/guards.h"
+#include "agent/spending.h"
+#include "core/log.h"
+#include "process/local_launcher.h"
+#include "tools/text.h"
+
+namespace steps::agent {
+namespace {
+
+// Bounds on what a turn record keeps of a text or a tool call.
+constexpr size_t kRecordTextBytes = 4000;
+constexpr size_t kRecordCallBytes = 300;
+
+std::string Cut(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  return text.substr(0, Utf8PrefixLength(text, max_bytes)) + "...";
+}
+
+ToolSchema FinishToolSchema() {
+  return {kFinishToolName,
+          "End the task: call this once you are done, with your final "
+          "answer.",
+          StringArgumentsSchema(
+              {{"answer", "Your final answer: the result of the task."}})
+              .dump()};
+}
+
+// The answer a finish call carries, or nullopt when its arguments are not
+// {"answer": "..."}.
+std::optional<std::string> FinishAnswer(const std::string& arguments) {
+  auto json = nlohmann::json::parse(arguments, nullptr,
+                                    /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("answer") ||
+      !json["answer"].is_string()) {
+    return std::nullopt;
+  }
+  return json["answer"].get<std::string>();
+}
+
+class Conversation {
+ public:
+  Conversation(const AgentInvocation& invocation, const AgentContext& context,
+               const ConversationSetup& setup)
+      : inv_(invocation),
+        ctx_(context),
+        setup_(setup),
+        clock_(*context.clock),
+        spending_(invocation.budget, context.shared_budgets) {}
+
+  AgentResult Run() {
+    if (!Prepare()) {
+      while (!Step()) {
+      }
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // Each of the functions below that returns bool returns true when the
+  // conversation is over (result_ then holds how it ended).
+
+  bool Prepare() {
+    if (inv_.timeout && inv_.timeout->count() > 0) {
+      deadline_ = Deadline::After(clock_, *inv_.timeout);
+    }
+    if (inv_.sources.empty()) {
+      return Fail(Outcome::kErrored, "agent: no source to ask");
+    }
+    auto granted = setup_.tools->Grant(inv_.tools);
+    if (!granted.ok()) {
+      return Fail(Outcome::kErrored, "agent: " + granted.status().message());
+    }
+    granted_ = std::move(*granted);
+
+    std::string system = inv_.persona;
+    auto add_paragraph = [&system](const std::string& text) {
+      if (!system.empty()) system += "\n\n";
+      system += text;
+    };
+    if (deadline_.is_set()) {
+      add_paragraph(
+          DisclosureText(*inv_.timeout, clock_.WallNow() + *inv_.timeout));
+      result_.deadline_disclosed = true;
+    }
+    if (inv_.required_tools) {
+      add_paragraph(
+          "Work only through tool calls. When you are done, call finish "
+          "with your final answer.");
+    }
+    if (!system.empty()) {
+      request_.messages.push_back(Message::System(std::move(system)));
+    }
+    for (const std::string& text : inv_.messages) {
+      request_.messages.push_back(Message::User(text));
+    }
+    if (inv_.critique) {
+      request_.messages.push_back(Message::User(
+          "Your earlier answer to this task was sent back with this "
+          "critique:\n\n" +
+          *inv_.critique));
+    }
+    auto files = ReadContextFiles(inv_.context_paths, inv_.working_dir,
+                                  inv_.max_context_bytes);
+    if (!files.ok()) {
+      return Fail(Outcome::kErrored, "agent: " + files.status().message());
+    }
+    for (std::string& text : *files) {
+      request_.messages.push_back(Message::User(std::move(text)));
+    }
+
+    for (const Tool* tool : granted_) {
+      request_.tools.push_back(
+          {tool->name(), tool->description(), tool->parameters().dump()});
+    }
+    if (inv_.required_tools) {
+      request_.tools.push_back(FinishToolSchema());
+      request_.tool_choice = ToolChoice::Required();
+    }
+    return StopIfInterrupted();
+  }
+
+  // One request (or one CLI run) and what follows from its answer.
+  bool Step() {
+    if (StopIfInterrupted()) return true;
+    const AgentSource& source = inv_.sources[source_index_];
+    if (source.is_cli() && !setup_.connector->mocked()) {
+      return RunCli(source);
+    }
+    if (!retrying_) {
+      std::string why;
+      if (!Connect(source, &why)) return SourceFailed(why, Outcome::kErrored);
+    }
+    if (inv_.max_turns && *inv_.max_turns > 0 &&
+        result_.turns >= *inv_.max_turns) {
+      return Fail(Outcome::kFailed,
+                  "agent: max_turns exceeded: no final answer after " +
+                      std::to_string(result_.turns) +
+                      (result_.turns == 1 ? " turn" : " turns") +
+                      " (max_turns: " + std::to_string(*inv_.max_turns) + ")");
+    }
+    std::string spent = spending_.Spent();
+    if (!spent.empty()) {
+      return Fail(Outcome::kFailed,
+                  "agent: " + spent + "; another request would exceed it");
+    }
+    MaybeNudge();
+
+    CallContext call;
+    call.clock = &clock_;
+    call.deadline = deadline_;
+    call.cancel = ctx_.cancel;
+    call.llm_timeout = inv_.llm_timeout.value_or(Millis(0));
+    call.agent = inv_.agent_name;
+    call.step = inv_.step_name;
+    call.prior_requests = result_.provider_requests;
+    call.log_give_up = false;  // One conversation_failed line, from here.
+
+    ChatResult reply = Send(source, call);
+    if (!reply.ok()) {
+      const ProviderError& error = reply.error();
+      result_.provider_requests += error.requests;
+      turn_requests_ += error.requests;
+      if (error.kind == ProviderErrorKind::kDeadline) return FailDeadline();
+      if (error.kind == ProviderErrorKind::kCancelled) {
+        if (StopIfInterrupted()) return true;
+        return Abort();
+      }
+      return SourceFailed("generate content: " + error.message,
+                          Outcome::kErrored);
+    }
+    result_.provider_requests += reply.answer().requests;
+    turn_requests_ += reply.answer().requests;
+    return HandleAnswer(source, reply.answer());
+  }
+
+  ChatResult Send(const AgentSource& source, const CallContext& call) {
+    if (!source.is_cli()) return retrying_->Send(request_, call);
+    // A CLI source under a mock script: one request with the conversation
+    // and no tools, whose text is the CLI's stdout.
+    ChatRequest plain;
+    plain.model = request_.model;
+    plain.messages = request_.messages;
+    return retrying_->Send(plain, call);
+  }
+
+  bool Connect(const AgentSource& source, std::string* why) {
+    AgentSource effective = source;
+    if (source.is_cli()) effective.model = "mock/cli";
+    auto resolved = setup_.connector->Connect(effective);
+    if (!resolved.ok()) {
+      *why =
+          "source " + SourceLabel(source) + ": " + resolved.status().message();
+      return false;
+    }
+    connected_ = std::move(*resolved);
+    request_.model = connected_->model;
+    RetryPolicy policy = setup_.retry;
+    policy.attempts = std::max(1, inv_.attempts);
+    retrying_ = std::make_unique<RetryingProvider>(*connected_->provider,
+                                                   std::move(policy));
+    return true;
+  }
+
+  void MaybeNudge() {
+    if (!deadline_.is_set() || result_.nudge_sent) return;
+    SteadyTime now = clock_.Now();
+    if (!NudgeDue(now, deadline_.at(), *inv_.timeout)) return;
+    Millis remaining = std::chrono::duration_cast<Millis>(deadline_.at() - now);
+    request_.messages.push_back(
+        Message::User(NudgeText(remaining, *inv_.timeout)));
+    result_.nudge_sent = true;
+    Log(LogLevel::kInfo, "agent.nudge",
+        {{"agent", inv_.agent_name},
+         {"remaining", FormatDuration(remaining)},
+         {"timeout", FormatDuration(*inv_.timeout)}});
+  }
+
+  bool HandleAnswer(const AgentSource& source, ChatAnswer& answer) {
+    AgentTurnRecord record;
+    record.turn = ++result_.turns;
+    record.provider_requests = turn_requests_;
+    turn_requests_ = 0;
+    record.source = SourceLabel(source);
+    record.prompt_tokens = answer.usage.prompt_tokens;
+    record.completion_tokens = answer.usage.completion_tokens;
+    record.usd = AnswerUsd(answer.usage, source.price);
+    record.text = Cut(answer.text, kRecordTextBytes);
+    result_.prompt_tokens += record.prompt_tokens;
+    result_.completion_tokens += record.completion_tokens;
+    result_.usd += record.usd;
+    if (!answer.text.empty() || answer.tool_calls.empty()) {
+      result_.answer = answer.text;
+    }
+    std::string exceeded =
+        spending_.Charge(answer.usage.total_tokens(), record.usd);
+
+    if (source.is_cli()) {  // Mocked CLI: the text is the answer.
+      EmitTurn(std::move(record));
+      if (!exceeded.empty()) return FailBudget(exceeded);
+      return Succeed(answer.text);
+    }
+    request_.messages.push_back(
+        Message::Assistant(answer.text, answer.tool_calls));
+    if (answer.tool_calls.empty()) {
+      EmitTurn(std::move(record));
+      if (!exceeded.empty()) return FailBudget(exceeded);
+      if (!inv_.required_tools) return Succeed(answer.text);
+      if (text_guard_.RecordText()) {
+        return Fail(Outcome::kFailed,
+                    "agent: required tools: the model answered with text " +
+                        std::to_string(text_guard_.streak()) +
+                        " times in a row instead of calling a tool");
+      }
+      request_.messages.push_back(Message::User(kRequiredToolReminder));
+      return false;
+    }
+    text_guard_.RecordToolCall();
+    if (!exceeded.empty()) {
+      EmitTurn(std::move(record));
+      return FailBudget(exceeded);
+    }
+    return RunTools(answer.tool_calls, record);
+  }
+
+  bool RunTools(const std::vector<ToolCall>& calls, AgentTurnRecord& record) {
+    std::optional<std::string> finished;
+    for (const ToolCall& call : calls) {
+      if (StopIfInterrupted()) {
+        EmitTurn(std::move(record));
+        return true;
+      }
+      std::string shown = call.name + " " + call.arguments;
+      record.tool_calls.push_back(Cut(shown, kRecordCallBytes));
+      ToolResult result;
+      const bool is_finish =
+          inv_.required_tools && call.name == kFinishToolName;
+      if (is_finish) {
+        finished = FinishAnswer(call.arguments);
+        result = finished ? ToolResult::Ok("finished")
+                          : ToolResult::Error(
+                                "finish: pass your final answer as "
+                                "{\"answer\": \"...\"}");
+      } else {
+        result = RunTool(call);
+      }
+      request_.messages.push_back(
+          Message::ToolResult(call.id, result.content, call.name));
+      if (!is_finish &&
+          loop_guard_.Record(call.name, call.arguments, result.content)) {
+        EmitTurn(std::move(record));
+        return Fail(Outcome::kFailed,
+                    "agent: loop detected: " + Cut(shown, 200) +
+                        " returned the same result " +
+                        std::to_string(loop_guard_.repeats()) +
+                        " times in a row");
+      }
+    }
+    EmitTurn(std::move(record));
+    if (finished) return Succeed(*finished);
+    return StopIfInterrupted();
+  }
+
+  ToolResult RunTool(const ToolCall& call) {
+    auto it =
+        std::find_if(granted_.begin(), granted_.end(),
+                     [&](const Tool* t) { return t->name() == call.name; });
+    if (it == granted_.end()) {
+      std::string names;
+      for (const Tool* t : granted_) {
+        names += (names.empty() ? "" : ", ") + t->name();
+      }
+      if (inv_.required_tools) {
+        names += (names.empty() ? "" : ", ") + std::string(kFinishToolName);
+      }
+      return ToolResult::Error("no tool named '" + call.name +
+                               "' is available (available: " +
+                               (names.empty() ? "none" : names) + ")");
+    }
+    return (*it)->ExecuteJson(call.arguments, ToolContextForRun());
+  }
+
+  const ToolContext& ToolContextForRun() {
+    if (!tool_context_) {
+      tool_context_ =
+          std::make_unique<ToolContext>(inv_.working_dir, clock_, Launcher());
+      tool_context_->deadline = deadline_;
+      tool_context_->cancel = ctx_.cancel;
+      tool_context_->tool_timeout = inv_.tool_timeout.value_or(Millis(0));
+      tool_context_->limits = setup_.tool_limits;
+    }
+    return *tool_context_;
+  }
+
+  ProcessLauncher& Launcher() {
+    if (ctx_.launcher != nullptr) return *ctx_.launcher;
+    if (!own_launcher_) {
+      own_launcher_ = std::make_unique<LocalProcessLauncher>(clock_);
+    }
+    return *own_launcher_;
+  }
+
+  bool RunCli(const AgentSource& source) {
+    ProcessResult run = RunCliAgent(Launcher(), source.cli, inv_.working_dir,
+                                    RenderTranscript(request_.messages),
+                                    deadline_, ctx_.cancel);
+    const std::string label = "cli `" + source.cli + "`";
+    if (run.end == ProcessEnd::kFailedToStart) {
+      return SourceFailed(label + ": failed to start: " + run.error,
+                          Outcome::kErrored);
+    }
+    AgentTurnRecord record;
+    record.turn = ++result_.turns;
+    record.source = SourceLabel(source);
+    record.text = Cut(run.out.text, kRecordTextBytes);
+    EmitTurn(std::move(record));
+    result_.answer = run.out.text;
+    switch (run.end) {
+      case ProcessEnd::kTimedOut:
+        return FailDeadline();
+      case ProcessEnd::kCancelled:
+        if (StopIfInterrupted()) return true;
+        return Abort();
+      default:
+        break;
+    }
+    if (run.succeeded()) return Succeed(run.out.text);
+    std::string stderr_tail = TailForMessage(run.err.text);
+    return SourceFailed(label + ": " + run.Describe() +
+                            (stderr_tail.empty() ? "" : ": " + stderr_tail),
+                        Outcome::kFailed);
+  }
+
+  // The current source failed for good: carry on with the next one from
+  // where the conversation is, or end with `outcome` when none is left.
+  bool SourceFailed(const std::string& message, Outcome outcome) {
+    const std::string label = SourceLabel(inv_.sources[source_index_]);
+    failures_.push_back(label + ": " + message);
+    retrying_.reset();
+    connected_.reset();
+    if (source_index_ + 1 < inv_.sources.size()) {
+      if (StopIfInterrupted()) return true;
+      ++source_index_;
+      const std::string next = SourceLabel(inv_.sources[source_index_]);
+      result_.fallbacks_taken.push_back(next);
+      Log(LogLevel::kWarn, "agent.fallback",
+          {{"agent", inv_.agent_name},
+           {"from", label},
+           {"to", next},
+           {"error", message}});
+      return false;
+    }
+    if (failures_.size() == 1) return Fail(outcome, "agent: " + message);
+    std::string all;
+    for (const std::string& f : failures_) {
+      all += (all.empty() ? "" : "; ") + f;
+    }
+    return Fail(outcome, "agent: all " + std::to_string(failures_.size()) +
+                             " sources failed: " + all);
+  }
+
+  // Cancellation (aborted, or failed when the cancel was a deadline) and
+  // the deadline's expiry end the conversation wherever they are noticed.
+  bool StopIfInterrupted() {
+    if (ctx_.cancel.cancelled()) {
+      if (ctx_.cancel.reason() == CancelReason::kDeadline) {
+        return FailDeadline();
+      }
+      return Abort();
+    }
+    if (deadline_.Expired(clock_)) return FailDeadline();
+    return false;
+  }
+
+  void EmitTurn(AgentTurnRecord record) {
+    result_.turn_records.push_back(std::move(record));
+    if (ctx_.events.on_turn) ctx_.events.on_turn(result_.turn_records.back());
+  }
+
+  bool Succeed(std::string answer) {
+    result_.outcome = Outcome::kSucceeded;
+    result_.answer = std::move(answer);
+    result_.error.clear();
+    return true;
+  }
+
+  bool FailDeadline() { return Fail(Outcome::kFailed, kDeadlineExceededError); }
+  bool FailBudget(const std::string& exceeded) {
+    return Fail(Outcome::kFailed, "agent: " + exceeded);
+  }
+  bool Abort() {
+    result_.outcome = Outcome::kAborted;
+    result_.error = "agent: cancelled";
+    return true;
+  }
+
+  bool Fail(Outcome outcome, std::string error) {
+    result_.outcome = outcome;
+    result_.error = std::move(error);
+    Log(LogLevel::kWarn, "agent.conversation_failed",
+        {{"agent", inv_.agent_name},
+         {"provider_requests", std::to_string(result_.provider_requests)},
+         {"error", result_.error}});
+    return true;
+  }
+
+  void Log(LogLevel level, std::string_view event,
+           std::vector<LogField> fields) {
+    if (ctx_.events.on_log) {
+      ctx_.events.on_log(FormatLogEvent(level, event, fields));
+    }
+    LogEvent(level, event, fields);
+  }
+
+  const AgentInvocation& inv_;
+  const AgentContext& ctx_;
+  const ConversationSetup& setup_;
+  Clock& clock_;
+  Deadline deadline_;
+  ChatRequest request_;  // The conversation so far, and what is offered.
+  std::vector<const Tool*> granted_;
+  Spending spending_;
+  LoopGuard loop_guard_;
+  TextAnswerGuard text_guard_;
+  size_t source_index_ = 0;
+  std::optional<ResolvedSource> connected_;
+  std::unique_ptr<RetryingProvider> retrying_;
+  int turn_requests_ = 0;  // Requests of the turn under way, all sources.
+  std::vector<std::string> failures_;  // One per source that failed.
+  std::unique_ptr<LocalProcessLauncher> own_launcher_;
+  std::unique_ptr<ToolContext> tool_context_;
+  AgentResult result_;
+};
+
+}  // namespace
+
+AgentResult RunConversation(const AgentInvocation& invocation,
+                            const AgentContext& context,
+                            const ConversationSetup& setup) {
+  Conversation conversation(invocation, context, setup);
+  return conversation.Run();
+}
+
+}  // namespace steps::agent

@@ -1,0 +1,679 @@
+// The turn loop against the in-process mock: tools, retries carrying the
+// conversation on, fallback, context, caps at their edges, budgets, guards,
+// CLI sources and events.
+#include "agent/conversation.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent_test_util.h"
+
+namespace steps::agent {
+namespace {
+
+using testing::ContentOf;
+using testing::CountContaining;
+using testing::Invocation;
+using testing::LogCapture;
+using testing::MockRunner;
+using testing::MockSource;
+using testing::RequestMessages;
+using testing::TempDir;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class ConversationTest : public ::testing::Test {
+ protected:
+  ConversationTest() { ctx_.clock = &clock_; }
+
+  AgentInvocation Inv(std::vector<AgentSource> sources = {MockSource("w")}) {
+    AgentInvocation inv = Invocation(std::move(sources));
+    inv.working_dir = dir_.path();
+    inv.tools = {"read_file", "write_file", "list_files"};
+    return inv;
+  }
+
+  FakeClock clock_{/*auto_advance=*/true};
+  AgentContext ctx_;
+  TempDir dir_;
+};
+
+TEST_F(ConversationTest, ToolCallsRunAndTheirResultsRideOnTheNextRequest) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: write_file, arguments: {path: out.txt, content: hello}}
+  - {say: "checking", call: {name: read_file, arguments: {path: out.txt}}}
+  - say: all done
+)");
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "all done");
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.turns, 3);
+  EXPECT_EQ(r.provider_requests, 3);
+  EXPECT_EQ(ReadFile(dir_.path() + "/out.txt"), "hello");
+
+  auto requests = runner->MockRequests();
+  ASSERT_EQ(requests.size(), 3u);
+  auto last = RequestMessages(requests[2]);
+  // user, assistant(call), tool, assistant(text + call), tool.
+  ASSERT_EQ(last.size(), 5u);
+  EXPECT_EQ(last[0]["role"], "user");
+  EXPECT_EQ(last[0]["content"], "Do the task.");
+  EXPECT_EQ(last[1]["role"], "assistant");
+  EXPECT_EQ(last[2]["role"], "tool");
+  EXPECT_EQ(last[2]["tool_call_id"], last[1]["tool_calls"][0]["id"]);
+  EXPECT_EQ(last[3]["content"], "checking");
+  EXPECT_EQ(last[4]["role"], "tool");
+  EXPECT_NE(ContentOf(last[4]).find("hello"), std::string::npos);
+
+  ASSERT_EQ(r.turn_records.size(), 3u);
+  EXPECT_EQ(r.turn_records[0].turn, 1);
+  EXPECT_EQ(r.turn_records[0].source, "mock/w");
+  ASSERT_EQ(r.turn_records[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.turn_records[1].tool_calls[0], R"(read_file {"path":"out.txt"})");
+  EXPECT_EQ(r.turn_records[1].text, "checking");
+  // Headers name the agent and the step.
+  EXPECT_EQ(requests[0].agent, "tester");
+  EXPECT_EQ(requests[0].step, "step");
+}
+
+TEST_F(ConversationTest, ToolErrorsGoBackToTheModel) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: read_file, arguments: {path: /etc/passwd}}
+  - call: {name: launch_missiles, arguments: {}}
+  - call: {name: read_file, arguments: "{not json"}
+  - say: gave up politely
+)");
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  auto last = RequestMessages(runner->MockRequests().at(3));
+  EXPECT_NE(ContentOf(last[2]).find("refused"), std::string::npos)
+      << ContentOf(last[2]);
+  EXPECT_EQ(ContentOf(last[4]),
+            "no tool named 'launch_missiles' is available (available: "
+            "read_file, write_file, list_files)");
+  EXPECT_NE(ContentOf(last[6]).find("not valid JSON"), std::string::npos);
+}
+
+TEST_F(ConversationTest, MessagesCritiqueAndContextFilesInOrder) {
+  dir_.Write("a.txt", "alpha");
+  dir_.Write("b.txt", "0123456789");
+  auto runner = MockRunner("w: [{say: ok}]");
+  AgentInvocation inv = Inv();
+  inv.persona = "You are careful.";
+  inv.messages = {"First.", "Second."};
+  inv.critique = "Missing tests.";
+  inv.context_paths = {"a.txt", "b.txt"};
+  inv.max_context_bytes = 8;
+  ASSERT_EQ(runner->Run(inv, ctx_).outcome, Outcome::kSucceeded);
+  auto m = RequestMessages(runner->MockRequests().at(0));
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[0]["content"], "You are careful.");
+  EXPECT_EQ(m[1]["content"], "First.");
+  EXPECT_EQ(m[2]["content"], "Second.");
+  EXPECT_EQ(m[3]["content"],
+            "Your earlier answer to this task was sent back with this "
+            "critique:\n\nMissing tests.");
+  EXPECT_EQ(m[4]["content"], "Context file: a.txt (5 bytes)\n\nalpha");
+  EXPECT_EQ(m[5]["content"],
+            "Context file: b.txt (10 bytes; cut: the first 3 of 10 bytes are "
+            "shown; max_context_bytes is 8)\n\n012");
+}
+
+TEST_F(ConversationTest, AMissingContextFileErrorsBeforeAnyRequest) {
+  auto runner = MockRunner("w: [{say: ok}]");
+  AgentInvocation inv = Inv();
+  inv.context_paths = {"missing.txt"};
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kErrored);
+  EXPECT_EQ(r.error, "agent: context_paths: missing.txt: no such file");
+  EXPECT_TRUE(runner->MockRequests().empty());
+}
+
+// attempts: 2 and one 500 in the middle: the retry re-sends exactly the
+// failing request, which holds everything before it, and the conversation
+// carries on. One extra request, not a rebuilt history.
+TEST_F(ConversationTest, A500IsAbsorbedByARetryAndTheConversationCarriesOn) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: write_file, arguments: {path: notes.txt, content: draft}}
+  - status: 500
+  - say: Release looks good
+)");
+  AgentInvocation inv = Inv();
+  inv.attempts = 2;
+  LogCapture logs;
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "Release looks good");
+  EXPECT_EQ(r.turns, 2);
+  EXPECT_EQ(r.provider_requests, 3);
+  ASSERT_EQ(r.turn_records.size(), 2u);
+  EXPECT_EQ(r.turn_records[1].provider_requests, 2);
+
+  auto requests = runner->MockRequests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[2].body, requests[1].body);
+  auto m = RequestMessages(requests[2]);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0]["content"], "Do the task.");
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["name"], "write_file");
+  EXPECT_EQ(m[2]["role"], "tool");
+  EXPECT_EQ(logs.LinesWith("agent.request_retry"),
+            std::vector<std::string>{
+                "WRN agent.request_retry agent=tester model=w attempt=1 "
+                "attempts=2 status=500"});
+  EXPECT_TRUE(logs.LinesWith("agent.conversation_failed").empty());
+}
+
+TEST_F(ConversationTest, FallbackCarriesTheConversationOnFromWhereItWas) {
+  auto runner = MockRunner(R"(
+primary:
+  - call: {name: write_file, arguments: {path: a.txt, content: one}}
+  - status: 401
+fallback:
+  - say: finished by the fallback
+)");
+  AgentInvocation inv = Inv({MockSource("primary"), MockSource("fallback")});
+  inv.attempts = 3;
+  LogCapture logs;
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "finished by the fallback");
+  EXPECT_EQ(r.fallbacks_taken, std::vector<std::string>{"mock/fallback"});
+  EXPECT_EQ(r.provider_requests, 3);  // A 401 is final: not retried.
+  ASSERT_EQ(r.turn_records.size(), 2u);
+  EXPECT_EQ(r.turn_records[1].source, "mock/fallback");
+  EXPECT_EQ(r.turn_records[1].provider_requests, 2);
+
+  auto requests = runner->MockRequests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[2].model, "fallback");
+  EXPECT_EQ(RequestMessages(requests[2]), RequestMessages(requests[1]));
+  EXPECT_EQ(RequestMessages(requests[2]).size(), 3u);
+  auto cascade = logs.LinesWith("agent.fallback");
+  ASSERT_EQ(cascade.size(), 1u);
+  EXPECT_NE(cascade[0].find("from=mock/primary to=mock/fallback"),
+            std::string::npos);
+  EXPECT_NE(cascade[0].find("HTTP 401"), std::string::npos);
+  EXPECT_TRUE(logs.LinesWith("agent.request_retry").empty());
+}
+
+TEST_F(ConversationTest, ASourceThatCannotBeBuiltFallsBackToTheNext) {
+  auto runner = MockRunner("fallback: [{say: ok}]");
+  AgentSource bad;
+  bad.model = "nosuchprovider/x";
+  AgentResult r = runner->Run(Inv({bad, MockSource("fallback")}), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.fallbacks_taken, std::vector<std::string>{"mock/fallback"});
+
+  AgentResult alone = runner->Run(Inv({bad}), ctx_);
+  EXPECT_EQ(alone.outcome, Outcome::kErrored);
+  EXPECT_EQ(alone.error.rfind("agent: source nosuchprovider/x: ", 0), 0u)
+      << alone.error;
+}
+
+TEST_F(ConversationTest, EverySourceFailingNamesEachOne) {
+  auto runner = MockRunner(R"(
+a: [{status: 500}]
+b: [{status: 502}]
+)");
+  AgentResult r = runner->Run(Inv({MockSource("a"), MockSource("b")}), ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kErrored);
+  EXPECT_EQ(r.error.rfind("agent: all 2 sources failed: mock/a: generate "
+                          "content: gave up after 1 request: HTTP 500",
+                          0),
+            0u)
+      << r.error;
+  EXPECT_NE(r.error.find("; mock/b: generate content: gave up after 1 "
+                         "request: HTTP 502"),
+            std::string::npos)
+      << r.error;
+}
+
+// Three tool turns, then the answer on turn 4.
+constexpr char kFourTurns[] = R"(
+w:
+  - {say: "turn 1", call: {name: list_files, arguments: {path: "."}}}
+  - {say: "turn 2", call: {name: write_file, arguments: {path: x, content: "2"}}}
+  - {say: "turn 3", call: {name: read_file, arguments: {path: x}}}
+  - say: final answer
+)";
+
+TEST_F(ConversationTest, MaxTurnsAllowsTheLastTurnItself) {
+  auto runner = MockRunner(kFourTurns);
+  AgentInvocation inv = Inv();
+  inv.max_turns = 4;
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.turns, 4);
+  EXPECT_EQ(r.answer, "final answer");
+}
+
+TEST_F(ConversationTest, NeedingOneTurnMoreThanMaxTurnsFailsAndKeepsTheWork) {
+  auto runner = MockRunner(kFourTurns);
+  AgentInvocation inv = Inv();
+  inv.max_turns = 3;
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: max_turns exceeded: no final answer after 3 turns "
+            "(max_turns: 3)");
+  EXPECT_EQ(r.turns, 3);
+  ASSERT_EQ(r.turn_records.size(), 3u);
+  EXPECT_EQ(r.answer, "turn 3");                 // The last answer is kept.
+  EXPECT_EQ(ReadFile(dir_.path() + "/x"), "2");  // And the work done.
+  EXPECT_EQ(runner->MockRequests().size(), 3u);  // No fourth request.
+}
+
+TEST_F(ConversationTest, NoTurnCapWhenMaxTurnsIsUnset) {
+  std::string script = "w:\n";
+  for (int i = 0; i < 40; ++i) {
+    script += "  - call: {name: write_file, arguments: {path: f, content: \"" +
+              std::to_string(i) + "\"}}\n";
+  }
+  script += "  - say: done\n";
+  auto runner = MockRunner(script);
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.turns, 41);
+}
+
+constexpr char kTwoAnswersOf15Tokens[] = R"(
+w:
+  - call: {name: list_files, arguments: {path: "."}}
+    usage: {prompt_tokens: 10, completion_tokens: 5}
+  - say: done
+    usage: {prompt_tokens: 10, completion_tokens: 5}
+)";
+
+TEST_F(ConversationTest, ABudgetExactlySpentSucceeds) {
+  auto runner = MockRunner(kTwoAnswersOf15Tokens);
+  AgentInvocation inv = Inv();
+  inv.budget = BudgetLimit{30, std::nullopt};
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.prompt_tokens, 20);
+  EXPECT_EQ(r.completion_tokens, 10);
+}
+
+TEST_F(ConversationTest, ABudgetPassedFailsNamingItAndKeepsTheAnswer) {
+  auto runner = MockRunner(kTwoAnswersOf15Tokens);
+  AgentInvocation inv = Inv();
+  inv.budget = BudgetLimit{29, std::nullopt};
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: step budget: token budget of 29 exceeded (30 used)");
+  EXPECT_EQ(r.answer, "done");
+}
+
+TEST_F(ConversationTest, ABudgetSpentMidConversationSendsNoFurtherRequest) {
+  auto runner = MockRunner(kTwoAnswersOf15Tokens);
+  AgentInvocation inv = Inv();
+  inv.budget = BudgetLimit{15, std::nullopt};
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: step budget: token budget of 15 spent (15 used); another "
+            "request would exceed it");
+  EXPECT_EQ(runner->MockRequests().size(), 1u);
+}
+
+TEST_F(ConversationTest, UsdFromThePriceOrTheReportedCost) {
+  auto runner = MockRunner(R"(
+priced:
+  - say: ok
+    usage: {prompt_tokens: 1000000, completion_tokens: 100000, cost: 99}
+reported:
+  - say: ok
+    usage: {prompt_tokens: 10, completion_tokens: 10, cost: 0.25}
+)");
+  AgentSource priced = MockSource("priced");
+  priced.price = SourcePrice{0.5, 2.0};
+  AgentInvocation inv = Inv({priced});
+  inv.budget = BudgetLimit{std::nullopt, 0.6};
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_DOUBLE_EQ(r.usd, 0.7);
+  EXPECT_EQ(r.error,
+            "agent: step budget: USD budget of $0.6 exceeded "
+            "($0.7 spent)");
+
+  AgentResult reported = runner->Run(Inv({MockSource("reported")}), ctx_);
+  ASSERT_EQ(reported.outcome, Outcome::kSucceeded);
+  EXPECT_DOUBLE_EQ(reported.usd, 0.25);
+}
+
+TEST_F(ConversationTest, ASharedBudgetBoundsConversationsTogether) {
+  auto runner = MockRunner(R"(
+w:
+  - say: first
+    usage: {prompt_tokens: 60, completion_tokens: 0}
+  - say: second
+    usage: {prompt_tokens: 60, completion_tokens: 0}
+  - say: third
+    usage: {prompt_tokens: 1, completion_tokens: 0}
+)");
+  auto job =
+      std::make_shared<BudgetMeter>(BudgetLimit{100, std::nullopt}, "job");
+  ctx_.shared_budgets = {job};
+  EXPECT_EQ(runner->Run(Inv(), ctx_).outcome, Outcome::kSucceeded);
+  AgentResult second = runner->Run(Inv(), ctx_);
+  EXPECT_EQ(second.outcome, Outcome::kFailed);
+  EXPECT_EQ(second.error,
+            "agent: job budget: token budget of 100 exceeded (120 used)");
+  AgentResult third = runner->Run(Inv(), ctx_);
+  EXPECT_EQ(third.outcome, Outcome::kFailed);
+  EXPECT_EQ(third.provider_requests, 0);  // Spent before it began.
+  EXPECT_EQ(runner->MockRequests().size(), 2u);
+}
+
+TEST_F(ConversationTest, TheSameCallWithTheSameResultThreeTimesIsALoop) {
+  dir_.Write("a.txt", "same");
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - say: never
+)");
+  AgentResult r = runner->Run(Inv(), ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: loop detected: read_file {\"path\":\"a.txt\"} returned "
+            "the same result 3 times in a row");
+  EXPECT_EQ(r.turns, 3);
+  EXPECT_EQ(runner->MockRequests().size(), 3u);
+}
+
+TEST_F(ConversationTest, TwoRepeatsOrAChangedResultIsNoLoop) {
+  dir_.Write("a.txt", "v1");
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - call:
+      - {name: write_file, arguments: {path: a.txt, content: v2}}
+      - {name: read_file, arguments: {path: a.txt}}
+  - call: {name: read_file, arguments: {path: a.txt}}
+  - say: no loop here
+)");
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+}
+
+TEST_F(ConversationTest, TheSameCommandWithChangingOutputIsNoLoop) {
+  ctx_.clock = &RealClock();
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: run_shell, arguments: {command: "echo x >> n; wc -l < n"}}
+  - call: {name: run_shell, arguments: {command: "echo x >> n; wc -l < n"}}
+  - call: {name: run_shell, arguments: {command: "echo x >> n; wc -l < n"}}
+  - call: {name: run_shell, arguments: {command: "echo same"}}
+  - call: {name: run_shell, arguments: {command: "echo same"}}
+  - call: {name: run_shell, arguments: {command: "echo same"}}
+  - say: never
+)");
+  AgentInvocation inv = Inv();
+  inv.tools = {"run_shell"};
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.turns, 6);
+  EXPECT_NE(r.error.find("run_shell {\"command\":\"echo same\"}"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST_F(ConversationTest, RequiredToolsForcesToolChoiceAndOffersFinish) {
+  auto runner = MockRunner(R"(
+w:
+  - say: let me think
+  - say: still thinking
+  - call: {name: list_files, arguments: {path: "."}}
+  - say: one
+  - say: two
+  - say: three
+  - say: four
+  - call: {name: finish, arguments: {answer: the real answer}}
+)");
+  AgentInvocation inv = Inv();
+  inv.required_tools = true;
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "the real answer");
+  EXPECT_EQ(r.turns, 8);
+
+  auto requests = runner->MockRequests();
+  auto body = nlohmann::json::parse(requests[0].body);
+  EXPECT_EQ(body["tool_choice"], "required");
+  ASSERT_EQ(body["tools"].size(), 4u);
+  EXPECT_EQ(body["tools"][3]["function"]["name"], "finish");
+  auto second = RequestMessages(requests[1]);
+  EXPECT_EQ(second.back()["content"], kRequiredToolReminder);
+}
+
+TEST_F(ConversationTest, FiveTextAnswersInARowEndTheAttempt) {
+  auto runner = MockRunner(R"(
+w:
+  - say: one
+  - say: two
+  - say: three
+  - say: four
+  - say: five
+  - call: {name: finish, arguments: {answer: too late}}
+)");
+  AgentInvocation inv = Inv();
+  inv.required_tools = true;
+  AgentResult r = runner->Run(inv, ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: required tools: the model answered with text 5 times in "
+            "a row instead of calling a tool");
+  EXPECT_EQ(r.turns, 5);
+  EXPECT_EQ(r.answer, "five");
+  EXPECT_EQ(runner->MockRequests().size(), 5u);
+}
+
+TEST_F(ConversationTest, AMalformedFinishIsToldSoAndTheConversationGoesOn) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: finish, arguments: {result: wrong key}}
+  - call: {name: finish, arguments: {answer: right}}
+)");
+  AgentInvocation inv = Inv();
+  inv.required_tools = true;
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "right");
+  auto m = RequestMessages(runner->MockRequests().at(1));
+  EXPECT_EQ(ContentOf(m.back()),
+            "finish: pass your final answer as {\"answer\": \"...\"}");
+}
+
+TEST_F(ConversationTest, WithoutRequiredToolsFinishIsNotOffered) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: finish, arguments: {answer: x}}
+  - say: plain answer
+)");
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "plain answer");
+  auto body = nlohmann::json::parse(runner->MockRequests().at(0).body);
+  EXPECT_EQ(body["tools"].size(), 3u);
+}
+
+TEST_F(ConversationTest, EventsSeeEveryTurnAndLogLine) {
+  auto runner = MockRunner(R"(
+a: [{status: 500}]
+b:
+  - call: {name: list_files, arguments: {path: "."}}
+  - say: done
+)");
+  std::vector<int> turns;
+  std::vector<std::string> lines;
+  ctx_.events.on_turn = [&](const AgentTurnRecord& t) {
+    turns.push_back(t.turn);
+  };
+  ctx_.events.on_log = [&](const std::string& l) { lines.push_back(l); };
+  AgentResult r = runner->Run(Inv({MockSource("a"), MockSource("b")}), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(turns, (std::vector<int>{1, 2}));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("WRN agent.fallback agent=tester from=mock/a "
+                           "to=mock/b",
+                           0),
+            0u);
+}
+
+TEST_F(ConversationTest, MockExpectationsAreReportedByTheRunner) {
+  auto runner = MockRunner(R"(
+w:
+  - say: ok
+    expect: {system_contains: "Deadline: you have 5m", messages: 2}
+)");
+  AgentInvocation inv = Inv();
+  inv.timeout = std::chrono::minutes(5);
+  ASSERT_EQ(runner->Run(inv, ctx_).outcome, Outcome::kSucceeded);
+  EXPECT_TRUE(runner->MockExpectationFailures().empty());
+
+  auto strict = MockRunner(R"(
+w:
+  - say: ok
+    expect: {system_contains: "no such text"}
+)");
+  ASSERT_EQ(strict->Run(inv, ctx_).outcome, Outcome::kSucceeded);
+  ASSERT_EQ(strict->MockExpectationFailures().size(), 1u);
+  EXPECT_NE(strict->MockExpectationFailures()[0].find("no such text"),
+            std::string::npos);
+}
+
+TEST_F(ConversationTest, ProviderPrefixesAreAllServedByTheMock) {
+  auto runner = MockRunner(R"(
+qwen/qwen3.7-flash: [{say: via openrouter}]
+claude-x: [{say: via anthropic}]
+)");
+  AgentSource openrouter;
+  openrouter.model = "openrouter/qwen/qwen3.7-flash";
+  AgentResult r = runner->Run(Inv({openrouter}), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "via openrouter");
+  AgentSource anthropic;
+  anthropic.model = "anthropic/claude-x";
+  r = runner->Run(Inv({anthropic}), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "via anthropic");
+  EXPECT_EQ(runner->MockRequests().back().format, "anthropic");
+}
+
+TEST_F(ConversationTest, AMockSourceWithoutAScriptIsRefused) {
+  auto runner = MakeAgentRunner({});
+  AgentResult r = runner->Run(Inv(), ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kErrored);
+  EXPECT_NE(r.error.find("served only from a mock: script"), std::string::npos)
+      << r.error;
+}
+
+// CLI sources run for real (bash), on the real clock.
+class CliSourceTest : public ::testing::Test {
+ protected:
+  AgentInvocation Cli(const std::string& command) {
+    AgentSource s;
+    s.cli = command;
+    AgentInvocation inv = Invocation({s});
+    inv.working_dir = dir_.path();
+    return inv;
+  }
+  TempDir dir_;
+  AgentContext ctx_;
+};
+
+TEST_F(CliSourceTest, StdoutIsTheAnswerAndStdinTheConversation) {
+  auto runner = MakeAgentRunner({});
+  AgentInvocation inv = Cli("cat; pwd > where");
+  inv.persona = "Be brief.";
+  inv.timeout = std::chrono::minutes(5);
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(
+      r.answer.rfind("## system\n\nBe brief.\n\nDeadline: you have 5m", 0), 0u)
+      << r.answer;
+  EXPECT_NE(r.answer.find("## user\n\nDo the task.\n"), std::string::npos);
+  EXPECT_TRUE(r.deadline_disclosed);
+  EXPECT_EQ(r.turns, 1);
+  EXPECT_EQ(r.provider_requests, 0);
+  std::string where = ReadFile(dir_.path() + "/where");
+  EXPECT_EQ(std::filesystem::canonical(where.substr(0, where.size() - 1)),
+            std::filesystem::canonical(dir_.path()));
+}
+
+TEST_F(CliSourceTest, ANonZeroExitFailsWithItsStderr) {
+  auto runner = MakeAgentRunner({});
+  AgentResult r =
+      runner->Run(Cli("echo partial; echo broke >&2; exit 3"), ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: cli `echo partial; echo broke >&2; exit 3`: "
+            "exited with code 3: broke");
+  EXPECT_EQ(r.answer, "partial\n");
+}
+
+TEST_F(CliSourceTest, TheDeadlineKillsIt) {
+  auto runner = MakeAgentRunner({});
+  AgentInvocation inv = Cli("sleep 30");
+  inv.timeout = Millis(300);
+  auto start = std::chrono::steady_clock::now();
+  AgentResult r = runner->Run(inv, ctx_);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error, kDeadlineExceededError);
+  // Tolerance: the kill grace (2s) at most, plus scheduling.
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST_F(CliSourceTest, AFailedCliFallsBackToAHostedSource) {
+  auto runner = MockRunner("w: [{say: hosted answer}]");
+  AgentInvocation inv = Cli("exit 1");
+  inv.sources.push_back(MockSource("w"));
+  // Under a mock script the CLI source is served by the mock too (model
+  // "cli"); unscripted, it answers 400 and the fallback takes over.
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "hosted answer");
+  EXPECT_EQ(r.fallbacks_taken, std::vector<std::string>{"mock/w"});
+
+  auto real = MakeAgentRunner({});
+  AgentInvocation twice = Cli("exit 1");
+  AgentSource second;
+  second.cli = "echo from the second";
+  twice.sources.push_back(second);
+  r = real->Run(twice, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "from the second\n");
+  EXPECT_EQ(r.fallbacks_taken,
+            std::vector<std::string>{"cli: echo from the second"});
+}
+
+TEST_F(CliSourceTest, UnderAMockScriptTheCliIsAnsweredByTheMock) {
+  auto runner = MockRunner("cli: [{say: scripted cli answer}]");
+  AgentResult r = runner->Run(Cli("exit 1"), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "scripted cli answer");
+  auto body = nlohmann::json::parse(runner->MockRequests().at(0).body);
+  EXPECT_FALSE(body.contains("tools"));
+}
+
+}  // namespace
+}  // namespace steps::agent
