@@ -247,7 +247,7 @@ Result<MockEntry> ParseEntry(const YAML::Node& node) {
       auto s = ScalarString(v, "delay");
       if (!s.ok()) return s.status();
       auto d = ParseDuration(*s);
-      if (!d.ok()) return Error(v, d.status().message());
+      if (!d.ok()) return Error(v, "'delay': " + d.status().message());
       if (d->count() < 0) return Error(v, "'delay' must not be negative");
       entry.delay = *d;
     } else if (key == "hang" || key == "drop") {
