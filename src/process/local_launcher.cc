@@ -319,10 +319,13 @@ void ChildRun::Wait(ProcessResult& result) {
   WriteStdin();
   while (true) {
     SteadyTime now = clock_.Now();
-    if (!reaped_ && LeaderExited()) {
+    if (!exited_ && LeaderExited()) {
       // Stragglers die with the leader; the zombie leader pins the group id.
-      kill(-pid_, SIGKILL);
-      Reap();
+      // (If something else reaped it, the id may be reused: no signal then.)
+      if (!reaped_) {
+        kill(-pid_, SIGKILL);
+        Reap();
+      }
       in_.Reset();
       drain_until_ = now + request_.drain_timeout;
     }

@@ -32,7 +32,9 @@ class LocalProcessLauncher : public ProcessLauncher {
  public:
   // Children inherit (by default) this process's environment as it is now;
   // later setenv calls are not seen. `clock` reads the time the deadline is
-  // measured on; it must outlive the launcher. Default: RealClock().
+  // measured on; it must outlive the launcher. Default: RealClock(). (The
+  // waits themselves are real: with a FakeClock, a deadline passes only
+  // when the fake time has been advanced and the run next wakes.)
   explicit LocalProcessLauncher(Clock& clock);
   LocalProcessLauncher();
   // The base environment is given ("NAME=value" entries).
