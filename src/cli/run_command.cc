@@ -32,6 +32,11 @@ int RunRun(const RunOptions& opts) {
       return kExitUsage;
     }
   }
+  if (opts.mock && !r.pipeline->mock) {
+    std::cerr << "steps run: --mock needs a 'mock:' block in " << opts.file
+              << " (see docs/mock.md)\n";
+    return kExitUsage;
+  }
   pipeline::ResolvedPlan plan(r.pipeline);
   bool live = !opts.plain && isatty(STDOUT_FILENO);
   TerminalPrinter printer(stdout, live, RealClock());
@@ -43,7 +48,9 @@ int RunRun(const RunOptions& opts) {
   RunOutcome outcome = RunPlan(plan, setup);
   for (const std::string& p : outcome.mock_problems)
     std::cerr << "mock: " << p << "\n";
-  return ExitCodeFor(outcome);
+  int code = ExitCodeFor(outcome);
+  if (!outcome.mock_problems.empty() && code == kExitOk) code = kExitJobFailed;
+  return code;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "mock_provider/script.h"
 #include "pipeline/loader_internal.h"
 #include "pipeline/yaml_reader.h"
 
@@ -443,6 +444,17 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
     } else {
       p.mock = mock;
       p.mock_line = r.KeyLine("mock");
+      // The mock provider reads the block; its errors carry their line.
+      Result<MockScript> script = ParseMockScript(mock);
+      if (!script.ok()) {
+        const std::string& m = script.status().message();
+        size_t colon = m.find(": ");
+        int line = colon == std::string::npos
+                       ? 0
+                       : std::atoi(m.substr(0, colon).c_str());
+        d.Error(line > 0 ? line : p.mock_line,
+                "mock: " + (line > 0 ? m.substr(colon + 2) : m));
+      }
     }
   }
   r.Finish();
