@@ -147,11 +147,11 @@ struct OutputPipe {
 class ChildRun {
  public:
   ChildRun(Clock& clock, const ProcessRequest& request, SpawnedChild child,
-           std::shared_ptr<Wakeup> wakeup)
+           std::shared_ptr<Wakeup> wakeup, bool use_pidfd)
       : clock_(clock),
         request_(request),
         pid_(child.pid),
-        pidfd_(OpenPidfd(child.pid)),
+        pidfd_(use_pidfd ? OpenPidfd(child.pid) : UniqueFd()),
         out_(std::move(child.out), OutputStream::kStdout, request),
         err_(std::move(child.err), OutputStream::kStderr, request),
         in_(std::move(child.in)),
@@ -389,8 +389,9 @@ LocalProcessLauncher::LocalProcessLauncher()
     : LocalProcessLauncher(RealClock()) {}
 
 LocalProcessLauncher::LocalProcessLauncher(Clock& clock,
-                                           std::vector<std::string> base_env)
-    : clock_(clock), base_env_(std::move(base_env)) {}
+                                           std::vector<std::string> base_env,
+                                           LocalLauncherOptions options)
+    : clock_(clock), base_env_(std::move(base_env)), options_(options) {}
 
 ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
   ProcessResult result;
@@ -422,7 +423,7 @@ ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
     result.error = child.status().message();
     return finish();
   }
-  ChildRun run(clock_, request, std::move(*child), wakeup);
+  ChildRun run(clock_, request, std::move(*child), wakeup, options_.use_pidfd);
   run.Wait(result);
   return finish();
 }

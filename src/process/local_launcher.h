@@ -28,6 +28,13 @@ class Clock;
 // Thread-safe: any number of Runs may go at once. REQUIRES: nothing else in
 // this process reaps children with waitpid(-1) or ignores SIGCHLD
 // (SA_NOCLDWAIT), which would take the exit status away from Run.
+struct LocalLauncherOptions {
+  // Watch each child through a pidfd (Linux 5.3+). When false, or when the
+  // kernel has none, the child's state is checked every 20ms instead.
+  // Default: true.
+  bool use_pidfd = true;
+};
+
 class LocalProcessLauncher : public ProcessLauncher {
  public:
   // Children inherit (by default) this process's environment as it is now;
@@ -38,13 +45,15 @@ class LocalProcessLauncher : public ProcessLauncher {
   explicit LocalProcessLauncher(Clock& clock);
   LocalProcessLauncher();
   // The base environment is given ("NAME=value" entries).
-  LocalProcessLauncher(Clock& clock, std::vector<std::string> base_env);
+  LocalProcessLauncher(Clock& clock, std::vector<std::string> base_env,
+                       LocalLauncherOptions options = {});
 
   ProcessResult Run(const ProcessRequest& request) override;
 
  private:
   Clock& clock_;
   const std::vector<std::string> base_env_;
+  const LocalLauncherOptions options_;
 };
 
 }  // namespace steps

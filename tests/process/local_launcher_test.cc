@@ -346,6 +346,32 @@ TEST_F(LocalLauncherTest, OutputCapKeepsTail) {
   EXPECT_TRUE(r.out.truncated);
 }
 
+// The path for kernels without pidfd_open: the child's state is checked
+// on a short interval instead.
+TEST(LocalLauncherWithoutPidfdTest, ExitsDeadlinesAndStragglers) {
+  std::vector<std::string> env;
+  for (char** e = ::environ; *e; ++e) env.emplace_back(*e);  // unistd.h
+  LocalProcessLauncher launcher(RealClock(), env, {.use_pidfd = false});
+
+  ProcessResult exited = launcher.Run(ProcessRequest::Shell("echo hi; exit 4"));
+  EXPECT_EQ(exited.end, ProcessEnd::kExited);
+  EXPECT_EQ(exited.exit_code, 4);
+  EXPECT_EQ(exited.out.text, "hi\n");
+
+  ProcessRequest slow = ProcessRequest::Shell("sleep 1000 & echo $!; sleep 30");
+  slow.deadline = Deadline::After(RealClock(), 200ms);
+  ProcessResult timed_out = launcher.Run(slow);
+  EXPECT_EQ(timed_out.end, ProcessEnd::kTimedOut);
+  EXPECT_LT(timed_out.duration, kQuick);
+  EXPECT_TRUE(ProcessDiesWithin(std::stoi(timed_out.out.text), kQuick));
+
+  // A child that closes its pipes early is still seen to exit.
+  ProcessResult quiet =
+      launcher.Run(ProcessRequest::Shell("exec >&- 2>&-; sleep 0.05; exit 2"));
+  EXPECT_EQ(quiet.end, ProcessEnd::kExited);
+  EXPECT_EQ(quiet.exit_code, 2);
+}
+
 TEST_F(LocalLauncherTest, HundredConcurrentRuns) {
   constexpr int kRuns = 100;
   std::vector<ProcessResult> results(kRuns);

@@ -122,6 +122,16 @@ TEST_F(RunShellTest, OutputKeepsHeadAndTail) {
   EXPECT_LT(r.content.size(), 1100u);
 }
 
+TEST_F(RunShellTest, EndlessOutputStaysBounded) {
+  context_.tool_timeout = 300ms;
+  context_.limits.max_output_bytes = 4096;
+  ToolResult r = Shell("yes steps");
+  EXPECT_TRUE(r.is_error);
+  EXPECT_THAT(r.content, StartsWith("timed out after 300ms"));
+  EXPECT_THAT(r.content, HasSubstr(" bytes cut ...]\n"));
+  EXPECT_LT(r.content.size(), 4096u + 200u);
+}
+
 TEST_F(RunShellTest, HostileArguments) {
   EXPECT_THAT(tool_.Execute(nlohmann::json::object(), context_).content,
               HasSubstr("missing required argument 'command'"));
