@@ -37,6 +37,8 @@ enum class OutputKeep {
 // order the lines were read. `line` excludes the newline; a last line without
 // one is delivered at the end, and a line longer than kMaxLineBytes arrives
 // in pieces of that size. Must not block for long: the run waits for it.
+// If it throws, the process group is killed, the child reaped, and the
+// exception leaves Run.
 using LineCallback = std::function<void(OutputStream, std::string_view line)>;
 
 struct ProcessRequest {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,6 +259,21 @@ TEST_F(LocalLauncherTest, CancellationFromAnotherThread) {
   EXPECT_EQ(r.end, ProcessEnd::kCancelled);
   EXPECT_LT(r.duration, kQuick);
   EXPECT_EQ(r.term_signal, SIGTERM);
+}
+
+TEST_F(LocalLauncherTest, ThrowingLineCallbackStillKillsTheGroup) {
+  ProcessRequest request =
+      ProcessRequest::Shell("sleep 1000 & echo $!; echo boom; sleep 30");
+  pid_t straggler = 0;
+  request.on_line = [&](OutputStream, std::string_view line) {
+    if (line == "boom") throw std::runtime_error("observer failed");
+    straggler = std::stoi(std::string(line));
+  };
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(launcher_.Run(request), std::runtime_error);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kQuick);
+  ASSERT_GT(straggler, 0);
+  EXPECT_TRUE(ProcessDiesWithin(straggler, kQuick));
 }
 
 TEST_F(LocalLauncherTest, AlreadyCancelledOrExpiredRunsNothing) {
