@@ -90,6 +90,7 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     inv.messages.push_back(*text);
   }
   inv.context_paths = step.context_paths;
+  inv.critique = scope.critique;
   // Agent steps of a job share its workspace: the artifacts of earlier
   // steps, where what the agent writes is seen by later ones.
   inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();

@@ -165,7 +165,7 @@ bool JobRunner::JobDeadlinePassed() const {
 StepResult JobRunner::JobDeadlineResult(const std::string& next_step) const {
   StepResult r;
   r.outcome = Outcome::kFailed;
-  r.job_deadline = true;
+  r.job_level = true;
   r.error = "job '" + job_.name + "' passed its timeout of " +
             FormatDuration(*job_.timeout) + "; '" + next_step +
             "' was not started";
@@ -212,6 +212,12 @@ StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
                                   const Scope& scope,
                                   const std::string& id_prefix) {
   StepResult last;
+  // `to:` routing: how often each step of this sequence has run, and the
+  // critique the next run of a step gets.
+  std::vector<int> visits(steps.size(), 0);
+  std::optional<std::string> critique;
+  const int max_visits =
+      job_.max_visits.has_value() ? *job_.max_visits : kDefaultMaxVisits;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& step = *steps[i];
     if (scope.token.cancelled()) {
@@ -220,8 +226,35 @@ StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
     // The job deadline is checked between steps, never during one.
     if (!scope.in_cleanup && JobDeadlinePassed())
       return JobDeadlineResult(step.name);
+    ++visits[i];
     std::string id = id_prefix + std::to_string(i + 1);
-    StepResult r = RunStep(step, scope, id, std::nullopt);
+    if (visits[i] > 1) id += "#" + std::to_string(visits[i]);
+    Scope step_scope = scope;
+    step_scope.critique = std::move(critique);
+    critique.reset();
+    StepResult r = RunStep(step, step_scope, id, std::nullopt);
+    if (!r.ok() && r.outcome == Outcome::kFailed && !r.job_level &&
+        step.route_to) {
+      size_t target = steps.size();
+      for (size_t j = 0; j < steps.size(); ++j) {
+        if (steps[j]->name == *step.route_to) target = j;
+      }
+      if (target < steps.size()) {
+        if (visits[target] >= max_visits) {
+          StepResult over;
+          over.outcome = Outcome::kFailed;
+          over.job_level = true;  // A job-level failure, like the deadline.
+          over.error = "max_visits: '" + step.name + "' routed to '" +
+                       *step.route_to + "', which has run " +
+                       std::to_string(visits[target]) + " times (max_visits " +
+                       std::to_string(max_visits) + ")";
+          return over;
+        }
+        critique = r.output.empty() ? r.error : r.output;
+        i = target - 1;  // The loop's ++i lands on the target.
+        continue;
+      }
+    }
     if (!r.ok()) return r;
     last = std::move(r);
   }
@@ -246,7 +279,7 @@ StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
       body = RunSequence(step.steps, scope, id + ".");
       // A try swallows the failure of its step, but not an abort or the job's
       // own deadline.
-      if (body.outcome != Outcome::kAborted && !body.job_deadline)
+      if (body.outcome != Outcome::kAborted && !body.job_level)
         body = StepResult{};
       break;
     }
@@ -257,7 +290,7 @@ StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
       body = RunAcross(step, scope, id);
       break;
   }
-  if (body.job_deadline) return body;  // Not this step's outcome: no hooks.
+  if (body.job_level) return body;  // Not this step's outcome: no hooks.
   return RunHooks(step.hooks, std::move(body), scope, id);
 }
 
@@ -354,16 +387,18 @@ StepResult JobRunner::FanOut(
   const StepResult* first_failed = nullptr;
   const StepResult* first_errored = nullptr;
   const StepResult* first_aborted = nullptr;
+  const StepResult* first_job_level = nullptr;
   for (size_t i = 0; i < count; ++i) {
     if (!ran[i]) continue;
     const StepResult& r = results[i];
-    if (r.job_deadline) deadline_hit = true;
-    if (r.outcome == Outcome::kFailed && !first_failed && !r.job_deadline)
+    if (r.job_level && !first_job_level) first_job_level = &r;
+    if (r.outcome == Outcome::kFailed && !first_failed && !r.job_level)
       first_failed = &r;
     if (r.outcome == Outcome::kErrored && !first_errored) first_errored = &r;
     if (r.outcome == Outcome::kAborted && !first_aborted) first_aborted = &r;
   }
   if (scope.token.cancelled()) return {Outcome::kAborted, "aborted"};
+  if (first_job_level) return *first_job_level;
   if (first_failed) {
     out = *first_failed;
   } else if (first_errored) {
@@ -371,7 +406,7 @@ StepResult JobRunner::FanOut(
     out.caused_by_error = true;
   } else if (deadline_hit) {
     out.outcome = Outcome::kFailed;
-    out.job_deadline = true;
+    out.job_level = true;
     out.error = "job '" + job_.name + "' passed its timeout of " +
                 FormatDuration(*job_.timeout) +
                 " inside a fan-out; the rest were not admitted";

@@ -36,9 +36,10 @@ struct StepResult {
   Outcome outcome = Outcome::kSucceeded;
   std::string error;
   std::string output;
-  // The job's own deadline passed before a step could start: a job-level
-  // failure that ends the job, not this step.
-  bool job_deadline = false;
+  // A job-level failure that ends the job, not this step: the job's own
+  // deadline passed before a step could start, or `to:` routing ran out of
+  // max_visits. No step hook fires for it; the job's hooks do.
+  bool job_level = false;
   // Failed because a step errored (for exit code 2).
   bool caused_by_error = false;
 
@@ -55,6 +56,9 @@ struct Scope {
   // block's budget only decides whether more cells are admitted.
   std::vector<std::shared_ptr<agent::BudgetMeter>> charge_only;
   bool in_cleanup = false;  // Hooks after an abort.
+  // `to:` routing: the output of the step that routed here, handed to the
+  // agent steps of the target as critique in a fresh conversation.
+  std::optional<std::string> critique;
 };
 
 class JobRunner {

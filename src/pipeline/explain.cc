@@ -171,9 +171,12 @@ class Printer {
     if (job.budget)
       Row(2, "budget", BudgetText(*job.budget),
           "job, for its agent steps together");
-    if (job.max_visits.has_value()) {
-      Row(2, "max_visits", std::to_string(*job.max_visits), "job");
-    }
+    Row(2, "max_visits",
+        std::to_string(job.max_visits.has_value() ? *job.max_visits
+                                                  : kDefaultMaxVisits),
+        job.max_visits.has_value()
+            ? "job (line " + std::to_string(job.max_visits.line) + ")"
+            : "default; runs of one step through to: routing");
     Bound b = JobBound(plan_, job);
     Row(2, "bound", b.bounded() ? Fmt(*b.value) : "unbounded", b.why);
     int i = 1;

@@ -23,6 +23,8 @@ inline constexpr int64_t kDefaultHostedMaxTurns = 30;
 inline constexpr int64_t kDefaultMaxContextBytes = 256 * 1024;
 inline constexpr Millis kDefaultToolTimeout = std::chrono::seconds(30);
 inline constexpr int kDefaultFixAttempts = 1;
+// How often `to:` routing may run one step in a job, the first run included.
+inline constexpr int kDefaultMaxVisits = 3;
 
 enum class DialOrigin {
   kStep,            // Written on the step.

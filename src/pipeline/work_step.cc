@@ -213,6 +213,9 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
   env["STEPS_JOB"] = job_.name;
   env["STEPS_STEP"] = step.name;
   env["STEPS_ATTEMPT"] = std::to_string(attempt);
+  // The job's shared workspace: artifacts, and what agent steps wrote.
+  env["STEPS_ARTIFACTS"] =
+      fs::absolute(fs::path(job_dir_) / "artifacts").string();
   for (const auto& [var, value] : scope.vars.items()) {
     if (value.is_string()) env[var] = value.get<std::string>();
   }
