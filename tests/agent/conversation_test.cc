@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "agent_test_util.h"
 
@@ -584,6 +585,41 @@ TEST_F(ConversationTest, AMockSourceWithoutAScriptIsRefused) {
   EXPECT_EQ(r.outcome, Outcome::kErrored);
   EXPECT_NE(r.error.find("served only from a mock: script"), std::string::npos)
       << r.error;
+}
+
+// One runner serves many conversations at once, each on its own thread,
+// charging one shared budget.
+TEST_F(ConversationTest, ConcurrentConversationsShareOneRunner) {
+  constexpr int kConversations = 48;
+  std::string script;
+  for (int i = 0; i < kConversations; ++i) {
+    script += "c" + std::to_string(i) +
+              ":\n"
+              "  - {call: {name: list_files, arguments: {path: \".\"}}, "
+              "usage: {prompt_tokens: 1}}\n"
+              "  - {say: \"answer " +
+              std::to_string(i) + "\", usage: {prompt_tokens: 1}}\n";
+  }
+  auto runner = MockRunner(script);
+  auto job = std::make_shared<BudgetMeter>(BudgetLimit{}, "job");
+  ctx_.clock = &RealClock();
+  ctx_.shared_budgets = {job};
+  std::vector<AgentResult> results(kConversations);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kConversations; ++i) {
+    threads.emplace_back([&, i] {
+      AgentInvocation inv = Inv();
+      inv.agent_name = "c" + std::to_string(i);
+      results[i] = runner->Run(inv, ctx_);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kConversations; ++i) {
+    ASSERT_EQ(results[i].outcome, Outcome::kSucceeded) << results[i].error;
+    EXPECT_EQ(results[i].answer, "answer " + std::to_string(i));
+  }
+  EXPECT_EQ(job->tokens(), 2 * kConversations);
+  EXPECT_EQ(runner->MockRequests().size(), 2u * kConversations);
 }
 
 // CLI sources run for real (bash), on the real clock.

@@ -97,19 +97,20 @@ m:
       std::string::npos);
 }
 
-// Timeout 2s. Requests 1 and 2 go at once (no nudge); the answer to
-// request 2 takes 1.7s, so request 3 leaves with at most 0.3s of the 2s
-// left, under the fifth (0.4s): nudged. Tolerance: the engine's own time
-// between an answer and the next request must stay under 0.3s.
+// Timeout 3s. Requests 1 and 2 go at once (no nudge: that needs 2.4s
+// gone); the answer to request 2 takes 2.4s, so request 3 leaves with less
+// than a fifth (0.6s) left: nudged. Tolerance: the requests' round trips
+// and the engine's own time together must stay under 0.6s, or request 3
+// would meet the deadline.
 TEST_F(AgentLoopbackTest, NudgeOnRealTime) {
   Serve(R"(
 m:
   - call: {name: list_files, arguments: {path: "."}}
-  - {delay: 1700ms, call: {name: read_file, arguments: {path: x}}}
+  - {delay: 2400ms, call: {name: read_file, arguments: {path: x}}}
   - say: wrapped up
 )");
   AgentInvocation inv = Inv({Source("m")});
-  inv.timeout = milliseconds(2000);
+  inv.timeout = milliseconds(3000);
   AgentResult r;
   Run(inv, &r);
   ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
@@ -165,7 +166,8 @@ fallback: [{hang: true}]
 
 // Backoff 500ms then 1s; timeout 1.2s. The second wait would end past the
 // deadline, so the source gives up after the first: no wait runs past it.
-// Tolerance: it ends within [500ms, 1.2s).
+// Tolerance: it ends within [500ms, 1.4s); waiting out the 1s backoff would
+// take at least 1.5s.
 TEST_F(AgentLoopbackTest, BackoffClippedByTheDeadline) {
   Serve("m: [{status: 500}, {status: 500}, {say: never}]",
         FixedBackoff(milliseconds(500)));
@@ -178,7 +180,7 @@ TEST_F(AgentLoopbackTest, BackoffClippedByTheDeadline) {
   EXPECT_NE(r.error.find("not retried: the backoff is 1s"), std::string::npos)
       << r.error;
   EXPECT_GE(took, milliseconds(500));
-  EXPECT_LT(took, milliseconds(1200));
+  EXPECT_LT(took, milliseconds(1400));
   EXPECT_EQ(engine_->Requests().size(), 2u);
 }
 
