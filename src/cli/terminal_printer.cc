@@ -42,10 +42,10 @@ void TerminalPrinter::DrawStatusLocked() {
     std::string line = "  ⏵ " + r.label + "  " +
                        FormatDuration(Millis(elapsed.count() / 100 * 100));
     if (r.deadline) {
-      Millis left = std::chrono::duration_cast<Millis>(*r.deadline - now);
-      if (left.count() < 0) left = Millis(0);
-      line +=
-          "  (" + FormatDuration(Millis(left.count() / 1000 * 1000)) + " left)";
+      auto left = std::chrono::ceil<std::chrono::seconds>(*r.deadline - now);
+      if (left.count() < 0) left = std::chrono::seconds(0);
+      line += "  (" + FormatDuration(std::chrono::duration_cast<Millis>(left)) +
+              " left)";
     }
     std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
     ++status_lines_;

@@ -110,6 +110,29 @@ TEST_F(CliTest, RunPrintsAttemptMarkers) {
       << r.output;
 }
 
+// On a terminal, a status block shows each running step's elapsed time and
+// the time left before its deadline, redrawn in place. `script` gives the
+// run a pseudo-terminal.
+TEST_F(CliTest, LiveProgressOnATerminal) {
+  ASSERT_TRUE(fs::exists("/usr/bin/script"))
+      << "util-linux script gives the test a terminal";
+  Write("slow.yaml",
+        "jobs:\n- name: j\n  plan:\n  - { task: slow, run: sleep 1, timeout: "
+        "30s }\n");
+  Result r =
+      Steps("run slow.yaml --state-dir st > /dev/null; script -qfec \"'" +
+            kSteps + "' run slow.yaml --state-dir st\" /dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("task: slow  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(30s left)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\033[J"), std::string::npos)
+      << "the block is redrawn in place";
+  Result plain = Steps("run slow.yaml --state-dir st");
+  EXPECT_EQ(plain.output.find("left)"), std::string::npos)
+      << "no status block off a terminal";
+  EXPECT_EQ(plain.output.find("\033["), std::string::npos);
+}
+
 TEST_F(CliTest, JobSelection) {
   Write("two.yaml",
         "jobs:\n- name: a\n  plan: [{ task: ta, run: echo A }]\n"
