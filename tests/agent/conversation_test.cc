@@ -622,6 +622,60 @@ TEST_F(ConversationTest, ConcurrentConversationsShareOneRunner) {
   EXPECT_EQ(runner->MockRequests().size(), 2u * kConversations);
 }
 
+TEST_F(ConversationTest, StreamedSourcesWork) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: list_files, arguments: {path: "."}}
+  - say: streamed answer
+)");
+  AgentSource streamed = MockSource("w");
+  streamed.stream = true;
+  AgentResult r = runner->Run(Inv({streamed}), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "streamed answer");
+  EXPECT_TRUE(runner->MockRequests().at(0).stream);
+}
+
+// run_shell on the real clock: tool_timeout bounds one command (its result
+// says so and the conversation goes on); the deadline bounds it too, and
+// ends the step.
+TEST_F(ConversationTest, ToolTimeoutCutsACommandAndTheConversationGoesOn) {
+  ctx_.clock = &RealClock();
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: run_shell, arguments: {command: "sleep 30"}}
+  - say: moved on
+)");
+  AgentInvocation inv = Inv();
+  inv.tools = {"run_shell"};
+  inv.tool_timeout = Millis(200);
+  AgentResult r = runner->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  auto m = RequestMessages(runner->MockRequests().at(1));
+  EXPECT_NE(ContentOf(m.back()).find("timed out"), std::string::npos)
+      << ContentOf(m.back());
+}
+
+TEST_F(ConversationTest, TheDeadlineCutsAToolCallAndEndsTheStep) {
+  ctx_.clock = &RealClock();
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: run_shell, arguments: {command: "sleep 30"}}
+  - say: never asked
+)");
+  AgentInvocation inv = Inv();
+  inv.tools = {"run_shell"};
+  inv.timeout = Millis(400);
+  auto start = std::chrono::steady_clock::now();
+  AgentResult r = runner->Run(inv, ctx_);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error, kDeadlineExceededError);
+  EXPECT_EQ(runner->MockRequests().size(), 1u);
+  // Tolerance: the shell's kill grace (500ms) plus scheduling.
+  EXPECT_LT(took, std::chrono::seconds(3));
+}
+
 // CLI sources run for real (bash), on the real clock.
 class CliSourceTest : public ::testing::Test {
  protected:
