@@ -113,6 +113,20 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
       return InvalidArgument("command contains a NUL byte");
     }
   }
+  if (request.working_dir.find('\0') != std::string::npos) {
+    return InvalidArgument("working directory contains a NUL byte");
+  }
+  for (const auto& [name, value] : request.env) {
+    if (name.empty() ||
+        name.find_first_of(std::string("=\0", 2)) != std::string::npos) {
+      return InvalidArgument("environment variable name '" + name +
+                             "' is empty or holds '=' or a NUL byte");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return InvalidArgument("environment variable " + name +
+                             " holds a NUL byte");
+    }
+  }
 
   if (!request.working_dir.empty()) {
     struct stat st;

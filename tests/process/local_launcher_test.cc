@@ -178,6 +178,17 @@ TEST_F(LocalLauncherTest, MissingProgramFailsToStart) {
   EXPECT_THAT(direct.Describe(), HasSubstr("failed to start"));
 }
 
+TEST_F(LocalLauncherTest, MalformedEnvironmentFailsToStart) {
+  ProcessRequest bad_name = ProcessRequest::Shell("true");
+  bad_name.env["A=B"] = "x";
+  ProcessResult r = launcher_.Run(bad_name);
+  EXPECT_EQ(r.end, ProcessEnd::kFailedToStart);
+  EXPECT_THAT(r.error, HasSubstr("'A=B'"));
+  ProcessRequest bad_value = ProcessRequest::Shell("true");
+  bad_value.env["A"] = std::string("x\0y", 3);
+  EXPECT_EQ(launcher_.Run(bad_value).end, ProcessEnd::kFailedToStart);
+}
+
 TEST_F(LocalLauncherTest, StdinText) {
   ProcessRequest request = ProcessRequest::Exec({"cat"});
   request.stdin_text = "hello\nworld";
