@@ -27,6 +27,8 @@ Command ValidateCommand();
 Command ExplainCommand();
 Command RunCommand();
 Command TestCommand();
+Command ShowCommand();
+Command RunsCommand();
 
 }  // namespace steps::cli
 

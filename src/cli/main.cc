@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
       TestCommand(),
       ValidateCommand(),
       ExplainCommand(),
+      ShowCommand(),
+      RunsCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "

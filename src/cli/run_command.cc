@@ -1,4 +1,4 @@
-// `steps run FILE [--job NAME]... [--mock]`
+// `steps run FILE [--job NAME]... [--mock] [--no-cache]`
 #include <unistd.h>
 
 #include <iostream>
@@ -45,6 +45,7 @@ int RunRun(const RunOptions& opts) {
   setup.mock = opts.mock;
   setup.jobs = opts.jobs;
   setup.observer = &printer;
+  setup.use_cache = !opts.no_cache;
   RunOutcome outcome = RunPlan(plan, setup);
   for (const std::string& p : outcome.mock_problems)
     std::cerr << "mock: " << p << "\n";

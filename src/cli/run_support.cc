@@ -5,8 +5,12 @@
 #include "agent/runner.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "core/log.h"
 #include "mock_provider/script.h"
 #include "process/local_launcher.h"
+#include "store/cache.h"
+#include "store/recorder.h"
+#include "store/store.h"
 
 namespace steps::cli {
 
@@ -14,9 +18,29 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   LocalProcessLauncher launcher;
   pipeline::ExecutorOptions opts;
   opts.launcher = &launcher;
-  opts.observer = setup.observer;
   opts.state_dir = setup.state_dir;
   opts.file = plan.pipeline().file;
+  opts.run_id = pipeline::NewRunId(RealClock());
+  // The run store (STATE_DIR/steps.db) records the run beside the printer
+  // and holds the step cache. Without it the run still runs, unrecorded.
+  pipeline::ObserverList observers;
+  if (setup.observer) observers.Add(setup.observer);
+  std::unique_ptr<store::Store> db;
+  std::unique_ptr<store::RunRecorder> recorder;
+  std::unique_ptr<store::StoreStepCache> cache;
+  if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
+      opened.ok()) {
+    db = std::move(*opened);
+    recorder = std::make_unique<store::RunRecorder>(*db);
+    observers.Add(recorder.get());
+    cache = std::make_unique<store::StoreStepCache>(
+        *db, store::CacheDir(setup.state_dir), opts.run_id, setup.use_cache);
+    opts.cache = cache.get();
+  } else {
+    LogEvent(LogLevel::kWarn, "store.unavailable",
+             {{"error", opened.status().message()}});
+  }
+  opts.observer = &observers;
   RunOutcome outcome;
   // Agents: served in process from the file's mock: block, or real.
   std::unique_ptr<agent::ConversationRunner> agents;

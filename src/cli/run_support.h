@@ -18,6 +18,9 @@ struct RunSetup {
   bool mock = false;  // Serve every agent source from the file's mock: block.
   std::vector<std::string> jobs;
   pipeline::RunObserver* observer = nullptr;
+  // Reuse steps from the step cache (`steps run` without --no-cache). Off,
+  // succeeded steps are still remembered for later runs.
+  bool use_cache = false;
 };
 
 struct RunOutcome {

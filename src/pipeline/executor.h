@@ -16,6 +16,7 @@
 #include "pipeline/observer.h"
 #include "pipeline/resolve.h"
 #include "pipeline/run_record.h"
+#include "pipeline/step_cache.h"
 #include "process/process.h"
 
 namespace steps::pipeline {
@@ -31,6 +32,9 @@ struct ExecutorOptions {
   agent::AgentRunner* agents = nullptr;
   // Receives every event. Not owned; may be null.
   RunObserver* observer = nullptr;
+  // Task and agent steps found here are not run again (step_cache.h). Not
+  // owned. Default: null, no cache.
+  StepCache* cache = nullptr;
   // Where runs keep their working directories and artifacts:
   // STATE_DIR/runs/RUN_ID/JOB/... Default: ".steps".
   std::string state_dir = ".steps";

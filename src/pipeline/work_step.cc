@@ -1,8 +1,11 @@
 // Leaf steps: the attempt loop of task, get and put (attempts, per-attempt
 // timeout, the retry block's waits and total cap, fix), and what one attempt
 // runs.
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
+#include "core/hash.h"
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
 
@@ -29,6 +32,55 @@ Status CopyTree(const fs::path& from, const fs::path& to) {
   return Status::Ok();
 }
 
+// The contents of a folder tree: every entry's relative path, type and
+// bytes (a symlink's target, never followed), in sorted order. A missing
+// folder hashes as an empty one.
+std::string HashTree(const fs::path& root) {
+  std::vector<fs::path> entries;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    entries.push_back(it->path());
+  }
+  std::sort(entries.begin(), entries.end());
+  FieldHasher h;
+  for (const fs::path& p : entries) {
+    const std::string rel = p.lexically_relative(root).string();
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::is_symlink(st)) {
+      h.Add("link:" + rel, fs::read_symlink(p, ec).string());
+    } else if (fs::is_directory(st)) {
+      h.Add("dir", rel);
+    } else {
+      Sha256 content;
+      std::ifstream in(p, std::ios::binary);
+      char buf[1 << 16];
+      while (in.read(buf, sizeof buf) || in.gcount() > 0)
+        content.Update(std::string_view(buf, in.gcount()));
+      h.Add("file:" + rel, content.HexDigest());
+    }
+  }
+  return h.HexDigest();
+}
+
+// The step cache key (step_cache.h): the identity with what the step sees
+// at run time.
+std::string CacheKey(const std::string& identity,
+                     const std::map<std::string, std::string>& env,
+                     const Scope& scope, const std::string& workspace) {
+  FieldHasher h;
+  h.Add("identity", identity);
+  for (const auto& [k, v] : env) h.Add("env." + k, v);
+  h.Add("vars", scope.vars.dump());
+  if (scope.critique) {
+    h.Add("critique", *scope.critique);
+  } else {
+    h.AddAbsent("critique");
+  }
+  h.Add("workspace", workspace);
+  return h.HexDigest();
+}
+
 }  // namespace
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
@@ -40,8 +92,61 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   rec.started = clock_.WallNow();
   const SteadyTime start = clock_.Now();
 
+  // The step cache: a task or agent step whose key matches an earlier
+  // succeeded one is not run; its output and output folders are restored.
+  // Only what a step leaves in its output folders and stdout can be
+  // restored, so a step that changed the job's workspace any other way
+  // (an agent writing files, a task writing to $STEPS_ARTIFACTS) is not
+  // remembered. Gets, puts and hooks are never cached: a get must see new
+  // versions, and puts and hooks (notify, clean up) exist for their effects.
+  const fs::path workspace = fs::path(job_dir_) / "artifacts";
+  std::string workspace_before;
+  if (ex_.opts.cache && !ref.hook &&
+      (step.kind == StepKind::kTask || step.kind == StepKind::kAgent)) {
+    std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
+    for (const auto& [k, v] : ex_.opts.env) env[k] = v;
+    for (const auto& [k, v] : step.env) env[k] = v;
+    workspace_before = HashTree(workspace);
+    rec.identity = CacheKey(rs.identity, env, scope, workspace_before);
+    if (std::optional<CachedStep> hit = ex_.opts.cache->Find(rec.identity)) {
+      bool restored = true;
+      for (const std::string& out : step.outputs) {
+        auto saved = hit->outputs.find(out);
+        restored = restored && saved != hit->outputs.end() &&
+                   CopyTree(saved->second, ArtifactDir(out)).ok();
+      }
+      if (restored) {
+        ex_.observer().OnStepStart(ref, std::nullopt);
+        ex_.observer().OnAttemptStart(ref, 1, 1, std::nullopt);
+        AttemptRecord a;
+        a.started = rec.started;
+        a.output = hit->output;
+        a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+        ex_.observer().OnAttemptEnd(ref, a);
+        rec.attempts.push_back(a);
+        rec.cached = true;
+        rec.output = hit->output;
+        rec.duration = a.duration;
+        Finish(std::move(rec), true);
+        return {Outcome::kSucceeded, "", hit->output};
+      }
+    }
+  }
+  // Whether the step left the workspace as it found it (cache on only).
+  auto workspace_kept = [&] {
+    return !workspace_before.empty() && HashTree(workspace) == workspace_before;
+  };
+  // REQUIRES: the workspace was kept. Not for a success that needed a fix.
+  auto remember = [&](const StepResult& r) {
+    if (!r.ok() || rec.attempts.empty() || rec.attempts.back().fixed) return;
+    std::map<std::string, std::string> outputs;
+    for (const std::string& out : step.outputs) outputs[out] = ArtifactDir(out);
+    ex_.opts.cache->Remember(rec.identity, ref, r.output, outputs);
+  };
+
   if (step.kind == StepKind::kAgent) {
     StepResult r = RunAgent(step, scope, ref, rec);
+    if (r.ok() && workspace_kept()) remember(r);
     rec.outcome = r.outcome;
     rec.error = r.error;
     rec.output = r.output;
@@ -168,12 +273,15 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   r.output = last.output;
   const int tried = static_cast<int>(rec.attempts.size());
   if (r.outcome == Outcome::kSucceeded) {
+    // Judged before the outputs land in the workspace: those are restored.
+    const bool kept = workspace_kept();
     for (const std::string& out : step.outputs) {
       if (Status s = CopyTree(fs::path(workdir) / out, ArtifactDir(out));
           !s.ok()) {
         r = {Outcome::kErrored, s.message()};
       }
     }
+    if (kept) remember(r);
   } else if (r.outcome == Outcome::kAborted) {
     r.error = last.error.empty() ? "aborted" : last.error;
   } else if (stopped_by_timeout) {

@@ -1,0 +1,33 @@
+// How `steps show` and `steps runs` print stored runs: the listing of spec
+// text 000 ("  1. fetch", "(attempt 1/3)  error   1ms   hash: 44136fa3",
+// "Taken by: user@host"), with agents' turns, requests and tokens, and the
+// same data as JSON for --json.
+#ifndef STEPS_STORE_LISTING_H_
+#define STEPS_STORE_LISTING_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "store/reader.h"
+
+namespace steps::store {
+
+// The run as text: a header, then per job its numbered steps, each with its
+// attempts. A cached step's attempt says `cached`.
+std::string FormatRun(const StoredRun& run);
+
+// Every stored field, with times as RFC 3339 UTC strings and durations in
+// milliseconds ("duration_ms", "clipped_to_ms", "exhausted_by", ...).
+nlohmann::json RunToJson(const StoredRun& run);
+
+// One line per run, newest first, under a header line.
+std::string FormatRunList(const std::vector<StoredRun>& runs);
+nlohmann::json RunListToJson(const std::vector<StoredRun>& runs);
+
+// "2026-11-30T06:30:00.123Z".
+std::string FormatTimestamp(int64_t epoch_ms);
+
+}  // namespace steps::store
+
+#endif  // STEPS_STORE_LISTING_H_

@@ -1,0 +1,286 @@
+#include "store/reader.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "store/recorder.h"
+
+namespace steps::store {
+
+namespace {
+
+std::vector<std::string> JsonStrings(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> out;
+  if (!j.is_array()) return out;
+  for (const auto& v : j) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+constexpr const char* kRunColumns =
+    "SELECT id, file, status, started_ms, duration_ms, taken_by, host, pid,"
+    " pid_start FROM runs";
+
+StoredRun ReadRunRow(const Statement& s) {
+  StoredRun r;
+  r.id = s.Text(0);
+  r.file = s.Text(1);
+  r.status = s.Text(2);
+  r.started_ms = s.Int(3);
+  r.duration_ms = s.OptionalInt(4);
+  r.taken_by = s.Text(5);
+  r.host = s.Text(6);
+  r.pid = s.Int(7);
+  if (r.status == "running" && !RunProcessAlive(r.host, r.pid, s.Text(8)))
+    r.status = "interrupted";
+  return r;
+}
+
+// "running" in an interrupted run means the run stopped under it.
+std::string Settle(std::string status, const StoredRun& run) {
+  if (status == "running" && run.status == "interrupted") return "interrupted";
+  return status;
+}
+
+Result<std::string> ResolveRunId(Db& db, const std::string& id) {
+  if (id.empty()) {
+    Result<StatementUse> st = db.Prepared(
+        "SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT 1");
+    if (!st.ok()) return st.status();
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFound("no runs recorded yet");
+    return (*st)->Text(0);
+  }
+  Result<StatementUse> st = db.Prepared(
+      "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY"
+      " id = ?1 DESC, id LIMIT 2");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, id);
+  std::vector<std::string> found;
+  while (true) {
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    found.push_back((*st)->Text(0));
+  }
+  if (found.empty()) return NotFound("no run '" + id + "'");
+  if (found[0] != id && found.size() > 1) {
+    return InvalidArgument("'" + id + "' names more than one run (" + found[0] +
+                           ", " + found[1] + ", ...)");
+  }
+  return found[0];
+}
+
+Status LoadAttempts(Db& db, const StoredRun& run,
+                    std::map<std::string, std::vector<StoredAttempt>>& out) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT step_id, number, of, status, started_ms, duration_ms,"
+      " deadline_ms, identity, exit_code, timed_out, clipped_to_ms,"
+      " exhausted_by, error, output, fixed, taken_by FROM attempts"
+      " WHERE run_id = ?1 ORDER BY step_id, number");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run.id);
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    StoredAttempt a;
+    a.number = static_cast<int>(s.Int(1));
+    a.of = static_cast<int>(s.Int(2));
+    a.status = Settle(s.Text(3), run);
+    a.started_ms = s.Int(4);
+    a.duration_ms = s.OptionalInt(5);
+    a.deadline_ms = s.OptionalInt(6);
+    a.identity = s.Text(7);
+    a.exit_code = s.OptionalInt(8);
+    a.timed_out = s.Int(9) != 0;
+    a.clipped_to_ms = s.OptionalInt(10);
+    a.exhausted_by = s.Text(11);
+    a.error = s.Text(12);
+    a.output = s.Text(13);
+    a.fixed = s.Int(14) != 0;
+    a.taken_by = s.Text(15);
+    out[s.Text(0)].push_back(std::move(a));
+  }
+}
+
+Status LoadTurns(Db& db, const std::string& run_id,
+                 std::map<std::string, std::vector<StoredTurn>>& out) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT step_id, turn, provider_requests, source, prompt_tokens,"
+      " completion_tokens, usd, tool_calls, text FROM agent_turns"
+      " WHERE run_id = ?1 ORDER BY step_id, turn");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    StoredTurn t;
+    t.turn = static_cast<int>(s.Int(1));
+    t.provider_requests = static_cast<int>(s.Int(2));
+    t.source = s.Text(3);
+    t.prompt_tokens = s.Int(4);
+    t.completion_tokens = s.Int(5);
+    t.usd = s.Real(6);
+    t.tool_calls = JsonStrings(s.Text(7));
+    t.text = s.Text(8);
+    out[s.Text(0)].push_back(std::move(t));
+  }
+}
+
+Status LoadSteps(Db& db, StoredRun& run) {
+  std::map<std::string, std::vector<StoredAttempt>> attempts;
+  std::map<std::string, std::vector<StoredTurn>> turns;
+  if (Status s = LoadAttempts(db, run, attempts); !s.ok()) return s;
+  if (Status s = LoadTurns(db, run.id, turns); !s.ok()) return s;
+  Result<StatementUse> st = db.Prepared(
+      "SELECT s.step_id, s.job, s.name, s.kind, s.hook, s.fixer, s.line,"
+      " s.status, s.error, s.output, s.started_ms, s.duration_ms,"
+      " s.deadline_ms, s.identity, s.cached, s.agent_turns,"
+      " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
+      " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken, c.run_id,"
+      " c.step_id FROM steps s LEFT JOIN cache c ON s.cached = 1 AND"
+      " c.key = s.identity AND c.run_id != s.run_id WHERE s.run_id = ?1"
+      " ORDER BY s.end_seq IS NULL, s.end_seq, s.start_seq");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run.id);
+  std::map<std::string, StoredJob*> jobs;
+  for (StoredJob& j : run.jobs) jobs[j.name] = &j;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    StoredStep step;
+    step.id = s.Text(0);
+    step.job = s.Text(1);
+    step.name = s.Text(2);
+    step.kind = s.Text(3);
+    step.hook = s.Text(4);
+    step.fixer = s.Int(5) != 0;
+    step.line = static_cast<int>(s.Int(6));
+    step.status = Settle(s.Text(7), run);
+    step.error = s.Text(8);
+    step.output = s.Text(9);
+    step.started_ms = s.Int(10);
+    step.duration_ms = s.OptionalInt(11);
+    step.deadline_ms = s.OptionalInt(12);
+    step.identity = s.Text(13);
+    step.cached = s.Int(14) != 0;
+    if (!s.IsNull(15)) {
+      StoredAgent a;
+      a.turns = static_cast<int>(s.Int(15));
+      a.provider_requests = static_cast<int>(s.Int(16));
+      a.prompt_tokens = s.Int(17);
+      a.completion_tokens = s.Int(18);
+      a.usd = s.Real(19);
+      a.nudge_sent = s.Int(20) != 0;
+      a.deadline_disclosed = s.Int(21) != 0;
+      a.fallbacks_taken = JsonStrings(s.Text(22));
+      step.agent = a;
+    }
+    step.cached_from_run = s.Text(23);
+    step.cached_from_step = s.Text(24);
+    step.attempts = std::move(attempts[step.id]);
+    step.turns = std::move(turns[step.id]);
+    StoredJob*& job = jobs[step.job];
+    if (!job) {  // A job whose row was never written: keep its steps.
+      run.jobs.push_back(StoredJob{});
+      run.jobs.back().name = step.job;
+      run.jobs.back().status = Settle("running", run);
+      for (StoredJob& j : run.jobs) jobs[j.name] = &j;
+      job = &run.jobs.back();
+    }
+    job->steps.push_back(std::move(step));
+  }
+}
+
+}  // namespace
+
+bool RunProcessAlive(const std::string& host, int64_t pid,
+                     const std::string& pid_start) {
+  if (host != HostName()) return true;
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // The pid exists: is it still the run's process?
+  const std::string now = ProcessStartTime(pid);
+  return pid_start.empty() || now.empty() || now == pid_start;
+}
+
+Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
+  std::vector<StoredRun> runs;
+  Status s = store.Read([&](Db& db) -> Status {
+    Result<StatementUse> st =
+        db.Prepared(std::string(kRunColumns) +
+                    " ORDER BY started_ms DESC, id DESC LIMIT ?1");
+    if (!st.ok()) return st.status();
+    (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
+    while (true) {
+      Result<bool> row = (*st)->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      runs.push_back(ReadRunRow(**st));
+    }
+  });
+  if (!s.ok()) return s;
+  return runs;
+}
+
+Result<StoredRun> LoadRun(Store& store, const std::string& id) {
+  StoredRun run;
+  Status s = store.Read([&](Db& db) -> Status {
+    // One read transaction: the run, its jobs and steps from one snapshot.
+    if (Status b = db.Exec("BEGIN"); !b.ok()) return b;
+    Status result = [&]() -> Status {
+      Result<std::string> resolved = ResolveRunId(db, id);
+      if (!resolved.ok()) return resolved.status();
+      Result<StatementUse> st =
+          db.Prepared(std::string(kRunColumns) + " WHERE id = ?1");
+      if (!st.ok()) return st.status();
+      (*st)->Bind(1, *resolved);
+      Result<bool> row = (*st)->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return NotFound("no run '" + *resolved + "'");
+      run = ReadRunRow(**st);
+
+      Result<StatementUse> jobs = db.Prepared(
+          "SELECT name, status, error, caused_by_error, execution,"
+          " started_ms, duration_ms, deadline_ms FROM jobs WHERE run_id = ?1"
+          " ORDER BY started_ms, rowid");
+      if (!jobs.ok()) return jobs.status();
+      Statement& j = **jobs;
+      j.Bind(1, run.id);
+      while (true) {
+        Result<bool> more = j.Step();
+        if (!more.ok()) return more.status();
+        if (!*more) break;
+        StoredJob job;
+        job.name = j.Text(0);
+        job.status = Settle(j.Text(1), run);
+        job.error = j.Text(2);
+        job.caused_by_error = j.Int(3) != 0;
+        job.execution = JsonStrings(j.Text(4));
+        job.started_ms = j.Int(5);
+        job.duration_ms = j.OptionalInt(6);
+        job.deadline_ms = j.OptionalInt(7);
+        run.jobs.push_back(std::move(job));
+      }
+      return LoadSteps(db, run);
+    }();
+    db.Exec("COMMIT");
+    return result;
+  });
+  if (!s.ok()) return s;
+  return run;
+}
+
+}  // namespace steps::store

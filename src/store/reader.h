@@ -1,0 +1,128 @@
+// Reading runs back from the store, for `steps show`, `steps runs` and the
+// web UI. A run whose row still says "running" but whose process is gone
+// (killed, or the machine restarted) reads as "interrupted", and so do its
+// unfinished jobs, steps and attempts.
+#ifndef STEPS_STORE_READER_H_
+#define STEPS_STORE_READER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "store/store.h"
+
+namespace steps::store {
+
+// Times are milliseconds since the epoch; durations milliseconds. A status
+// is an outcome ("succeeded", "failed", "errored", "aborted"), "running"
+// or "interrupted".
+struct StoredAttempt {
+  int number = 1;
+  int of = 1;
+  std::string status;
+  int64_t started_ms = 0;
+  std::optional<int64_t> duration_ms;
+  std::optional<int64_t> deadline_ms;
+  std::string identity;
+  std::optional<int64_t> exit_code;
+  bool timed_out = false;
+  std::optional<int64_t> clipped_to_ms;
+  std::string exhausted_by;
+  std::string error;
+  std::string output;
+  bool fixed = false;
+  std::string taken_by;
+};
+
+struct StoredTurn {
+  int turn = 0;
+  int provider_requests = 0;
+  std::string source;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  std::vector<std::string> tool_calls;
+  std::string text;
+};
+
+// An agent conversation's totals (set once the step ended).
+struct StoredAgent {
+  int turns = 0;
+  int provider_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  bool nudge_sent = false;
+  bool deadline_disclosed = false;
+  std::vector<std::string> fallbacks_taken;
+};
+
+struct StoredStep {
+  std::string id;  // Unique in the run ("JOB:2", "JOB:2/fix~2").
+  std::string job;
+  std::string name;
+  std::string kind;  // "task", "get", "put", "agent".
+  std::string hook;  // "on_failure", ...; empty for a step that is not one.
+  bool fixer = false;
+  int line = 0;
+  std::string status;
+  std::string error;
+  std::string output;
+  int64_t started_ms = 0;
+  std::optional<int64_t> duration_ms;
+  std::optional<int64_t> deadline_ms;
+  std::string identity;  // The cache key (hex).
+  bool cached = false;
+  // For a cached step: the run and step whose result it reused, when the
+  // entry is still there.
+  std::string cached_from_run;
+  std::string cached_from_step;
+  std::optional<StoredAgent> agent;
+  std::vector<StoredTurn> turns;
+  std::vector<StoredAttempt> attempts;
+};
+
+struct StoredJob {
+  std::string name;
+  std::string status;
+  std::string error;
+  bool caused_by_error = false;
+  std::vector<std::string> execution;
+  int64_t started_ms = 0;
+  std::optional<int64_t> duration_ms;
+  std::optional<int64_t> deadline_ms;
+  // In the order they finished; unfinished ones after, in start order.
+  std::vector<StoredStep> steps;
+};
+
+struct StoredRun {
+  std::string id;
+  std::string file;
+  std::string status;
+  int64_t started_ms = 0;
+  std::optional<int64_t> duration_ms;
+  std::string taken_by;
+  std::string host;
+  int64_t pid = 0;
+  std::vector<StoredJob> jobs;  // Empty in ListRuns.
+};
+
+// Runs, newest first; at most `limit` (0: all). Jobs are not loaded.
+Result<std::vector<StoredRun>> ListRuns(Store& store, int limit = 0);
+
+// One run with its jobs, steps, attempts and agent turns. `id` is a run id,
+// a unique prefix of one, or empty for the newest run. NotFound when there
+// is no such run (or none at all).
+Result<StoredRun> LoadRun(Store& store, const std::string& id);
+
+// Whether the process that wrote a "running" row is still that run: same
+// host and a live process with the same pid and start time. Another host's
+// process cannot be checked and counts as alive.
+bool RunProcessAlive(const std::string& host, int64_t pid,
+                     const std::string& pid_start);
+
+}  // namespace steps::store
+
+#endif  // STEPS_STORE_READER_H_

@@ -1,0 +1,380 @@
+#include "store/recorder.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/log.h"
+
+namespace steps::store {
+
+namespace {
+
+int64_t ToMs(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+std::string HookName(const pipeline::StepRef& s) {
+  return s.hook ? pipeline::HookKindName(*s.hook) : "";
+}
+
+// Binds a hook name, or NULL for a step that is not a hook.
+void BindHook(Statement& st, int index, const pipeline::StepRef& s) {
+  if (s.hook) {
+    st.Bind(index, std::string_view(HookName(s)));
+  } else {
+    st.BindNull(index);
+  }
+}
+
+Status WriteAttempt(Db& db, const std::string& run_id,
+                    const std::string& step_id, const std::string& identity,
+                    const std::string& taken_by,
+                    const pipeline::AttemptRecord& a) {
+  Result<StatementUse> st = db.Prepared(
+      "INSERT INTO attempts (run_id, step_id, number, of, status, started_ms,"
+      " duration_ms, identity, exit_code, timed_out, clipped_to_ms,"
+      " exhausted_by, error, output, fixed, taken_by)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+      " ?15, ?16)"
+      " ON CONFLICT (run_id, step_id, number) DO UPDATE SET"
+      " of = ?4, status = ?5, started_ms = ?6, duration_ms = ?7,"
+      " identity = ?8, exit_code = ?9, timed_out = ?10, clipped_to_ms = ?11,"
+      " exhausted_by = ?12, error = ?13, output = ?14, fixed = ?15");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  s.Bind(2, step_id);
+  s.Bind(3, int64_t{a.number});
+  s.Bind(4, int64_t{a.of});
+  s.Bind(5, OutcomeName(a.outcome));
+  s.Bind(6, ToMs(a.started));
+  s.Bind(7, int64_t{a.duration.count()});
+  s.Bind(8, identity);
+  s.Bind(9, a.exit_code ? std::optional<int64_t>(*a.exit_code) : std::nullopt);
+  s.Bind(10, int64_t{a.timed_out});
+  s.Bind(11, a.clipped_to ? std::optional<int64_t>(a.clipped_to->count())
+                          : std::nullopt);
+  s.Bind(12, a.exhausted_by);
+  s.Bind(13, a.error);
+  s.Bind(14, a.output);
+  s.Bind(15, int64_t{a.fixed});
+  s.Bind(16, taken_by);
+  return s.Run();
+}
+
+Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
+                 const agent::AgentTurnRecord& t) {
+  Result<StatementUse> st = db.Prepared(
+      "INSERT OR REPLACE INTO agent_turns (run_id, step_id, turn,"
+      " provider_requests, source, prompt_tokens, completion_tokens, usd,"
+      " tool_calls, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  s.Bind(2, step_id);
+  s.Bind(3, int64_t{t.turn});
+  s.Bind(4, int64_t{t.provider_requests});
+  s.Bind(5, t.source);
+  s.Bind(6, t.prompt_tokens);
+  s.Bind(7, t.completion_tokens);
+  s.Bind(8, t.usd);
+  s.Bind(9, nlohmann::json(t.tool_calls).dump());
+  s.Bind(10, t.text);
+  return s.Run();
+}
+
+}  // namespace
+
+std::string HostName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) return "unknown";
+  return host;
+}
+
+std::string ProcessStartTime(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after the command (which may hold spaces, inside parentheses):
+  // state is field 3, starttime field 22.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return field;
+  }
+  return "";
+}
+
+RunRecorder::RunRecorder(Store& store, Clock& clock)
+    : store_(store), clock_(clock) {}
+
+void RunRecorder::Check(const Status& s) {
+  if (s.ok()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (warned_) return;
+  warned_ = true;
+  LogEvent(LogLevel::kWarn, "store.write_failed",
+           {{"store", store_.path()}, {"error", s.message()}});
+}
+
+std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
+  if (!t) return std::nullopt;
+  return ToMs(clock_.WallNow() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  *t - clock_.Now()));
+}
+
+std::string RunRecorder::StoredId(const pipeline::StepRef& step,
+                                  bool starting) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = current_id_.find(step.id);
+  if (!starting && it != current_id_.end()) return it->second;
+  int n = ++runs_of_id_[step.id];
+  std::string id = n == 1 ? step.id : step.id + "~" + std::to_string(n);
+  current_id_[step.id] = id;
+  return id;
+}
+
+void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_id_ = run.id;
+    taken_by_ = run.taken_by;
+  }
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO runs (id, file, status, started_ms, taken_by,"
+        " host, pid, pid_start) VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6,"
+        " ?7)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run.id);
+    s.Bind(2, run.file);
+    s.Bind(3, ToMs(run.started));
+    s.Bind(4, run.taken_by);
+    s.Bind(5, HostName());
+    s.Bind(6, int64_t{getpid()});
+    s.Bind(7, ProcessStartTime(getpid()));
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnJobStart(const std::string& job,
+                             std::optional<SteadyTime> deadline) {
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO jobs (run_id, name, status, started_ms,"
+        " deadline_ms) VALUES (?1, ?2, 'running', ?3, ?4)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, job);
+    s.Bind(3, ToMs(clock_.WallNow()));
+    s.Bind(4, WallMs(deadline));
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnStepStart(const pipeline::StepRef& step,
+                              std::optional<SteadyTime> deadline) {
+  const std::string id = StoredId(step, true);
+  int64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++seq_;
+  }
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO steps (run_id, step_id, job, name, kind, hook,"
+        " fixer, line, status, started_ms, deadline_ms, start_seq)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, step.job);
+    s.Bind(4, step.name);
+    s.Bind(5, std::string_view(pipeline::StepKindName(step.kind)));
+    BindHook(s, 6, step);
+    s.Bind(7, int64_t{step.fixer});
+    s.Bind(8, int64_t{step.line});
+    s.Bind(9, ToMs(clock_.WallNow()));
+    s.Bind(10, WallMs(deadline));
+    s.Bind(11, seq);
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
+                                 int of, std::optional<SteadyTime> deadline) {
+  const std::string id = StoredId(step, false);
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO attempts (run_id, step_id, number, of, status,"
+        " started_ms, deadline_ms, taken_by) VALUES (?1, ?2, ?3, ?4,"
+        " 'running', ?5, ?6, ?7)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, int64_t{attempt});
+    s.Bind(4, int64_t{of});
+    s.Bind(5, ToMs(clock_.WallNow()));
+    s.Bind(6, WallMs(deadline));
+    s.Bind(7, taken_by_);
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,
+                           std::string_view line) {
+  const std::string id = StoredId(step, false);
+  int seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++output_lines_[id];
+  }
+  if (seq > kMaxOutputLines) return;
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO output_lines (run_id, step_id, seq, stream,"
+        " line) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, int64_t{seq});
+    s.Bind(4, std::string_view(stream == OutputStream::kStdout ? "stdout"
+                                                               : "stderr"));
+    s.Bind(5, line);
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,
+                              const agent::AgentTurnRecord& turn) {
+  const std::string id = StoredId(step, false);
+  Check(store_.Write(
+      [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn); }));
+}
+
+void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
+                               const pipeline::AttemptRecord& attempt) {
+  const std::string id = StoredId(step, false);
+  Check(store_.Write([&](Db& db) -> Status {
+    return WriteAttempt(db, run_id_, id, "", taken_by_, attempt);
+  }));
+}
+
+void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
+  const std::string id = StoredId(step.ref, false);
+  int64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++seq_;
+  }
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT INTO steps (run_id, step_id, job, name, kind, hook, fixer,"
+        " line, status, error, output, started_ms, duration_ms, identity,"
+        " cached, start_seq, end_seq, agent_turns, provider_requests,"
+        " prompt_tokens, completion_tokens, usd, nudge_sent,"
+        " deadline_disclosed, fallbacks_taken) VALUES (?1, ?2, ?3, ?4, ?5,"
+        " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
+        " ?19, ?20, ?21, ?22, ?23, ?24)"
+        " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
+        " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
+        " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
+        " provider_requests = ?18, prompt_tokens = ?19,"
+        " completion_tokens = ?20, usd = ?21, nudge_sent = ?22,"
+        " deadline_disclosed = ?23, fallbacks_taken = ?24");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    const pipeline::StepRef& ref = step.ref;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, ref.job);
+    s.Bind(4, ref.name);
+    s.Bind(5, std::string_view(pipeline::StepKindName(ref.kind)));
+    BindHook(s, 6, ref);
+    s.Bind(7, int64_t{ref.fixer});
+    s.Bind(8, int64_t{ref.line});
+    s.Bind(9, OutcomeName(step.outcome));
+    s.Bind(10, step.error);
+    s.Bind(11, step.output);
+    s.Bind(12, ToMs(step.started));
+    s.Bind(13, int64_t{step.duration.count()});
+    s.Bind(14, step.identity);
+    s.Bind(15, int64_t{step.cached});
+    s.Bind(16, seq);
+    if (const auto& a = step.agent) {
+      s.Bind(17, int64_t{a->turns});
+      s.Bind(18, int64_t{a->provider_requests});
+      s.Bind(19, a->prompt_tokens);
+      s.Bind(20, a->completion_tokens);
+      s.Bind(21, a->usd);
+      s.Bind(22, int64_t{a->nudge_sent});
+      s.Bind(23, int64_t{a->deadline_disclosed});
+      s.Bind(24, nlohmann::json(a->fallbacks_taken).dump());
+    }
+    if (Status r = s.Run(); !r.ok()) return r;
+    // The record is the authority: attempts that ended without an event of
+    // their own (a retry wait cut by an abort) and every agent turn.
+    for (const pipeline::AttemptRecord& a : step.attempts) {
+      if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a);
+          !r.ok()) {
+        return r;
+      }
+    }
+    if (step.agent) {
+      for (const agent::AgentTurnRecord& t : step.agent->turn_records) {
+        if (Status r = WriteTurn(db, run_id_, id, t); !r.ok()) return r;
+      }
+    }
+    return Status::Ok();
+  }));
+}
+
+void RunRecorder::OnJobEnd(const pipeline::JobRecord& job) {
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT INTO jobs (run_id, name, status, error, caused_by_error,"
+        " execution, started_ms, duration_ms) VALUES (?1, ?2, ?3, ?4, ?5,"
+        " ?6, ?7, ?8) ON CONFLICT (run_id, name) DO UPDATE SET status = ?3,"
+        " error = ?4, caused_by_error = ?5, execution = ?6, started_ms = ?7,"
+        " duration_ms = ?8");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, job.name);
+    s.Bind(3, OutcomeName(job.outcome));
+    s.Bind(4, job.error);
+    s.Bind(5, int64_t{job.caused_by_error});
+    s.Bind(6, nlohmann::json(job.execution).dump());
+    s.Bind(7, ToMs(job.started));
+    s.Bind(8, int64_t{job.duration.count()});
+    return s.Run();
+  }));
+}
+
+void RunRecorder::OnRunEnd(const pipeline::RunRecord& run) {
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "UPDATE runs SET status = ?2, duration_ms = ?3 WHERE id = ?1");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run.id);
+    s.Bind(2, OutcomeName(run.outcome));
+    s.Bind(3, int64_t{run.duration.count()});
+    return s.Run();
+  }));
+}
+
+}  // namespace steps::store

@@ -1,0 +1,78 @@
+// The observer that writes a run into the store as it happens. The executor
+// never knows it is there: it is one more RunObserver.
+#ifndef STEPS_STORE_RECORDER_H_
+#define STEPS_STORE_RECORDER_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/clock.h"
+#include "pipeline/observer.h"
+#include "store/store.h"
+
+namespace steps::store {
+
+// Every event is one transaction. The run's row is written at OnRunStart
+// with status "running", this process's pid, its start time and the host;
+// a reader that finds such a row whose process is gone shows the run as
+// interrupted (a run killed with SIGKILL). Thread-safe.
+//
+// A write that fails is reported once on the log (WRN store.write_failed)
+// and the run goes on: the record is lost, never the run.
+class RunRecorder : public pipeline::RunObserver {
+ public:
+  // `store` and `clock` must outlive the recorder. `clock` stamps events
+  // that carry no time of their own and turns deadlines into wall time.
+  explicit RunRecorder(Store& store, Clock& clock = RealClock());
+
+  void OnRunStart(const pipeline::RunRecord& run) override;
+  void OnJobStart(const std::string& job,
+                  std::optional<SteadyTime> deadline) override;
+  void OnStepStart(const pipeline::StepRef& step,
+                   std::optional<SteadyTime> deadline) override;
+  void OnAttemptStart(const pipeline::StepRef& step, int attempt, int of,
+                      std::optional<SteadyTime> deadline) override;
+  void OnOutput(const pipeline::StepRef& step, OutputStream stream,
+                std::string_view line) override;
+  void OnAgentTurn(const pipeline::StepRef& step,
+                   const agent::AgentTurnRecord& turn) override;
+  void OnAttemptEnd(const pipeline::StepRef& step,
+                    const pipeline::AttemptRecord& attempt) override;
+  void OnStepEnd(const pipeline::StepRecord& step) override;
+  void OnJobEnd(const pipeline::JobRecord& job) override;
+  void OnRunEnd(const pipeline::RunRecord& run) override;
+
+  // Output lines kept per step; later lines are counted, not stored.
+  static constexpr int kMaxOutputLines = 10000;
+
+ private:
+  // The stored id of a step: its StepRef id, or with "~N" for the Nth run
+  // of the same id (a fixer runs once per failed attempt).
+  std::string StoredId(const pipeline::StepRef& step, bool starting);
+  std::optional<int64_t> WallMs(std::optional<SteadyTime> t) const;
+  void Check(const Status& s);
+
+  Store& store_;
+  Clock& clock_;
+  std::mutex mu_;  // Guards the fields below.
+  std::string run_id_;
+  std::string taken_by_;
+  int64_t seq_ = 0;
+  std::map<std::string, int> runs_of_id_;
+  std::map<std::string, std::string> current_id_;
+  std::map<std::string, int> output_lines_;
+  bool warned_ = false;
+};
+
+// This process's start time as the kernel counts it (/proc/self/stat), so
+// that a later process with the same pid is not mistaken for a run's.
+// Empty when it cannot be read (no such process, no /proc).
+std::string ProcessStartTime(int64_t pid);
+
+// This machine's host name, as recorded on runs.
+std::string HostName();
+
+}  // namespace steps::store
+
+#endif  // STEPS_STORE_RECORDER_H_

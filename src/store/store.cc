@@ -1,0 +1,196 @@
+#include "store/store.h"
+
+#include <filesystem>
+
+namespace steps::store {
+
+namespace {
+
+// Statuses are "running" until the thing ends, then its outcome. Times are
+// milliseconds since the epoch (UTC); durations milliseconds.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS runs (
+  id TEXT PRIMARY KEY,
+  file TEXT NOT NULL,
+  status TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  duration_ms INTEGER,
+  taken_by TEXT NOT NULL,
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  pid_start TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  caused_by_error INTEGER NOT NULL DEFAULT 0,
+  execution TEXT NOT NULL DEFAULT '[]',
+  started_ms INTEGER NOT NULL,
+  duration_ms INTEGER,
+  deadline_ms INTEGER,
+  PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS steps (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step_id TEXT NOT NULL,
+  job TEXT NOT NULL,
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  hook TEXT,
+  fixer INTEGER NOT NULL DEFAULT 0,
+  line INTEGER NOT NULL DEFAULT 0,
+  status TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  output TEXT NOT NULL DEFAULT '',
+  started_ms INTEGER NOT NULL,
+  duration_ms INTEGER,
+  deadline_ms INTEGER,
+  identity TEXT NOT NULL DEFAULT '',
+  cached INTEGER NOT NULL DEFAULT 0,
+  start_seq INTEGER NOT NULL,
+  end_seq INTEGER,
+  agent_turns INTEGER,
+  provider_requests INTEGER,
+  prompt_tokens INTEGER,
+  completion_tokens INTEGER,
+  usd REAL,
+  nudge_sent INTEGER,
+  deadline_disclosed INTEGER,
+  fallbacks_taken TEXT,
+  PRIMARY KEY (run_id, step_id)
+);
+CREATE VIEW IF NOT EXISTS hooks AS SELECT * FROM steps WHERE hook IS NOT NULL;
+CREATE TABLE IF NOT EXISTS attempts (
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  of INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  duration_ms INTEGER,
+  deadline_ms INTEGER,
+  identity TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  timed_out INTEGER NOT NULL DEFAULT 0,
+  clipped_to_ms INTEGER,
+  exhausted_by TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  output TEXT NOT NULL DEFAULT '',
+  fixed INTEGER NOT NULL DEFAULT 0,
+  taken_by TEXT NOT NULL,
+  PRIMARY KEY (run_id, step_id, number),
+  FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
+    ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS agent_turns (
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  turn INTEGER NOT NULL,
+  provider_requests INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  usd REAL NOT NULL,
+  tool_calls TEXT NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY (run_id, step_id, turn),
+  FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
+    ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS output_lines (
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  stream TEXT NOT NULL,
+  line TEXT NOT NULL,
+  PRIMARY KEY (run_id, step_id, seq),
+  FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
+    ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS cache (
+  key TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  output TEXT NOT NULL,
+  outputs TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);
+)sql";
+
+Status ApplySchema(Db& db) {
+  int version = 0;
+  {
+    Result<StatementUse> st = db.Prepared("PRAGMA user_version");
+    if (!st.ok()) return st.status();
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (*row) version = static_cast<int>((*st)->Int(0));
+  }
+  if (version > kSchemaVersion) {
+    return InvalidArgument(
+        "the run store was written by a newer steps "
+        "(schema " +
+        std::to_string(version) + ", this one knows " +
+        std::to_string(kSchemaVersion) + ")");
+  }
+  if (version == kSchemaVersion) return Status::Ok();
+  Transaction tx(db);
+  if (!tx.begun().ok()) return tx.begun();
+  if (Status s = db.Exec(kSchema); !s.ok()) return s;
+  if (Status s =
+          db.Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+      !s.ok()) {
+    return s;
+  }
+  return tx.Commit();
+}
+
+}  // namespace
+
+std::string StorePath(const std::string& state_dir) {
+  return (std::filesystem::path(state_dir) / "steps.db").string();
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  return OpenAt(path, true);
+}
+
+Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return NotFound("no run store at " + path);
+  return OpenAt(path, false);
+}
+
+Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
+                                             bool create) {
+  Result<std::unique_ptr<Db>> db = Db::Open(path, create);
+  if (!db.ok()) return db.status();
+  // WAL: readers (steps show, the UI) never block the run writing. NORMAL
+  // sync: a killed process loses nothing committed; only a power cut may
+  // lose the last transactions.
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+        "PRAGMA foreign_keys=ON"}) {
+    if (Status s = (*db)->Exec(pragma); !s.ok()) return s;
+  }
+  if (Status s = ApplySchema(**db); !s.ok()) return s;
+  return std::unique_ptr<Store>(new Store(path, std::move(*db)));
+}
+
+Status Store::Write(const std::function<Status(Db&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(*db_);
+  if (!tx.begun().ok()) return tx.begun();
+  if (Status s = fn(*db_); !s.ok()) return s;
+  return tx.Commit();
+}
+
+Status Store::Read(const std::function<Status(Db&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fn(*db_);
+}
+
+}  // namespace steps::store

@@ -1,0 +1,54 @@
+// The run store: one SQLite file (default STATE_DIR/steps.db, WAL) that
+// records runs, jobs, steps, hooks, attempts, agent turns and output, and
+// holds the step cache's entries. See docs/store.md for what is where.
+#ifndef STEPS_STORE_STORE_H_
+#define STEPS_STORE_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+#include "store/sqlite.h"
+
+namespace steps::store {
+
+// The schema's version, kept in PRAGMA user_version.
+inline constexpr int kSchemaVersion = 1;
+
+// STATE_DIR/steps.db.
+std::string StorePath(const std::string& state_dir);
+
+// One connection shared by every writer and reader in this process.
+// Thread-safe: calls are serialized by the store's lock.
+class Store {
+ public:
+  // Opens the store at `path`, creating the file, its folder and the
+  // schema when missing. A file written by a newer steps is refused.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+  // Opens an existing store for reading; NotFound when there is none.
+  static Result<std::unique_ptr<Store>> OpenExisting(const std::string& path);
+
+  const std::string& path() const { return path_; }
+
+  // Runs `fn` under the lock in one transaction: everything `fn` wrote is
+  // committed together, or (when it returns an error) nothing is.
+  Status Write(const std::function<Status(Db&)>& fn);
+  // Runs `fn` under the lock, outside a write transaction.
+  Status Read(const std::function<Status(Db&)>& fn);
+
+ private:
+  Store(std::string path, std::unique_ptr<Db> db)
+      : path_(std::move(path)), db_(std::move(db)) {}
+  static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
+                                               bool create);
+
+  std::string path_;
+  std::mutex mu_;
+  std::unique_ptr<Db> db_;
+};
+
+}  // namespace steps::store
+
+#endif  // STEPS_STORE_STORE_H_

@@ -1,0 +1,309 @@
+// The recorder as an observer: events in, a run read back out; many threads
+// at once; a run whose process is gone reads as interrupted.
+#include "store/recorder.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "store/listing.h"
+#include "store/reader.h"
+#include "store_test_util.h"
+
+namespace steps::store {
+namespace {
+
+using store_testing::TempDir;
+
+pipeline::StepRef Ref(const std::string& id, const std::string& name,
+                      pipeline::StepKind kind = pipeline::StepKind::kTask) {
+  pipeline::StepRef r;
+  r.id = "build:" + id;
+  r.job = "build";
+  r.name = name;
+  r.kind = kind;
+  return r;
+}
+
+pipeline::AttemptRecord Attempt(int number, int of, Outcome o,
+                                std::string error = "") {
+  pipeline::AttemptRecord a;
+  a.number = number;
+  a.of = of;
+  a.outcome = o;
+  a.started = RealClock().WallNow();
+  a.duration = Millis(number);
+  a.error = std::move(error);
+  return a;
+}
+
+class RecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = Store::Open(StorePath(dir_.path()));
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    store_ = std::move(*opened);
+    recorder_ = std::make_unique<RunRecorder>(*store_);
+    run_.id = "20261130-070000-abcd";
+    run_.file = "pipeline.yaml";
+    run_.started = RealClock().WallNow();
+    run_.taken_by = "ops@server-1";
+  }
+
+  // A step with its attempts, through the events the executor sends.
+  void RunStep(const pipeline::StepRef& ref,
+               std::vector<pipeline::AttemptRecord> attempts, Outcome outcome,
+               std::string error = "") {
+    recorder_->OnStepStart(ref, std::nullopt);
+    for (const auto& a : attempts) {
+      recorder_->OnAttemptStart(ref, a.number, a.of, std::nullopt);
+      recorder_->OnOutput(ref, OutputStream::kStdout, "line");
+      recorder_->OnAttemptEnd(ref, a);
+    }
+    pipeline::StepRecord rec;
+    rec.ref = ref;
+    rec.outcome = outcome;
+    rec.error = std::move(error);
+    rec.identity = "44136fa3deadbeef";
+    rec.started = RealClock().WallNow();
+    rec.attempts = std::move(attempts);
+    recorder_->OnStepEnd(rec);
+  }
+
+  int64_t Count(const std::string& sql) {
+    int64_t n = -1;
+    EXPECT_TRUE(store_
+                    ->Read([&](Db& db) -> Status {
+                      Result<StatementUse> st = db.Prepared(sql);
+                      if (!st.ok()) return st.status();
+                      Result<bool> row = (*st)->Step();
+                      if (!row.ok()) return row.status();
+                      if (*row) n = (*st)->Int(0);
+                      return Status::Ok();
+                    })
+                    .ok());
+    return n;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<RunRecorder> recorder_;
+  pipeline::RunRecord run_;
+};
+
+TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  RunStep(Ref("1", "fetch"),
+          {Attempt(1, 3, Outcome::kFailed, "exited with code 1"),
+           Attempt(2, 3, Outcome::kFailed, "exited with code 1"),
+           Attempt(3, 3, Outcome::kSucceeded)},
+          Outcome::kSucceeded);
+
+  // An agent step with two turns.
+  pipeline::StepRef review = Ref("2", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, RealClock().Now() + Millis(60000));
+  recorder_->OnAttemptStart(review, 1, 1, std::nullopt);
+  agent::AgentResult ar;
+  ar.outcome = Outcome::kSucceeded;
+  ar.turns = 2;
+  ar.provider_requests = 3;
+  ar.prompt_tokens = 100;
+  ar.completion_tokens = 20;
+  ar.usd = 0.5;
+  ar.nudge_sent = true;
+  ar.fallbacks_taken = {"openai/b"};
+  for (int t = 1; t <= 2; ++t) {
+    agent::AgentTurnRecord turn;
+    turn.turn = t;
+    turn.provider_requests = t;
+    turn.source = "openai/a";
+    turn.prompt_tokens = 50;
+    turn.completion_tokens = 10;
+    if (t == 1) turn.tool_calls = {"read_file {\"path\":\"a\"}"};
+    recorder_->OnAgentTurn(review, turn);
+    ar.turn_records.push_back(turn);
+  }
+  pipeline::AttemptRecord a = Attempt(1, 1, Outcome::kSucceeded);
+  recorder_->OnAttemptEnd(review, a);
+  pipeline::StepRecord rec;
+  rec.ref = review;
+  rec.outcome = Outcome::kSucceeded;
+  rec.output = "LGTM";
+  rec.attempts = {a};
+  rec.agent = ar;
+  recorder_->OnStepEnd(rec);
+
+  pipeline::StepRef hook = Ref("job/on_success", "notify");
+  hook.hook = pipeline::HookKind::kOnSuccess;
+  RunStep(hook, {Attempt(1, 1, Outcome::kSucceeded)}, Outcome::kSucceeded);
+
+  pipeline::JobRecord job;
+  job.name = "build";
+  job.outcome = Outcome::kSucceeded;
+  job.execution = {"fetch", "review", "notify"};
+  recorder_->OnJobEnd(job);
+  run_.outcome = Outcome::kSucceeded;
+  run_.duration = Millis(1234);
+  recorder_->OnRunEnd(run_);
+
+  Result<StoredRun> got = LoadRun(*store_, "");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->id, run_.id);
+  EXPECT_EQ(got->status, "succeeded");
+  EXPECT_EQ(got->duration_ms, 1234);
+  EXPECT_EQ(got->taken_by, "ops@server-1");
+  ASSERT_EQ(got->jobs.size(), 1u);
+  const StoredJob& j = got->jobs[0];
+  EXPECT_EQ(j.execution, job.execution);
+  ASSERT_EQ(j.steps.size(), 3u);
+  EXPECT_EQ(j.steps[0].name, "fetch");
+  ASSERT_EQ(j.steps[0].attempts.size(), 3u);
+  EXPECT_EQ(j.steps[0].attempts[0].status, "failed");
+  EXPECT_EQ(j.steps[0].attempts[0].error, "exited with code 1");
+  EXPECT_EQ(j.steps[0].attempts[2].status, "succeeded");
+  EXPECT_EQ(j.steps[0].attempts[2].identity, "44136fa3deadbeef");
+  EXPECT_EQ(j.steps[0].attempts[2].taken_by, "ops@server-1");
+  const StoredStep& r = j.steps[1];
+  ASSERT_TRUE(r.agent.has_value());
+  EXPECT_EQ(r.agent->turns, 2);
+  EXPECT_EQ(r.agent->provider_requests, 3);
+  EXPECT_EQ(r.agent->prompt_tokens, 100);
+  EXPECT_TRUE(r.agent->nudge_sent);
+  EXPECT_EQ(r.agent->fallbacks_taken, std::vector<std::string>{"openai/b"});
+  ASSERT_EQ(r.turns.size(), 2u);
+  EXPECT_EQ(r.turns[0].tool_calls.size(), 1u);
+  EXPECT_TRUE(r.deadline_ms.has_value());
+  EXPECT_EQ(j.steps[2].hook, "on_success");
+  EXPECT_EQ(Count("SELECT count(*) FROM hooks"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM output_lines"), 4);
+
+  // The JSON carries the record's own names.
+  nlohmann::json js = RunToJson(*got);
+  EXPECT_EQ(js["jobs"][0]["steps"][0]["attempts"][2]["outcome"], "succeeded");
+  EXPECT_EQ(js["jobs"][0]["steps"][1]["agent"]["turn_records"].size(), 2u);
+}
+
+TEST_F(RecorderTest, TotalTimeoutFieldsAreKept) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::AttemptRecord second = Attempt(2, 5, Outcome::kFailed, "timed out");
+  second.clipped_to = Millis(397);
+  second.exhausted_by = "total_timeout";
+  second.timed_out = true;
+  RunStep(Ref("1", "fetch"), {Attempt(1, 5, Outcome::kFailed), second},
+          Outcome::kFailed,
+          "STEP_RETRY_EXHAUSTED: Step 'fetch' failed after 2 attempts");
+  Result<StoredRun> got = LoadRun(*store_, run_.id);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  nlohmann::json a = RunToJson(*got)["jobs"][0]["steps"][0]["attempts"][1];
+  EXPECT_EQ(a["clipped_to_ms"], 397);
+  EXPECT_EQ(a["exhausted_by"], "total_timeout");
+  EXPECT_EQ(a["timed_out"], true);
+  EXPECT_NE(FormatRun(*got).find(
+                "STEP_RETRY_EXHAUSTED: Step 'fetch' failed after 2 attempts"),
+            std::string::npos);
+}
+
+TEST_F(RecorderTest, AFixerThatRunsTwiceKeepsBothRuns) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef fix = Ref("1/fix", "fixer", pipeline::StepKind::kAgent);
+  fix.fixer = true;
+  RunStep(fix, {Attempt(1, 1, Outcome::kSucceeded)}, Outcome::kSucceeded);
+  RunStep(fix, {Attempt(1, 1, Outcome::kFailed)}, Outcome::kFailed);
+  Result<StoredRun> got = LoadRun(*store_, run_.id);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->jobs[0].steps.size(), 2u);
+  EXPECT_EQ(got->jobs[0].steps[0].id, "build:1/fix");
+  EXPECT_EQ(got->jobs[0].steps[1].id, "build:1/fix~2");
+  EXPECT_EQ(got->jobs[0].steps[1].status, "failed");
+}
+
+TEST_F(RecorderTest, ManyThreadsRecordAtOnce) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  constexpr int kThreads = 8, kSteps = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int s = 0; s < kSteps; ++s) {
+        std::string id = std::to_string(t) + "." + std::to_string(s);
+        RunStep(Ref(id, "cell" + id),
+                {Attempt(1, 2, Outcome::kFailed),
+                 Attempt(2, 2, Outcome::kSucceeded)},
+                Outcome::kSucceeded);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(Count("SELECT count(*) FROM steps WHERE status = 'succeeded'"),
+            kThreads * kSteps);
+  EXPECT_EQ(Count("SELECT count(*) FROM attempts"), 2 * kThreads * kSteps);
+}
+
+TEST_F(RecorderTest, ARunWhoseProcessIsGoneReadsAsInterrupted) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef ref = Ref("1", "slow");
+  recorder_->OnStepStart(ref, std::nullopt);
+  recorder_->OnAttemptStart(ref, 1, 1, std::nullopt);
+  // This process is alive: the run is running.
+  Result<StoredRun> live = LoadRun(*store_, run_.id);
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ(live->status, "running");
+  EXPECT_EQ(live->jobs[0].steps[0].status, "running");
+
+  // A pid that no longer exists (a child that has been reaped).
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  ASSERT_TRUE(store_
+                  ->Write([&](Db& db) -> Status {
+                    Result<StatementUse> st =
+                        db.Prepared("UPDATE runs SET pid = ?1");
+                    if (!st.ok()) return st.status();
+                    (*st)->Bind(1, int64_t{child});
+                    return (*st)->Run();
+                  })
+                  .ok());
+  Result<StoredRun> dead = LoadRun(*store_, run_.id);
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(dead->status, "interrupted");
+  EXPECT_EQ(dead->jobs[0].status, "interrupted");
+  EXPECT_EQ(dead->jobs[0].steps[0].status, "interrupted");
+  EXPECT_EQ(dead->jobs[0].steps[0].attempts[0].status, "interrupted");
+}
+
+TEST(RunProcessAliveTest, PidStartTimeAndHostDecide) {
+  const int64_t self = getpid();
+  const std::string start = ProcessStartTime(self);
+  ASSERT_FALSE(start.empty());
+  EXPECT_TRUE(RunProcessAlive(HostName(), self, start));
+  // Same pid, another process (the pid was reused).
+  EXPECT_FALSE(RunProcessAlive(HostName(), self, start + "0"));
+  // Another machine's process cannot be checked: it counts as alive.
+  EXPECT_TRUE(RunProcessAlive(HostName() + "-elsewhere", 1, "x"));
+}
+
+TEST_F(RecorderTest, RunsAreFoundByIdOrUniquePrefix) {
+  recorder_->OnRunStart(run_);
+  pipeline::RunRecord other = run_;
+  other.id = "20261130-070000-abff";
+  RunRecorder(*store_).OnRunStart(other);
+  EXPECT_TRUE(LoadRun(*store_, "20261130-070000-abc").ok());
+  Result<StoredRun> ambiguous = LoadRun(*store_, "20261130-070000-ab");
+  ASSERT_FALSE(ambiguous.ok());
+  EXPECT_EQ(ambiguous.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadRun(*store_, "nope").status().code(), StatusCode::kNotFound);
+  Result<std::vector<StoredRun>> runs = ListRuns(*store_);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), 2u);
+  EXPECT_EQ(ListRuns(*store_, 1)->size(), 1u);
+}
+
+}  // namespace
+}  // namespace steps::store

@@ -1,0 +1,81 @@
+// Shared by the store tests: temporary folders, running the real `steps`
+// binary, and running pipelines through the executor with the store wired
+// in as `steps run` wires it.
+#ifndef STEPS_TESTS_STORE_STORE_TEST_UTIL_H_
+#define STEPS_TESTS_STORE_STORE_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace steps::store::store_testing {
+
+// A folder under /tmp, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/steps-store-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const {
+    return path_ + "/" + name;
+  }
+
+ private:
+  std::string path_;
+};
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+inline std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+inline std::string StepsBinary() {
+  return std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout only; stderr goes to the test's stderr.
+};
+
+// Runs `steps ARGS` and captures its standard output.
+inline CommandResult RunSteps(const std::string& args) {
+  std::string cmd = Quote(StepsBinary()) + " " + args;
+  CommandResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace steps::store::store_testing
+
+#endif  // STEPS_TESTS_STORE_STORE_TEST_UTIL_H_
