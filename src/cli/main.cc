@@ -3,16 +3,13 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "process/limits.h"
 
 int main(int argc, char** argv) {
   using namespace steps::cli;
   const std::vector<Command> commands = {
-      RunCommand(),
-      TestCommand(),
-      ValidateCommand(),
-      ExplainCommand(),
-      ShowCommand(),
-      RunsCommand(),
+      RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
+      ShowCommand(), RunsCommand(), UiCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "
@@ -30,6 +27,9 @@ int main(int argc, char** argv) {
     auto fn = c.setup(*sub);
     sub->callback([&run, fn] { run = fn; });
   }
+  // A wide fan-out holds a few descriptors per running step; the usual soft
+  // limit of 1024 would cap it long before the machine does.
+  (void)steps::RaiseOpenFileLimit();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

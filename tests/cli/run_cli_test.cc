@@ -121,13 +121,13 @@ TEST_F(CliTest, LiveProgressOnATerminal) {
         "30s }\n");
   Result r =
       Steps("run slow.yaml --state-dir st > /dev/null; script -qfec \"'" +
-            kSteps + "' run slow.yaml --state-dir st\" /dev/null");
+            kSteps + "' run slow.yaml --no-cache --state-dir st\" /dev/null");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("task: slow  "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(30s left)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\033[J"), std::string::npos)
       << "the block is redrawn in place";
-  Result plain = Steps("run slow.yaml --state-dir st");
+  Result plain = Steps("run slow.yaml --no-cache --state-dir st");
   EXPECT_EQ(plain.output.find("left)"), std::string::npos)
       << "no status block off a terminal";
   EXPECT_EQ(plain.output.find("\033["), std::string::npos);

@@ -1,0 +1,74 @@
+// `steps ui [--listen HOST:PORT] [--state-dir DIR]`
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/signals.h"
+#include "ui/server.h"
+
+namespace steps::cli {
+namespace {
+
+struct UiOptions {
+  std::string listen = "127.0.0.1:8080";
+  std::string state_dir = ".steps";
+};
+
+int RunUi(const UiOptions& opts) {
+  size_t colon = opts.listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) {
+    try {
+      port = std::stoi(opts.listen.substr(colon + 1));
+    } catch (...) {
+      port = -1;
+    }
+  }
+  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535) {
+    std::cerr
+        << "steps ui: --listen takes HOST:PORT, e.g. 127.0.0.1:8080 (got '"
+        << opts.listen << "')\n";
+    return kExitUsage;
+  }
+  std::string host = opts.listen.substr(0, colon);
+  ui::UiServer server(opts.state_dir);
+  if (Status s = server.Start(host, port); !s.ok()) {
+    std::cerr << "steps ui: " << s.message() << "\n";
+    return kExitJobFailed;
+  }
+  std::cout << "steps ui: serving http://" << host << ":" << server.port()
+            << "/ (runs of " << opts.state_dir << "); Ctrl-C stops"
+            << std::endl;
+  CancelToken stop, unused;
+  SignalWatcher signals(stop, unused);
+  // WaitUntil is true when the hour passed with no signal: wait again.
+  while (stop.WaitUntil(std::chrono::steady_clock::now() +
+                        std::chrono::hours(1))) {
+  }
+  server.Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+Command UiCommand() {
+  return {"ui",
+          "Serve the web UI: runs, their steps and attempts, live countdowns",
+          [](CLI::App& app) -> std::function<int()> {
+            auto opts = std::make_shared<UiOptions>();
+            app.add_option("--listen", opts->listen,
+                           "HOST:PORT to serve on (port 0: any free)")
+                ->capture_default_str();
+            app.add_option("--state-dir", opts->state_dir,
+                           "Where runs are recorded")
+                ->capture_default_str();
+            app.footer(
+                "Serves one page from the binary. Runs recorded by `steps run` "
+                "in the same\n"
+                "state folder appear as they happen, including a run in "
+                "another terminal.");
+            return [opts] { return RunUi(*opts); };
+          }};
+}
+
+}  // namespace steps::cli

@@ -1,0 +1,134 @@
+// The web UI in a real browser (Debian's chromium, driven by playwright-core)
+// against a live `steps ui` while a pipeline with a slow agent step runs on
+// the mock provider: the countdown is visible and decreases, attempt rows
+// appear, the finished run shows its outcome, and the page fits a phone.
+//
+//   node run_page_test.mjs STEPS_BINARY SCREENSHOT.png
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [steps, screenshot] = process.argv.slice(2);
+const chromiumPath = '/usr/bin/chromium';
+let passed = 0;
+let failed = 0;
+function check(ok, what) {
+  if (ok) { passed++; console.log(`ok    ${what}`); } else { failed++; console.log(`FAIL  ${what}`); }
+}
+
+if (!existsSync(chromiumPath)) {
+  console.log(`FAIL  ${chromiumPath} is missing: scripts/install-deps installs Debian's chromium`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'steps-browser-'));
+const state = join(dir, 'state');
+writeFileSync(join(dir, 'release.yaml'), `agents:
+- name: reviewer
+  source: { model: mock/reviewer }
+  timeout: 2m
+jobs:
+- name: release
+  plan:
+  - task: build
+    run: echo built
+    retry: { max_attempts: 2 }
+    timeout: 30s
+  - agent: reviewer
+    messages: ["Review the release."]
+mock:
+  reviewer:
+  - delay: 6s
+    say: Release looks good.
+`);
+
+const children = [];
+function start(args) {
+  const child = spawn(steps, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return child;
+}
+function cleanup() {
+  for (const c of children) { try { c.kill('SIGTERM'); } catch {} }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+let browser;
+try {
+  // The UI first, on any free port; its first line names the address.
+  const ui = start(['ui', '--listen', '127.0.0.1:0', '--state-dir', state]);
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('steps ui did not start')), 20000);
+    ui.stdout.on('data', d => {
+      out += d;
+      const m = out.match(/http:\/\/[0-9.]+:\d+\//);
+      if (m) { clearTimeout(timer); resolve(m[0]); }
+    });
+  });
+  const run = start(['run', join(dir, 'release.yaml'), '--mock', '--plain', '--state-dir', state]);
+  const runExit = new Promise(resolve => run.on('exit', code => resolve(code)));
+
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1000, height: 640 } });
+  await page.goto(url + '#latest');
+
+  // The running agent step: elapsed time beside a live countdown.
+  const left = page.locator('[data-step$=":2"] > .row .left');
+  await left.waitFor({ state: 'visible', timeout: 30000 });
+  const seconds = t => {
+    const m = t.match(/(?:(\d+)m)?(?:([\d.]+)s)?/);
+    return (Number(m[1] || 0) * 60) + Number(m[2] || 0);
+  };
+  const t1 = await left.textContent();
+  check(/left$/.test(t1), `a countdown is visible beside the running agent step ("${t1}")`);
+  check(seconds(t1) > 100 && seconds(t1) <= 120, 'it counts down the resolved 2m deadline');
+  await page.waitForFunction(
+      ([sel, before]) => { const e = document.querySelector(sel); return e && e.textContent !== before; },
+      ['[data-step$=":2"] > .row .left', t1], { timeout: 5000 });
+  const t2 = await left.textContent();
+  check(seconds(t2) < seconds(t1), `the countdown decreases without a reload ("${t1}" then "${t2}")`);
+  const attempts = await page.locator('.attempt').count();
+  check(attempts >= 2, `attempt rows appear (${attempts})`);
+  await page.screenshot({ path: screenshot, fullPage: true });
+
+  // A phone-sized window: nothing wider than the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `readable in a phone-sized window (overflow ${overflow}px)`);
+  await page.setViewportSize({ width: 1000, height: 640 });
+
+  // The finished run shows its outcome.
+  const code = await runExit;
+  check(code === 0, `the pipeline succeeded (exit ${code})`);
+  await page.waitForFunction(
+      () => [...document.querySelectorAll('.card .badge')].some(b => b.textContent === 'succeeded') &&
+            !document.querySelector('.badge.running'),
+      null, { timeout: 15000 });
+  const badges = await page.locator('.card .badge').allTextContents();
+  check(badges[0] === 'succeeded', `the finished run shows its outcome (${badges[0]})`);
+  check(await page.locator('.left').count() === 0, 'no countdown once nothing runs');
+} catch (e) {
+  check(false, `browser test: ${e.message}`);
+} finally {
+  if (browser) await browser.close();
+}
+// `steps ui` stops on SIGTERM (bounded wait).
+const ui = children[0];
+if (ui && ui.exitCode === null) {
+  const stopped = new Promise(resolve => ui.on('exit', (code, sig) => resolve({ code, sig })));
+  ui.kill('SIGTERM');
+  const r = await Promise.race([stopped, new Promise(r => setTimeout(() => r(null), 10000))]);
+  check(r !== null && r.code === 0, `steps ui stops cleanly on SIGTERM (${JSON.stringify(r)})`);
+}
+cleanup();
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
