@@ -174,6 +174,9 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
       ex_.observer().OnAgentTurn(ref, t);
     };
     agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
+    for (const auto& meter : scope.charge_only) {
+      meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
+    }
     record.agent = ar;
     r = {ar.outcome, ar.error, ar.answer};
   }

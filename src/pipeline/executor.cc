@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/log.h"
 #include "pipeline/executor_internal.h"
 
 namespace steps::pipeline {
@@ -117,7 +118,7 @@ JobRunner::JobRunner(Executor::Impl& ex, const Job& job)
   record_.name = job.name;
   if (job.budget) {
     job_budget_ = std::make_shared<agent::BudgetMeter>(
-        agent::BudgetLimit{job.budget->tokens, job.budget->usd});
+        agent::BudgetLimit{job.budget->tokens, job.budget->usd}, "job");
   }
 }
 
@@ -451,14 +452,14 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
   std::shared_ptr<agent::BudgetMeter> across_budget;
   if (step.budget) {
     across_budget = std::make_shared<agent::BudgetMeter>(
-        agent::BudgetLimit{step.budget->tokens, step.budget->usd});
+        agent::BudgetLimit{step.budget->tokens, step.budget->usd}, "across");
   }
   std::atomic<size_t> not_admitted{0};
   StepResult r = FanOut(
       cells.size(), std::max<size_t>(in_flight, 1), step.fail_fast, scope,
       [&] {
         // A spent across budget degrades: no new cells; running ones finish.
-        if (across_budget && across_budget->Exceeded()) {
+        if (across_budget && across_budget->Spent()) {
           ++not_admitted;
           return false;
         }
@@ -474,6 +475,14 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
         return RunSequence(step.steps, cell,
                            id + ".c" + std::to_string(i + 1) + ".");
       });
+  if (not_admitted > 0) {
+    LogEvent(LogLevel::kWarn, "across.budget_spent",
+             {{"job", job_.name},
+              {"step", step.name},
+              {"admitted", std::to_string(cells.size() - not_admitted)},
+              {"not_admitted", std::to_string(not_admitted.load())},
+              {"budget", across_budget->DescribeSpent()}});
+  }
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -53,6 +54,14 @@ class RecordingObserver : public RunObserver {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
     steps.push_back(r);
+    step_ended_.notify_all();
+  }
+
+  // Blocks until at least `n` steps have ended (the run goes on in another
+  // thread).
+  void WaitForStepEnds(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    step_ended_.wait(lock, [&] { return steps.size() >= n; });
   }
 
   int max_running() const { return max_running_; }
@@ -72,6 +81,7 @@ class RecordingObserver : public RunObserver {
  private:
   Clock& clock_;
   std::mutex mu_;
+  std::condition_variable step_ended_;
   int running_ = 0;
   int max_running_ = 0;
 };
@@ -110,6 +120,8 @@ class PipelineRun {
   }
 
   RecordingObserver& observer() { return observer_; }
+  // The loaded plan; null when the text did not load.
+  const ResolvedPlan* plan() const { return plan_.get(); }
   const std::string& run_dir() const { return run_dir_; }
   const std::string& state_dir() const { return state_dir_; }
 
