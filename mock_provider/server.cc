@@ -101,6 +101,13 @@ Status MockHttpServer::Start(const std::string& host, int port) {
   svr.set_keep_alive_timeout(30);
   svr.set_tcp_nodelay(true);
 
+  // Only SO_REUSEADDR: the library's default SO_REUSEPORT would let a
+  // second server share a port another one listens on, each getting some of
+  // the connections, instead of failing to bind.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   svr.Get("/_requests",
           [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(engine_->RequestsJson(), "application/json");

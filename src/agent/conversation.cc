@@ -164,6 +164,7 @@ class Conversation {
     call.step = inv_.step_name;
     call.prior_requests = result_.provider_requests;
     call.log_give_up = false;  // One conversation_failed line, from here.
+    call.on_log = ctx_.events.on_log;
 
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {

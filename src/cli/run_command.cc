@@ -1,4 +1,4 @@
-// `steps run FILE [--job NAME]... [--mock] [--no-cache]`
+// `steps run FILE [--job NAME]... [--mock] [--no-cache] [--ui [--ui-listen A]]`
 #include <unistd.h>
 
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
+#include "ui/server.h"
 
 namespace steps::cli {
 namespace {
@@ -19,6 +20,8 @@ struct RunOptions {
   bool no_cache = false;
   std::string state_dir = ".steps";
   bool plain = false;
+  bool ui = false;
+  std::string ui_listen = "127.0.0.1:8080";
 };
 
 int RunRun(const RunOptions& opts) {
@@ -38,15 +41,41 @@ int RunRun(const RunOptions& opts) {
     return kExitUsage;
   }
   pipeline::ResolvedPlan plan(r.pipeline);
+  RunSetup setup;
+  // --ui: the web UI of this run, served while it runs.
+  std::unique_ptr<ui::UiServer> server;
+  if (opts.ui) {
+    Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.ui_listen);
+    if (!listen.ok()) {
+      std::cerr << "steps run: --ui-listen: " << listen.status().message()
+                << "\n";
+      return kExitUsage;
+    }
+    server = std::make_unique<ui::UiServer>(opts.state_dir);
+    if (Status s = server->Start(listen->host, listen->port); !s.ok()) {
+      std::cerr << "steps run: --ui: " << s.message()
+                << "; choose another with --ui-listen HOST:PORT\n";
+      return kExitUsage;
+    }
+    setup.run_id = pipeline::NewRunId(RealClock());
+    std::cerr << "steps run: watch this run at http://" << listen->host << ":"
+              << server->port() << "/#" << setup.run_id << std::endl;
+  }
   bool live = !opts.plain && isatty(STDOUT_FILENO);
   TerminalPrinter printer(stdout, live, RealClock());
-  RunSetup setup;
   setup.state_dir = opts.state_dir;
   setup.mock = opts.mock;
   setup.jobs = opts.jobs;
   setup.observer = &printer;
   setup.use_cache = !opts.no_cache;
   RunOutcome outcome = RunPlan(plan, setup);
+  if (server) {
+    // An open page gets to read how the run ended before the UI stops.
+    server->WaitForWatchers(std::chrono::seconds(3));
+    server->Stop();
+    std::cerr << "steps run: the UI stopped with the run; `steps ui` serves "
+                 "it again\n";
+  }
   for (const std::string& p : outcome.mock_problems)
     std::cerr << "mock: " << p << "\n";
   int code = ExitCodeFor(outcome);
@@ -73,6 +102,12 @@ Command RunCommand() {
                        "Where runs keep working folders and records")
             ->capture_default_str();
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        app.add_flag("--ui", opts->ui,
+                     "Serve the web UI of this run while it runs");
+        app.add_option("--ui-listen", opts->ui_listen,
+                       "HOST:PORT for --ui (port 0: any free); implies --ui")
+            ->capture_default_str()
+            ->each([opts](const std::string&) { opts->ui = true; });
         app.footer(
             "Exit codes: 0 all jobs succeeded; 1 a job failed; 2 a job failed "
             "because a\n"

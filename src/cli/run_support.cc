@@ -20,7 +20,8 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   opts.launcher = &launcher;
   opts.state_dir = setup.state_dir;
   opts.file = plan.pipeline().file;
-  opts.run_id = pipeline::NewRunId(RealClock());
+  opts.run_id =
+      setup.run_id.empty() ? pipeline::NewRunId(RealClock()) : setup.run_id;
   // The run store (STATE_DIR/steps.db) records the run beside the printer
   // and holds the step cache. Without it the run still runs, unrecorded.
   pipeline::ObserverList observers;

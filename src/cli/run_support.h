@@ -21,6 +21,8 @@ struct RunSetup {
   // Reuse steps from the step cache (`steps run` without --no-cache). Off,
   // succeeded steps are still remembered for later runs.
   bool use_cache = false;
+  // The run's id; empty: a new one (pipeline::NewRunId).
+  std::string run_id;
 };
 
 struct RunOutcome {

@@ -15,22 +15,13 @@ struct UiOptions {
 };
 
 int RunUi(const UiOptions& opts) {
-  size_t colon = opts.listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos) {
-    try {
-      port = std::stoi(opts.listen.substr(colon + 1));
-    } catch (...) {
-      port = -1;
-    }
-  }
-  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535) {
-    std::cerr
-        << "steps ui: --listen takes HOST:PORT, e.g. 127.0.0.1:8080 (got '"
-        << opts.listen << "')\n";
+  Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.listen);
+  if (!listen.ok()) {
+    std::cerr << "steps ui: --listen: " << listen.status().message() << "\n";
     return kExitUsage;
   }
-  std::string host = opts.listen.substr(0, colon);
+  const std::string& host = listen->host;
+  const int port = listen->port;
   ui::UiServer server(opts.state_dir);
   if (Status s = server.Start(host, port); !s.ok()) {
     std::cerr << "steps ui: " << s.message() << "\n";

@@ -103,6 +103,9 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
     ex_.observer().OnAgentTurn(ref, t);
   };
+  ctx.events.on_log = [&](const std::string& line) {
+    ex_.observer().OnLog(ref, line);
+  };
   agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
   for (const auto& meter : scope.charge_only) {
     meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
@@ -172,6 +175,9 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
     ctx.shared_budgets = scope.budgets;
     ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
       ex_.observer().OnAgentTurn(ref, t);
+    };
+    ctx.events.on_log = [&](const std::string& line) {
+      ex_.observer().OnLog(ref, line);
     };
     agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
     for (const auto& meter : scope.charge_only) {

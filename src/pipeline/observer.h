@@ -43,6 +43,13 @@ class RunObserver {
     (void)stream;
     (void)line;
   }
+  // A log line about a step that is not its output: an agent's request
+  // retries and fallback cascades ("WRN agent.request_retry ..."). The same
+  // line also goes to the process log, so a printer may ignore it.
+  virtual void OnLog(const StepRef& step, std::string_view line) {
+    (void)step;
+    (void)line;
+  }
   virtual void OnAgentTurn(const StepRef& step,
                            const agent::AgentTurnRecord& turn) {
     (void)step;
@@ -79,6 +86,9 @@ class ObserverList : public RunObserver {
   void OnOutput(const StepRef& s, OutputStream stream,
                 std::string_view line) override {
     for (auto* o : observers_) o->OnOutput(s, stream, line);
+  }
+  void OnLog(const StepRef& s, std::string_view line) override {
+    for (auto* o : observers_) o->OnLog(s, line);
   }
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {

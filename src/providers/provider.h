@@ -5,6 +5,7 @@
 #ifndef STEPS_PROVIDERS_PROVIDER_H_
 #define STEPS_PROVIDERS_PROVIDER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -113,6 +114,9 @@ struct CallContext {
   // up. A caller that will fall back to another source may turn it off and
   // log once itself.
   bool log_give_up = true;
+  // Receives each log line the call writes (agent.request_retry, ...), as
+  // formatted for the process log, which gets it too. Optional.
+  std::function<void(const std::string& line)> on_log;
 
   // The time limit of one request made now: min(llm_timeout, time left),
   // or nullopt when neither applies. Zero when the deadline has passed.

@@ -15,11 +15,16 @@ double DefaultJitter() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
+void Log(const CallContext& context, LogLevel level, std::string_view event,
+         std::vector<LogField> fields) {
+  if (context.on_log) context.on_log(FormatLogEvent(level, event, fields));
+  LogEvent(level, event, fields);
+}
+
 ChatResult GiveUp(ProviderError error, int sent, const CallContext& context) {
   error.requests = sent;
   if (context.log_give_up && error.kind != ProviderErrorKind::kCancelled) {
-    LogEvent(
-        LogLevel::kWarn, "agent.conversation_failed",
+    Log(context, LogLevel::kWarn, "agent.conversation_failed",
         {{"agent", context.agent},
          {"provider_requests", std::to_string(context.prior_requests + sent)},
          {"error", error.message}});
@@ -86,12 +91,12 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
       return GiveUp(std::move(error), sent, context);
     }
 
-    LogEvent(LogLevel::kWarn, "agent.request_retry",
-             {{"agent", context.agent},
-              {"model", request.model},
-              {"attempt", std::to_string(attempt)},
-              {"attempts", std::to_string(attempts)},
-              {"status", error.StatusLabel()}});
+    Log(context, LogLevel::kWarn, "agent.request_retry",
+        {{"agent", context.agent},
+         {"model", request.model},
+         {"attempt", std::to_string(attempt)},
+         {"attempts", std::to_string(attempts)},
+         {"status", error.StatusLabel()}});
     if (!context.clock->SleepFor(wait, context.cancel)) {
       ProviderError cancelled = MakeProviderError(
           ProviderErrorKind::kCancelled, "cancelled while waiting to retry");

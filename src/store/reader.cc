@@ -137,11 +137,29 @@ Status LoadTurns(Db& db, const std::string& run_id,
   }
 }
 
+Status LoadLineCounts(Db& db, const std::string& run_id,
+                      std::map<std::string, int64_t>& out) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT step_id, MAX(seq) FROM output_lines WHERE run_id = ?1"
+      " GROUP BY step_id");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    out[s.Text(0)] = s.Int(1);
+  }
+}
+
 Status LoadSteps(Db& db, StoredRun& run) {
   std::map<std::string, std::vector<StoredAttempt>> attempts;
   std::map<std::string, std::vector<StoredTurn>> turns;
+  std::map<std::string, int64_t> lines;
   if (Status s = LoadAttempts(db, run, attempts); !s.ok()) return s;
   if (Status s = LoadTurns(db, run.id, turns); !s.ok()) return s;
+  if (Status s = LoadLineCounts(db, run.id, lines); !s.ok()) return s;
   Result<StatementUse> st = db.Prepared(
       "SELECT s.step_id, s.job, s.name, s.kind, s.hook, s.fixer, s.line,"
       " s.status, s.error, s.output, s.started_ms, s.duration_ms,"
@@ -192,6 +210,7 @@ Status LoadSteps(Db& db, StoredRun& run) {
     step.cached_from_step = s.Text(24);
     step.attempts = std::move(attempts[step.id]);
     step.turns = std::move(turns[step.id]);
+    step.log_lines = lines[step.id];
     StoredJob*& job = jobs[step.job];
     if (!job) {  // A job whose row was never written: keep its steps.
       run.jobs.push_back(StoredJob{});
@@ -233,6 +252,48 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
   });
   if (!s.ok()) return s;
   return runs;
+}
+
+Result<StoredLog> LoadStepLog(Store& store, const std::string& run_id,
+                              const std::string& step_id, int64_t after_seq,
+                              int limit) {
+  StoredLog log;
+  Status s = store.Read([&](Db& db) -> Status {
+    Result<std::string> resolved = ResolveRunId(db, run_id);
+    if (!resolved.ok()) return resolved.status();
+    log.run_id = *resolved;
+    log.step_id = step_id;
+    Result<StatementUse> exists = db.Prepared(
+        "SELECT (SELECT COUNT(*) FROM steps WHERE run_id = ?1 AND"
+        " step_id = ?2), (SELECT MAX(seq) FROM output_lines WHERE"
+        " run_id = ?1 AND step_id = ?2)");
+    if (!exists.ok()) return exists.status();
+    (*exists)->Bind(1, log.run_id);
+    (*exists)->Bind(2, step_id);
+    Result<bool> row = (*exists)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row || (*exists)->Int(0) == 0) {
+      return NotFound("no step '" + step_id + "' in run '" + log.run_id + "'");
+    }
+    log.last_seq = (*exists)->OptionalInt(1).value_or(0);
+    Result<StatementUse> st = db.Prepared(
+        "SELECT seq, stream, line FROM output_lines WHERE run_id = ?1 AND"
+        " step_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4");
+    if (!st.ok()) return st.status();
+    Statement& q = **st;
+    q.Bind(1, log.run_id);
+    q.Bind(2, step_id);
+    q.Bind(3, after_seq);
+    q.Bind(4, int64_t{limit > 0 ? limit : -1});
+    while (true) {
+      Result<bool> more = q.Step();
+      if (!more.ok()) return more.status();
+      if (!*more) return Status::Ok();
+      log.lines.push_back({q.Int(0), q.Text(1), q.Text(2)});
+    }
+  });
+  if (!s.ok()) return s;
+  return log;
 }
 
 Result<StoredRun> LoadRun(Store& store, const std::string& id) {

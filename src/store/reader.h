@@ -80,6 +80,9 @@ struct StoredStep {
   std::string cached_from_run;
   std::string cached_from_step;
   std::optional<StoredAgent> agent;
+  // Output and log lines stored so far (see LoadStepLog); at most
+  // RunRecorder::kMaxOutputLines.
+  int64_t log_lines = 0;
   std::vector<StoredTurn> turns;
   std::vector<StoredAttempt> attempts;
 };
@@ -116,6 +119,28 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit = 0);
 // a unique prefix of one, or empty for the newest run. NotFound when there
 // is no such run (or none at all).
 Result<StoredRun> LoadRun(Store& store, const std::string& id);
+
+// One line a step wrote: its stdout or stderr, or a log line about it
+// ("log": an agent's request retries, its fallback cascades).
+struct StoredLine {
+  int64_t seq = 0;     // 1, 2, ... in the order written.
+  std::string stream;  // "stdout", "stderr" or "log".
+  std::string text;
+};
+
+struct StoredLog {
+  std::string run_id;  // Resolved from the prefix asked for.
+  std::string step_id;
+  std::vector<StoredLine> lines;  // seq > after, in order, at most `limit`.
+  int64_t last_seq = 0;           // The highest seq stored so far.
+};
+
+// The lines of step `step_id` of run `run_id` (a run id, a unique prefix,
+// or empty for the newest run) after line `after_seq`, at most `limit` of
+// them (0: all). NotFound when there is no such run or step.
+Result<StoredLog> LoadStepLog(Store& store, const std::string& run_id,
+                              const std::string& step_id, int64_t after_seq,
+                              int limit);
 
 // Whether the process that wrote a "running" row is still that run: same
 // host and a live process with the same pid and start time. Another host's

@@ -235,6 +235,15 @@ void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
 
 void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,
                            std::string_view line) {
+  AddLine(step, OutputStreamName(stream), line);
+}
+
+void RunRecorder::OnLog(const pipeline::StepRef& step, std::string_view line) {
+  AddLine(step, "log", line);
+}
+
+void RunRecorder::AddLine(const pipeline::StepRef& step,
+                          std::string_view stream, std::string_view line) {
   const std::string id = StoredId(step, false);
   int seq;
   {
@@ -251,8 +260,7 @@ void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,
     s.Bind(1, run_id_);
     s.Bind(2, id);
     s.Bind(3, int64_t{seq});
-    s.Bind(4, std::string_view(stream == OutputStream::kStdout ? "stdout"
-                                                               : "stderr"));
+    s.Bind(4, stream);
     s.Bind(5, line);
     return s.Run();
   }));

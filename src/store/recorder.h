@@ -35,6 +35,8 @@ class RunRecorder : public pipeline::RunObserver {
                       std::optional<SteadyTime> deadline) override;
   void OnOutput(const pipeline::StepRef& step, OutputStream stream,
                 std::string_view line) override;
+  // Stored with the output lines, as stream "log".
+  void OnLog(const pipeline::StepRef& step, std::string_view line) override;
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
   void OnAttemptEnd(const pipeline::StepRef& step,
@@ -51,6 +53,8 @@ class RunRecorder : public pipeline::RunObserver {
   // of the same id (a fixer runs once per failed attempt).
   std::string StoredId(const pipeline::StepRef& step, bool starting);
   std::optional<int64_t> WallMs(std::optional<SteadyTime> t) const;
+  void AddLine(const pipeline::StepRef& step, std::string_view stream,
+               std::string_view line);
   void Check(const Status& s);
 
   Store& store_;

@@ -42,6 +42,8 @@ const std::string& PageHtml() {
   pre { white-space: pre-wrap; word-break: break-word; background: var(--bg); padding: 6px;
         border-radius: 4px; font-size: 12px; max-height: 240px; overflow: auto; margin: 4px 0; }
   .error { color: var(--fail); }
+  pre.log { max-height: 320px; }
+  .stderr { color: var(--fail); } .logline { color: var(--muted); }
   a.run { color: var(--text); text-decoration: none; display: block; }
   @media (max-width: 600px) { main { padding: 6px; } .card { padding: 8px; } }
 </style>
@@ -53,7 +55,12 @@ const std::string& PageHtml() {
 "use strict";
 let offset = 0;          // server clock minus ours, from now_ms
 let current = null;      // the run shown, or null for the list
+let runId = null;        // its id, once loaded ("latest" resolved)
 let timer = null;
+const logs = new Map();   // run|step -> {lines: [], last: 0, busy: false}
+const opened = new Set(); // details the reader opened (by data-key)
+const closed = new Set(); // and those they closed
+const kShownLines = 1000; // a log shows its last lines; log.txt has them all
 
 const esc = s => String(s ?? "").replace(/[&<>"']/g,
   c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -111,7 +118,7 @@ function stepHtml(s) {
   if (s.error) h += `<div class="error">${esc(s.error)}</div>`;
   for (const a of s.attempts) {
     h += `<div class="attempt">(attempt ${a.number}/${a.of}) ${badge(a.status)} ` +
-         `${a.status === "running" ? clock(a) : dur(a.duration_ms)}  hash: ${esc(a.hash)}` +
+         `${a.status === "running" ? clock(a) : dur(a.duration_ms)}${a.hash ? "  hash: " + esc(a.hash) : ""}` +
          `${a.clipped_to_ms != null ? "  clipped to " + a.clipped_to_ms + "ms" : ""}` +
          `${a.exhausted_by ? "  exhausted by " + esc(a.exhausted_by) : ""}` +
          `${a.fixed ? "  (after fix)" : ""}${a.error ? "  " + esc(a.error) : ""}` +
@@ -121,9 +128,80 @@ function stepHtml(s) {
     h += `<div class="turn">turn ${t.turn}${t.provider_requests > 1 ? " (" + t.provider_requests + " requests)" : ""}: ` +
          esc(t.tool_calls.length ? t.tool_calls.join("  ") : t.text) + `</div>`;
   }
-  if (s.output) h += `<details><summary class="muted">output</summary><pre>${esc(s.output)}</pre></details>`;
+  if (s.log_lines > 0 || s.status === "running") {
+    const key = "log:" + s.id;
+    // A running step's log is open unless the reader closed it.
+    const open = opened.has(key) || (s.status === "running" && !closed.has(key));
+    h += `<details class="log" data-key="${esc(key)}" data-step="${esc(s.id)}" ` +
+         `data-lines="${s.log_lines}"${open ? " open" : ""}><summary class="muted">log · ` +
+         `${s.log_lines} line${s.log_lines === 1 ? "" : "s"}</summary>` +
+         `<pre class="log">${logHtml(s.id)}</pre></details>`;
+  }
+  if (s.output) {
+    const key = "out:" + s.id;
+    h += `<details data-key="${esc(key)}"${opened.has(key) ? " open" : ""}>` +
+         `<summary class="muted">output</summary><pre>${esc(s.output)}</pre></details>`;
+  }
   return h + `</div>`;
 }
+
+// The lines of a step's log known so far, the last kShownLines of them.
+function logHtml(step) {
+  const log = logs.get(runId + "|" + step);
+  if (!log || !log.lines.length) return "";
+  const skip = Math.max(0, log.lines.length - kShownLines);
+  let h = skip ? `<span class="muted">… ${skip} earlier lines: <a target="_blank" href="api/runs/` +
+                 `${encodeURIComponent(runId)}/log.txt?step=${encodeURIComponent(step)}">the whole log</a>` +
+                 `</span>\n` : "";
+  for (let i = skip; i < log.lines.length; i++) {
+    const l = log.lines[i];
+    const cls = l.stream === "stderr" ? "stderr" : l.stream === "log" ? "logline" : "";
+    h += (cls ? `<span class="${cls}">${esc(l.text)}</span>` : esc(l.text)) + "\n";
+  }
+  return h;
+}
+
+// Fetches the lines of an open log that the page has not seen yet.
+async function fillLog(details) {
+  const step = details.dataset.step, key = runId + "|" + step;
+  let log = logs.get(key);
+  if (!log) logs.set(key, log = {lines: [], last: 0, busy: false});
+  if (log.busy || log.last >= Number(details.dataset.lines)) return;
+  log.busy = true;
+  try {
+    const run = runId;
+    const j = await getJson(`api/runs/${encodeURIComponent(run)}/log?step=` +
+                            `${encodeURIComponent(step)}&after=${log.last}`);
+    if (run !== runId) return;
+    for (const l of j.lines) log.lines.push(l);
+    if (j.lines.length) log.last = j.lines[j.lines.length - 1].seq;
+    if (j.last_seq > Number(details.dataset.lines)) details.dataset.lines = j.last_seq;
+  } catch (e) {
+    return;  // The next refresh tries again.
+  } finally {
+    log.busy = false;
+  }
+  showLog(step);
+  if (log.last < Number(details.dataset.lines)) fillLog(details);
+}
+
+// Redraws a log in place, following its end when the reader was there.
+function showLog(step) {
+  const d = document.querySelector(`details.log[data-step="${CSS.escape(step)}"]`);
+  if (!d) return;
+  const pre = d.querySelector("pre");
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  pre.innerHTML = logHtml(step);
+  if (atEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+document.addEventListener("toggle", e => {
+  const key = e.target.dataset && e.target.dataset.key;
+  if (!key) return;
+  if (e.target.open) { opened.add(key); closed.delete(key); }
+  else { opened.delete(key); closed.add(key); }
+  if (e.target.open && e.target.classList.contains("log")) fillLog(e.target);
+}, true);
 
 function runHtml(r) {
   let h = `<div class="card"><div class="row">${badge(r.status)}<strong>run ${esc(r.id)}</strong>` +
@@ -147,7 +225,18 @@ async function refresh() {
     if (current) {
       const j = await getJson("api/runs/" + encodeURIComponent(current));
       document.getElementById("where").textContent = "run " + j.run.id;
+      if (j.run.id !== runId) { runId = j.run.id; logs.clear(); }
+      // Where each log was scrolled, to keep it across the redraw.
+      const scrolled = new Map();
+      main.querySelectorAll("details.log pre").forEach(p => scrolled.set(
+        p.parentElement.dataset.step, p.scrollTop + p.clientHeight >= p.scrollHeight - 4
+          ? Infinity : p.scrollTop));
       main.innerHTML = runHtml(j.run);
+      main.querySelectorAll("details.log").forEach(d => {
+        const pre = d.querySelector("pre"), at = scrolled.get(d.dataset.step);
+        pre.scrollTop = at === undefined || at === Infinity ? pre.scrollHeight : at;
+        if (d.open) fillLog(d);
+      });
       if (j.run.status === "running") timer = setTimeout(refresh, 1000);
       else timer = setTimeout(refresh, 5000);
     } else {
@@ -165,7 +254,11 @@ async function refresh() {
     timer = setTimeout(refresh, 2000);
   }
 }
-function route() { current = location.hash.slice(1) || null; refresh(); }
+function route() {
+  current = location.hash.slice(1) || null;
+  logs.clear(); opened.clear(); closed.clear();
+  refresh();
+}
 window.addEventListener("hashchange", route);
 route();
 </script>

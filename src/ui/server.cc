@@ -1,9 +1,12 @@
 #include "ui/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "store/reader.h"
@@ -69,6 +72,7 @@ nlohmann::json StepJson(const store::StoredStep& s) {
                       {"duration_ms", Opt(s.duration_ms)},
                       {"deadline_ms", Opt(s.deadline_ms)},
                       {"hash", s.identity.substr(0, 8)},
+                      {"log_lines", s.log_lines},
                       {"attempts", attempts},
                       {"turns", turns}};
   if (s.agent) {
@@ -109,7 +113,18 @@ class UiServer::Impl {
     return store_.get();
   }
 
+  // When a request for a run last arrived (steady clock), for
+  // WaitForWatchers.
+  void NoteRunRequest() {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    last_run_request_ = std::chrono::steady_clock::now();
+    watch_cv_.notify_all();
+  }
+
   std::string state_dir_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::optional<std::chrono::steady_clock::time_point> last_run_request_;
   std::mutex mu_;
   std::unique_ptr<store::Store> store_;
   httplib::Server server_;
@@ -120,6 +135,18 @@ class UiServer::Impl {
 UiServer::UiServer(std::string state_dir)
     : impl_(std::make_unique<Impl>(std::move(state_dir))) {
   httplib::Server& s = impl_->server_;
+  // Only SO_REUSEADDR: the library's default SO_REUSEPORT would let a
+  // second server share a port another one listens on, each getting some of
+  // the connections, instead of failing to bind.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  s.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response&) {
+        if (req.path.rfind("/api/runs/", 0) == 0) impl_->NoteRunRequest();
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(PageHtml(), "text/html; charset=utf-8");
   });
@@ -127,6 +154,51 @@ UiServer::UiServer(std::string state_dir)
     res.set_header("Cache-Control", "no-store");
     res.set_content(RunsJson().dump(), "application/json");
   });
+  // A step's lines: ?step=ID[&after=SEQ]. As JSON, at most kLogPage lines
+  // after `after`; log.txt: all of them as text.
+  s.Get(R"(/api/runs/([A-Za-z0-9_.-]+)/log(\.txt)?)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          res.set_header("Cache-Control", "no-store");
+          const bool text = req.matches[2].length() > 0;
+          int64_t after = 0;
+          if (req.has_param("after")) {
+            try {
+              after = std::stoll(req.get_param_value("after"));
+            } catch (...) {
+              after = -1;
+            }
+          }
+          if (!req.has_param("step") || after < 0) {
+            res.status = 400;
+            res.set_content(
+                nlohmann::json{{"error",
+                                "log takes ?step=STEP_ID and an optional "
+                                "&after=N (a line number, 0 or more)"}}
+                    .dump(),
+                "application/json");
+            return;
+          }
+          Result<nlohmann::json> j =
+              LogJson(req.matches[1], req.get_param_value("step"), after,
+                      text ? 0 : kLogPage);
+          if (!j.ok()) {
+            res.status = j.status().code() == StatusCode::kNotFound ? 404 : 500;
+            res.set_content(
+                nlohmann::json{{"error", j.status().message()}}.dump(),
+                "application/json");
+            return;
+          }
+          if (!text) {
+            res.set_content(j->dump(), "application/json");
+            return;
+          }
+          std::string body;
+          for (const auto& line : (*j)["lines"]) {
+            body += line["text"].get<std::string>();
+            body += '\n';
+          }
+          res.set_content(body, "text/plain; charset=utf-8");
+        });
   s.Get(R"(/api/runs/([A-Za-z0-9_.-]+))", [this](const httplib::Request& req,
                                                  httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
@@ -177,6 +249,25 @@ Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
   return nlohmann::json{{"now_ms", NowMs()}, {"run", j}};
 }
 
+Result<nlohmann::json> UiServer::LogJson(const std::string& run_id,
+                                         const std::string& step_id,
+                                         int64_t after_seq, int limit) {
+  store::Store* st = impl_->Open();
+  if (!st) return NotFound("no runs recorded yet");
+  auto log = store::LoadStepLog(*st, run_id == "latest" ? "" : run_id, step_id,
+                                after_seq, limit);
+  if (!log.ok()) return log.status();
+  nlohmann::json lines = nlohmann::json::array();
+  for (const auto& l : log->lines) {
+    lines.push_back({{"seq", l.seq}, {"stream", l.stream}, {"text", l.text}});
+  }
+  return nlohmann::json{{"now_ms", NowMs()},
+                        {"run", log->run_id},
+                        {"step", log->step_id},
+                        {"last_seq", log->last_seq},
+                        {"lines", lines}};
+}
+
 Status UiServer::Start(const std::string& host, int port) {
   httplib::Server& s = impl_->server_;
   int bound = port == 0 ? s.bind_to_any_port(host)
@@ -191,6 +282,41 @@ Status UiServer::Start(const std::string& host, int port) {
 }
 
 int UiServer::port() const { return impl_->port_; }
+
+bool UiServer::WaitForWatchers(std::chrono::milliseconds max_wait) {
+  using Steady = std::chrono::steady_clock;
+  // A page polls a running run every second: one that read within this
+  // window is still open.
+  constexpr std::chrono::seconds kWatching(5);
+  const Steady::time_point since = Steady::now();
+  std::unique_lock<std::mutex> lock(impl_->watch_mu_);
+  if (!impl_->last_run_request_ ||
+      *impl_->last_run_request_ < since - kWatching) {
+    return false;
+  }
+  return impl_->watch_cv_.wait_until(lock, since + max_wait, [&] {
+    return *impl_->last_run_request_ > since;
+  });
+}
+
+Result<ListenAddress> ParseListenAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon + 1 < text.size() &&
+      text.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+      text.size() - colon - 1 <= 5) {
+    port = std::stoi(text.substr(colon + 1));
+  }
+  std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || port < 0 || port > 65535) {
+    return InvalidArgument("expected HOST:PORT, e.g. 127.0.0.1:8080 (got '" +
+                           text + "')");
+  }
+  return ListenAddress{host, port};
+}
 
 void UiServer::Stop() {
   impl_->server_.stop();

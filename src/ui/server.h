@@ -5,6 +5,7 @@
 #ifndef STEPS_UI_SERVER_H_
 #define STEPS_UI_SERVER_H_
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +17,11 @@ namespace steps::ui {
 // GET /                  the page
 // GET /api/runs          {"now_ms", "runs": [...]}, newest first
 // GET /api/runs/ID       {"now_ms", "run": {...}}; ID "latest" or a prefix
+// GET /api/runs/ID/log?step=STEP&after=N
+//                        {"now_ms", "run", "step", "last_seq", "lines":
+//                        [{"seq", "stream", "text"}]}: the step's lines
+//                        after line N, at most kLogPage of them
+// GET /api/runs/ID/log.txt?step=STEP   all of them, as text
 // Thread-safe; requests are served on the server's own threads.
 class UiServer {
  public:
@@ -30,9 +36,23 @@ class UiServer {
   // Stops serving; Start may not be called again.
   void Stop();
 
+  // For `steps run --ui`, once the run is over: if a page read the API in
+  // the last few seconds (someone is watching), waits until a request for
+  // a run arrives after this call, so the page shows how the run ended, or
+  // until `max_wait` passes. Returns at once when nobody is watching.
+  // Returns whether a page caught up.
+  bool WaitForWatchers(std::chrono::milliseconds max_wait);
+
   // The JSON the API serves, for tests and `steps show --json` parity.
   nlohmann::json RunsJson();
   Result<nlohmann::json> RunJson(const std::string& id);
+  // `limit` 0: every line.
+  Result<nlohmann::json> LogJson(const std::string& run_id,
+                                 const std::string& step_id, int64_t after_seq,
+                                 int limit);
+
+  // Lines per log request of the page.
+  static constexpr int kLogPage = 2000;
 
  private:
   class Impl;
@@ -41,6 +61,15 @@ class UiServer {
 
 // The page (HTML, CSS and JS in one document).
 const std::string& PageHtml();
+
+struct ListenAddress {
+  std::string host;
+  int port = 0;  // 0: any free port.
+};
+
+// "HOST:PORT" (e.g. "127.0.0.1:8080", "[::1]:0"); InvalidArgument with a
+// message naming the expected form otherwise.
+Result<ListenAddress> ParseListenAddress(const std::string& text);
 
 }  // namespace steps::ui
 

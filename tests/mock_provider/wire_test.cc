@@ -226,5 +226,12 @@ TEST_F(WireTest, EveryRequestIsListedOverHttp) {
   EXPECT_TRUE(list[0]["expect_failures"].empty());
 }
 
+TEST_F(WireTest, ASecondServerOnATakenPortIsRefused) {
+  // Two servers never share a port (each would get some of the requests).
+  MockHttpServer second(engine_);
+  Status s = second.Start("127.0.0.1", server_->port());
+  EXPECT_FALSE(s.ok());
+}
+
 }  // namespace
 }  // namespace steps

@@ -407,5 +407,33 @@ TEST(AgentStepsTest, FixerWithDefaultAttemptsGivesUpOnA500) {
   EXPECT_EQ(run.StepsNamed("check")[0].outcome, Outcome::kFailed);
 }
 
+TEST(AgentStepsTest, AnAgentStepsRetriesAndGivingUpAreLoggedAgainstIt) {
+  MockedRun run(R"(agents:
+- name: writer
+  source: { model: mock/writer }
+  attempts: 2
+jobs:
+- name: j
+  plan:
+  - { agent: writer, messages: [go] }
+mock:
+  writer:
+  - status: 503
+  - status: 500
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  std::vector<std::string> logs = run.observer().logs["writer"];
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_EQ(logs[0],
+            "WRN agent.request_retry agent=writer model=writer attempt=1 "
+            "attempts=2 status=503");
+  EXPECT_EQ(logs[1].rfind("WRN agent.conversation_failed agent=writer "
+                          "provider_requests=2 error=",
+                          0),
+            0u)
+      << logs[1];
+}
+
 }  // namespace
 }  // namespace steps::pipeline

@@ -50,6 +50,10 @@ class RecordingObserver : public RunObserver {
     std::lock_guard<std::mutex> lock(mu_);
     output[s.name] += std::string(line) + "\n";
   }
+  void OnLog(const StepRef& s, std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    logs[s.name].push_back(std::string(line));
+  }
   void OnStepEnd(const StepRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
@@ -76,6 +80,7 @@ class RecordingObserver : public RunObserver {
   std::vector<AttemptStart> attempt_starts;
   std::map<std::string, std::vector<SteadyTime>> attempt_ends;
   std::map<std::string, std::string> output;
+  std::map<std::string, std::vector<std::string>> logs;
   std::vector<StepRecord> steps;
 
  private:

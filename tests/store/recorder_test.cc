@@ -305,5 +305,75 @@ TEST_F(RecorderTest, RunsAreFoundByIdOrUniquePrefix) {
   EXPECT_EQ(ListRuns(*store_, 1)->size(), 1u);
 }
 
+TEST_F(RecorderTest, StepLogsKeepOutputAndLogLinesInOrderAndPage) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef task = Ref("1", "compile");
+  pipeline::StepRef review = Ref("2", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(task, std::nullopt);
+  recorder_->OnStepStart(review, std::nullopt);
+  recorder_->OnOutput(task, OutputStream::kStdout, "compiling a.cc");
+  recorder_->OnLog(review, "WRN agent.request_retry agent=review status=500");
+  recorder_->OnOutput(task, OutputStream::kStderr, "warning: unused x");
+  recorder_->OnOutput(task, OutputStream::kStdout, "done");
+
+  // The run lists how many lines each step has, while it still runs.
+  Result<StoredRun> run = LoadRun(*store_, "");
+  ASSERT_TRUE(run.ok());
+  ASSERT_EQ(run->jobs.size(), 1u);
+  ASSERT_EQ(run->jobs[0].steps.size(), 2u);
+  for (const StoredStep& s : run->jobs[0].steps) {
+    EXPECT_EQ(s.log_lines, s.name == "compile" ? 3 : 1) << s.name;
+  }
+
+  Result<StoredLog> all = LoadStepLog(*store_, "", "build:1", 0, 0);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->run_id, run_.id);
+  EXPECT_EQ(all->last_seq, 3);
+  ASSERT_EQ(all->lines.size(), 3u);
+  EXPECT_EQ(all->lines[0].seq, 1);
+  EXPECT_EQ(all->lines[0].stream, "stdout");
+  EXPECT_EQ(all->lines[0].text, "compiling a.cc");
+  EXPECT_EQ(all->lines[1].stream, "stderr");
+  EXPECT_EQ(all->lines[2].text, "done");
+
+  // Paging: after a line, at most `limit` lines.
+  Result<StoredLog> page = LoadStepLog(*store_, "2026", "build:1", 1, 1);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->lines.size(), 1u);
+  EXPECT_EQ(page->lines[0].seq, 2);
+  EXPECT_EQ(page->last_seq, 3);
+  EXPECT_TRUE(LoadStepLog(*store_, "", "build:1", 3, 0)->lines.empty());
+
+  Result<StoredLog> agent = LoadStepLog(*store_, "", "build:2", 0, 0);
+  ASSERT_TRUE(agent.ok());
+  ASSERT_EQ(agent->lines.size(), 1u);
+  EXPECT_EQ(agent->lines[0].stream, "log");
+
+  // A step the run never had, and a run that is not there.
+  Result<StoredLog> none = LoadStepLog(*store_, "", "build:9", 0, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(none.status().message(),
+            "no step 'build:9' in run '" + run_.id + "'");
+  EXPECT_EQ(LoadStepLog(*store_, "nope", "build:1", 0, 0).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(RecorderTest, OutputPastTheCapIsNotStored) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef task = Ref("1", "chatty");
+  recorder_->OnStepStart(task, std::nullopt);
+  for (int i = 0; i <= RunRecorder::kMaxOutputLines; ++i) {
+    recorder_->OnOutput(task, OutputStream::kStdout, std::to_string(i));
+  }
+  Result<StoredLog> log = LoadStepLog(*store_, "", "build:1", 0, 0);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->last_seq, RunRecorder::kMaxOutputLines);
+  EXPECT_EQ(log->lines.size(),
+            static_cast<size_t>(RunRecorder::kMaxOutputLines));
+}
+
 }  // namespace
 }  // namespace steps::store

@@ -5,13 +5,18 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "ui/server.h"
@@ -44,6 +49,21 @@ nlohmann::json Get(httplib::Client& client, const std::string& path) {
   auto res = client.Get(path.c_str());
   if (!res || res->status != 200) return nullptr;
   return nlohmann::json::parse(res->body, nullptr, false);
+}
+
+// Percent-encodes everything but letters and digits, for a query value.
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c)) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
 }
 
 const nlohmann::json* FindStep(const nlohmann::json& run,
@@ -142,7 +162,219 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   EXPECT_EQ((*finished)["agent"]["turns"], 1);
   EXPECT_EQ(Get(client, "/api/runs")["runs"].size(), 1u);
 
+  // A step's lines, from the log API.
+  const nlohmann::json* prepare = FindStep(done["run"], "prepare");
+  ASSERT_NE(prepare, nullptr);
+  EXPECT_EQ((*prepare)["log_lines"], 1);
+  const std::string step_id = (*prepare)["id"];
+  const std::string log_path = "/api/runs/" +
+                               done["run"]["id"].get<std::string>() +
+                               "/log?step=" + Escape(step_id);
+  nlohmann::json log = Get(client, log_path);
+  ASSERT_TRUE(log.is_object()) << log_path;
+  EXPECT_EQ(log["last_seq"], 1);
+  ASSERT_EQ(log["lines"].size(), 1u);
+  EXPECT_EQ(log["lines"][0]["text"], "ready");
+  EXPECT_EQ(log["lines"][0]["stream"], "stdout");
+  EXPECT_EQ(log["lines"][0]["seq"], 1);
+  EXPECT_EQ(Get(client, log_path + "&after=1")["lines"].size(), 0u);
+  auto text = client.Get("/api/runs/latest/log.txt?step=" + Escape(step_id));
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->status, 200);
+  EXPECT_EQ(text->body, "ready\n");
+  // Bad requests say what is wrong.
+  auto no_step = client.Get("/api/runs/latest/log");
+  ASSERT_TRUE(no_step);
+  EXPECT_EQ(no_step->status, 400);
+  EXPECT_NE(no_step->body.find("?step=STEP_ID"), std::string::npos);
+  EXPECT_EQ(client.Get(log_path + "&after=-3")->status, 400);
+  EXPECT_EQ(client.Get(log_path + "&after=x")->status, 400);
+  auto unknown = client.Get("/api/runs/latest/log?step=nope");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("no step 'nope'"), std::string::npos);
+
   server.Stop();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// `steps run ARGS...` with stderr on a pipe; stdout goes to /dev/null.
+struct Child {
+  pid_t pid = 0;
+  int stderr_fd = -1;
+};
+
+Child SpawnSteps(std::vector<std::string> args) {
+  args.insert(args.begin(), std::string(STEPS_BINARY_DIR) + "/src/cli/steps");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  Child c;
+  if (posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), environ) != 0)
+    c.pid = 0;
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  c.stderr_fd = fds[0];
+  return c;
+}
+
+// Reads `fd` until a line contains `marker` (bounded); returns that line.
+std::string ReadLineWith(int fd, const std::string& marker,
+                         std::chrono::seconds limit) {
+  std::string seen;
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    seen.append(buf, static_cast<size_t>(n));
+    size_t at = seen.find(marker);
+    if (at != std::string::npos) {
+      size_t end = seen.find('\n', at);
+      if (end != std::string::npos) {
+        size_t start = seen.rfind('\n', at);
+        start = start == std::string::npos ? 0 : start + 1;
+        return seen.substr(start, end - start);
+      }
+    }
+  }
+  return "";
+}
+
+TEST(RunWithUiTest, ServesTheRunWhileItRunsThenStops) {
+  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  // The task holds the run open until the test creates `go` (at most 60s).
+  std::ofstream(dir + "/held.yaml") << "jobs:\n- name: held\n  plan:\n"
+                                       "  - task: wait\n    run: |\n"
+                                       "      echo waiting\n"
+                                       "      for i in $(seq 1 1200); do\n"
+                                       "        [ -f '"
+                                    << dir
+                                    << "/go' ] && break; sleep 0.05\n"
+                                       "      done\n"
+                                       "      echo released\n";
+  Child child = SpawnSteps({"run", dir + "/held.yaml", "--plain", "--state-dir",
+                            dir + "/state", "--ui-listen", "127.0.0.1:0"});
+  ASSERT_GT(child.pid, 0);
+  std::string line = ReadLineWith(child.stderr_fd, "watch this run at",
+                                  std::chrono::seconds(30));
+  ASSERT_FALSE(line.empty()) << "steps run --ui never named its address";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
+      << line;
+  const int port = std::stoi(m[1]);
+  const std::string run_id = m[2];
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5, 0);
+
+  // Running: the run, its step, and the step's first line, live.
+  nlohmann::json live;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    live = Get(client, "/api/runs/" + run_id);
+    const nlohmann::json* wait = live.is_object() && live.contains("run")
+                                     ? FindStep(live["run"], "wait")
+                                     : nullptr;
+    if (wait && (*wait)["log_lines"] == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(live.is_object() && live.contains("run")) << live.dump();
+  EXPECT_EQ(live["run"]["id"], run_id);
+  EXPECT_EQ(live["run"]["status"], "running");
+  EXPECT_EQ((*FindStep(live["run"], "wait"))["status"], "running");
+
+  // Released: a page that keeps polling sees how the run ended before the
+  // UI stops (the run lingers up to 3s for it).
+  std::ofstream(dir + "/go") << "go\n";
+  std::string final_status;
+  until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    nlohmann::json j = Get(client, "/api/runs/" + run_id);
+    if (j.is_null()) break;  // The UI stopped.
+    final_status = j["run"]["status"];
+    if (final_status != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(final_status, "succeeded");
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string rest =
+      ReadLineWith(child.stderr_fd, "the UI stopped", std::chrono::seconds(5));
+  EXPECT_FALSE(rest.empty());
+  close(child.stderr_fd);
+  EXPECT_FALSE(client.Get("/api/runs")) << "the UI stops with the run";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST(RunWithUiTest, NobodyWatchingMeansNoWaitAtTheEnd) {
+  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/quick.yaml")
+      << "jobs:\n- name: quick\n  plan:\n  - task: hi\n    run: echo hi\n";
+  auto start = std::chrono::steady_clock::now();
+  Child child =
+      SpawnSteps({"run", dir + "/quick.yaml", "--plain", "--state-dir",
+                  dir + "/state", "--ui", "--ui-listen", "127.0.0.1:0"});
+  ASSERT_GT(child.pid, 0);
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Tolerance: the run itself takes milliseconds; waiting for a page would
+  // take 3s.
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+  close(child.stderr_fd);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
+  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/p.yaml") << "jobs:\n- name: j\n  plan:\n"
+                                    "  - task: t\n    run: touch '"
+                                 << dir << "/ran'\n";
+  // A port another program listens on.
+  int taken = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(taken, 4), 0);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  for (const std::string& listen :
+       {std::string("nonsense"), std::string("127.0.0.1:99999"),
+        "127.0.0.1:" + std::to_string(port)}) {
+    Child child = SpawnSteps({"run", dir + "/p.yaml", "--plain", "--state-dir",
+                              dir + "/state", "--ui-listen", listen});
+    ASSERT_GT(child.pid, 0);
+    std::string line = ReadLineWith(child.stderr_fd, "steps run: --ui",
+                                    std::chrono::seconds(20));
+    int status = 0;
+    waitpid(child.pid, &status, 0);
+    close(child.stderr_fd);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 64) << listen;
+    EXPECT_FALSE(line.empty()) << listen;
+    EXPECT_FALSE(fs::exists(dir + "/ran")) << "the run did not start";
+  }
+  close(taken);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

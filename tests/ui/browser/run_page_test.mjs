@@ -37,10 +37,15 @@ jobs:
     run: echo built
     retry: { max_attempts: 2 }
     timeout: 30s
-  - agent: reviewer
-    messages: ["Review the release."]
+  - in_parallel:
+    - agent: reviewer
+      messages: ["Review the release."]
+      attempts: 2
+    - task: progress
+      run: for i in 1 2 3 4 5 6; do echo "progress $i"; sleep 1; done
 mock:
   reviewer:
+  - status: 500
   - delay: 6s
     say: Release looks good.
 `);
@@ -82,7 +87,8 @@ try {
   await page.goto(url + '#latest');
 
   // The running agent step: elapsed time beside a live countdown.
-  const left = page.locator('[data-step$=":2"] > .row .left');
+  const reviewer = page.locator('.step', { hasText: 'agent: reviewer' });
+  const left = reviewer.locator('> .row .left');
   await left.waitFor({ state: 'visible', timeout: 30000 });
   const seconds = t => {
     const m = t.match(/(?:(\d+)m)?(?:([\d.]+)s)?/);
@@ -92,12 +98,26 @@ try {
   check(/left$/.test(t1), `a countdown is visible beside the running agent step ("${t1}")`);
   check(seconds(t1) > 100 && seconds(t1) <= 120, 'it counts down the resolved 2m deadline');
   await page.waitForFunction(
-      ([sel, before]) => { const e = document.querySelector(sel); return e && e.textContent !== before; },
-      ['[data-step$=":2"] > .row .left', t1], { timeout: 5000 });
+      before => {
+        const step = [...document.querySelectorAll('.step')]
+            .find(s => s.textContent.includes('agent: reviewer'));
+        const e = step && step.querySelector(':scope > .row .left');
+        return e && e.textContent !== before;
+      }, t1, { timeout: 5000 });
   const t2 = await left.textContent();
   check(seconds(t2) < seconds(t1), `the countdown decreases without a reload ("${t1}" then "${t2}")`);
   const attempts = await page.locator('.attempt').count();
   check(attempts >= 2, `attempt rows appear (${attempts})`);
+
+  // A running task's log is open and grows as it writes, without a reload.
+  const progressLog = page.locator('.step', { hasText: 'task: progress' }).locator('details.log');
+  await progressLog.locator('pre', { hasText: 'progress 1' }).waitFor({ timeout: 10000 });
+  check(await progressLog.evaluate(d => d.open), "the running task's log is open");
+  const early = await progressLog.locator('pre').textContent();
+  await progressLog.locator('pre', { hasText: 'progress 3' }).waitFor({ timeout: 10000 });
+  const later = await progressLog.locator('pre').textContent();
+  check(!early.includes('progress 3') && later.includes('progress 1') && later.includes('progress 3'),
+        `its lines stream in as they are written (${JSON.stringify(early)} then ${JSON.stringify(later)})`);
   await page.screenshot({ path: screenshot, fullPage: true });
 
   // A phone-sized window: nothing wider than the screen.
@@ -116,6 +136,16 @@ try {
   const badges = await page.locator('.card .badge').allTextContents();
   check(badges[0] === 'succeeded', `the finished run shows its outcome (${badges[0]})`);
   check(await page.locator('.left').count() === 0, 'no countdown once nothing runs');
+  // The agent's own log holds the retried request; a closed log opens on a click.
+  const agentLog = reviewer.locator('details.log');
+  if (!(await agentLog.evaluate(d => d.open))) await agentLog.locator('summary').click();
+  await agentLog.locator('pre', { hasText: 'agent.request_retry' }).waitFor({ timeout: 10000 });
+  const agentText = await agentLog.locator('pre').textContent();
+  check(/WRN agent\.request_retry agent=reviewer .*status=500/.test(agentText),
+        `the agent step's log shows its retried request (${JSON.stringify(agentText)})`);
+  const progressText = await progressLog.locator('pre').textContent();
+  check(progressText.trim().split('\n').length === 6 && progressText.includes('progress 6'),
+        `the finished task's log holds each line once (${JSON.stringify(progressText)})`);
 } catch (e) {
   check(false, `browser test: ${e.message}`);
 } finally {
