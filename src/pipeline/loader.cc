@@ -126,6 +126,22 @@ void ReadCap(MapReader& r, const std::string& key, Written<int64_t>& out,
       "0 (no cap) or a positive integer; negative values are refused", d);
 }
 
+// Appends `item` to `list` unless an earlier one has its name, which is an
+// error naming both lines ("duplicate job 'build' (first at line 3)").
+template <typename T>
+void AddUnlessNamedTwice(std::vector<T>& list, T item, const char* what,
+                         Diagnostics& d) {
+  for (const T& other : list) {
+    if (!item.name.empty() && other.name == item.name) {
+      d.Error(item.line, std::string("duplicate ") + what + " '" + item.name +
+                             "' (first at line " + std::to_string(other.line) +
+                             ")");
+      return;
+    }
+  }
+  list.push_back(std::move(item));
+}
+
 void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsMap()) {
     d.Error(
@@ -186,14 +202,7 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
     }
   }
   r.Finish();
-  for (const AgentEntry& other : p.agents) {
-    if (!a.name.empty() && other.name == a.name) {
-      d.Error(a.line, "duplicate agent '" + a.name + "' (first at line " +
-                          std::to_string(other.line) + ")");
-      return;
-    }
-  }
-  p.agents.push_back(std::move(a));
+  AddUnlessNamedTwice(p.agents, std::move(a), "agent", d);
 }
 
 void ReadResourceType(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
@@ -228,15 +237,7 @@ void ReadResourceType(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
     c.Finish();
   }
   r.Finish();
-  for (const ResourceType& other : p.resource_types) {
-    if (!t.name.empty() && other.name == t.name) {
-      d.Error(t.line, "duplicate resource type '" + t.name +
-                          "' (first at line " + std::to_string(other.line) +
-                          ")");
-      return;
-    }
-  }
-  p.resource_types.push_back(std::move(t));
+  AddUnlessNamedTwice(p.resource_types, std::move(t), "resource type", d);
 }
 
 void ReadResource(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
@@ -266,15 +267,7 @@ void ReadResource(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
     }
   }
   r.Finish();
-  for (const Resource& other : p.resources) {
-    if (!res.name.empty() && other.name == res.name) {
-      d.Error(res.line, "duplicate resource '" + res.name +
-                            "' (first at line " + std::to_string(other.line) +
-                            ")");
-      return;
-    }
-  }
-  p.resources.push_back(std::move(res));
+  AddUnlessNamedTwice(p.resources, std::move(res), "resource", d);
 }
 
 void ReadJobTimeout(MapReader& r, Job& job, Diagnostics& d) {
@@ -368,14 +361,7 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   internal::ReadHooks(r, job.hooks, StepContext{d});
   ReadJobAssert(r.Take("assert"), job, d);
   r.Finish();
-  for (const Job& other : p.jobs) {
-    if (!job.name.empty() && other.name == job.name) {
-      d.Error(job.line, "duplicate job '" + job.name + "' (first at line " +
-                            std::to_string(other.line) + ")");
-      return;
-    }
-  }
-  p.jobs.push_back(std::move(job));
+  AddUnlessNamedTwice(p.jobs, std::move(job), "job", d);
 }
 
 void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -77,80 +78,72 @@ Result<std::string> ResolveRunId(Db& db, const std::string& id) {
   return found[0];
 }
 
+// Runs `sql` with `run_id` bound to ?1, calling `row` on each result row.
+Status ForRunRows(Db& db, const std::string& sql, const std::string& run_id,
+                  const std::function<void(const Statement&)>& row) {
+  Result<StatementUse> st = db.Prepared(sql);
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, run_id);
+  return (*st)->EachRow(row);
+}
+
 Status LoadAttempts(Db& db, const StoredRun& run,
                     std::map<std::string, std::vector<StoredAttempt>>& out) {
-  Result<StatementUse> st = db.Prepared(
+  return ForRunRows(
+      db,
       "SELECT step_id, number, of, status, started_ms, duration_ms,"
       " deadline_ms, identity, exit_code, timed_out, clipped_to_ms,"
       " exhausted_by, error, output, fixed, taken_by FROM attempts"
-      " WHERE run_id = ?1 ORDER BY step_id, number");
-  if (!st.ok()) return st.status();
-  Statement& s = **st;
-  s.Bind(1, run.id);
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    StoredAttempt a;
-    a.number = static_cast<int>(s.Int(1));
-    a.of = static_cast<int>(s.Int(2));
-    a.status = Settle(s.Text(3), run);
-    a.started_ms = s.Int(4);
-    a.duration_ms = s.OptionalInt(5);
-    a.deadline_ms = s.OptionalInt(6);
-    a.identity = s.Text(7);
-    a.exit_code = s.OptionalInt(8);
-    a.timed_out = s.Int(9) != 0;
-    a.clipped_to_ms = s.OptionalInt(10);
-    a.exhausted_by = s.Text(11);
-    a.error = s.Text(12);
-    a.output = s.Text(13);
-    a.fixed = s.Int(14) != 0;
-    a.taken_by = s.Text(15);
-    out[s.Text(0)].push_back(std::move(a));
-  }
+      " WHERE run_id = ?1 ORDER BY step_id, number",
+      run.id, [&](const Statement& s) {
+        StoredAttempt a;
+        a.number = static_cast<int>(s.Int(1));
+        a.of = static_cast<int>(s.Int(2));
+        a.status = Settle(s.Text(3), run);
+        a.started_ms = s.Int(4);
+        a.duration_ms = s.OptionalInt(5);
+        a.deadline_ms = s.OptionalInt(6);
+        a.identity = s.Text(7);
+        a.exit_code = s.OptionalInt(8);
+        a.timed_out = s.Int(9) != 0;
+        a.clipped_to_ms = s.OptionalInt(10);
+        a.exhausted_by = s.Text(11);
+        a.error = s.Text(12);
+        a.output = s.Text(13);
+        a.fixed = s.Int(14) != 0;
+        a.taken_by = s.Text(15);
+        out[s.Text(0)].push_back(std::move(a));
+      });
 }
 
 Status LoadTurns(Db& db, const std::string& run_id,
                  std::map<std::string, std::vector<StoredTurn>>& out) {
-  Result<StatementUse> st = db.Prepared(
+  return ForRunRows(
+      db,
       "SELECT step_id, turn, provider_requests, source, prompt_tokens,"
       " completion_tokens, usd, tool_calls, text FROM agent_turns"
-      " WHERE run_id = ?1 ORDER BY step_id, turn");
-  if (!st.ok()) return st.status();
-  Statement& s = **st;
-  s.Bind(1, run_id);
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    StoredTurn t;
-    t.turn = static_cast<int>(s.Int(1));
-    t.provider_requests = static_cast<int>(s.Int(2));
-    t.source = s.Text(3);
-    t.prompt_tokens = s.Int(4);
-    t.completion_tokens = s.Int(5);
-    t.usd = s.Real(6);
-    t.tool_calls = JsonStrings(s.Text(7));
-    t.text = s.Text(8);
-    out[s.Text(0)].push_back(std::move(t));
-  }
+      " WHERE run_id = ?1 ORDER BY step_id, turn",
+      run_id, [&](const Statement& s) {
+        StoredTurn t;
+        t.turn = static_cast<int>(s.Int(1));
+        t.provider_requests = static_cast<int>(s.Int(2));
+        t.source = s.Text(3);
+        t.prompt_tokens = s.Int(4);
+        t.completion_tokens = s.Int(5);
+        t.usd = s.Real(6);
+        t.tool_calls = JsonStrings(s.Text(7));
+        t.text = s.Text(8);
+        out[s.Text(0)].push_back(std::move(t));
+      });
 }
 
 Status LoadLineCounts(Db& db, const std::string& run_id,
                       std::map<std::string, int64_t>& out) {
-  Result<StatementUse> st = db.Prepared(
+  return ForRunRows(
+      db,
       "SELECT step_id, MAX(seq) FROM output_lines WHERE run_id = ?1"
-      " GROUP BY step_id");
-  if (!st.ok()) return st.status();
-  Statement& s = **st;
-  s.Bind(1, run_id);
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    out[s.Text(0)] = s.Int(1);
-  }
+      " GROUP BY step_id",
+      run_id, [&](const Statement& s) { out[s.Text(0)] = s.Int(1); });
 }
 
 Status LoadSteps(Db& db, StoredRun& run) {
@@ -160,7 +153,10 @@ Status LoadSteps(Db& db, StoredRun& run) {
   if (Status s = LoadAttempts(db, run, attempts); !s.ok()) return s;
   if (Status s = LoadTurns(db, run.id, turns); !s.ok()) return s;
   if (Status s = LoadLineCounts(db, run.id, lines); !s.ok()) return s;
-  Result<StatementUse> st = db.Prepared(
+  std::map<std::string, StoredJob*> jobs;
+  for (StoredJob& j : run.jobs) jobs[j.name] = &j;
+  return ForRunRows(
+      db,
       "SELECT s.step_id, s.job, s.name, s.kind, s.hook, s.fixer, s.line,"
       " s.status, s.error, s.output, s.started_ms, s.duration_ms,"
       " s.deadline_ms, s.identity, s.cached, s.agent_turns,"
@@ -168,59 +164,51 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken, c.run_id,"
       " c.step_id FROM steps s LEFT JOIN cache c ON s.cached = 1 AND"
       " c.key = s.identity AND c.run_id != s.run_id WHERE s.run_id = ?1"
-      " ORDER BY s.end_seq IS NULL, s.end_seq, s.start_seq");
-  if (!st.ok()) return st.status();
-  Statement& s = **st;
-  s.Bind(1, run.id);
-  std::map<std::string, StoredJob*> jobs;
-  for (StoredJob& j : run.jobs) jobs[j.name] = &j;
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    StoredStep step;
-    step.id = s.Text(0);
-    step.job = s.Text(1);
-    step.name = s.Text(2);
-    step.kind = s.Text(3);
-    step.hook = s.Text(4);
-    step.fixer = s.Int(5) != 0;
-    step.line = static_cast<int>(s.Int(6));
-    step.status = Settle(s.Text(7), run);
-    step.error = s.Text(8);
-    step.output = s.Text(9);
-    step.started_ms = s.Int(10);
-    step.duration_ms = s.OptionalInt(11);
-    step.deadline_ms = s.OptionalInt(12);
-    step.identity = s.Text(13);
-    step.cached = s.Int(14) != 0;
-    if (!s.IsNull(15)) {
-      StoredAgent a;
-      a.turns = static_cast<int>(s.Int(15));
-      a.provider_requests = static_cast<int>(s.Int(16));
-      a.prompt_tokens = s.Int(17);
-      a.completion_tokens = s.Int(18);
-      a.usd = s.Real(19);
-      a.nudge_sent = s.Int(20) != 0;
-      a.deadline_disclosed = s.Int(21) != 0;
-      a.fallbacks_taken = JsonStrings(s.Text(22));
-      step.agent = a;
-    }
-    step.cached_from_run = s.Text(23);
-    step.cached_from_step = s.Text(24);
-    step.attempts = std::move(attempts[step.id]);
-    step.turns = std::move(turns[step.id]);
-    step.log_lines = lines[step.id];
-    StoredJob*& job = jobs[step.job];
-    if (!job) {  // A job whose row was never written: keep its steps.
-      run.jobs.push_back(StoredJob{});
-      run.jobs.back().name = step.job;
-      run.jobs.back().status = Settle("running", run);
-      for (StoredJob& j : run.jobs) jobs[j.name] = &j;
-      job = &run.jobs.back();
-    }
-    job->steps.push_back(std::move(step));
-  }
+      " ORDER BY s.end_seq IS NULL, s.end_seq, s.start_seq",
+      run.id, [&](const Statement& s) {
+        StoredStep step;
+        step.id = s.Text(0);
+        step.job = s.Text(1);
+        step.name = s.Text(2);
+        step.kind = s.Text(3);
+        step.hook = s.Text(4);
+        step.fixer = s.Int(5) != 0;
+        step.line = static_cast<int>(s.Int(6));
+        step.status = Settle(s.Text(7), run);
+        step.error = s.Text(8);
+        step.output = s.Text(9);
+        step.started_ms = s.Int(10);
+        step.duration_ms = s.OptionalInt(11);
+        step.deadline_ms = s.OptionalInt(12);
+        step.identity = s.Text(13);
+        step.cached = s.Int(14) != 0;
+        if (!s.IsNull(15)) {
+          StoredAgent a;
+          a.turns = static_cast<int>(s.Int(15));
+          a.provider_requests = static_cast<int>(s.Int(16));
+          a.prompt_tokens = s.Int(17);
+          a.completion_tokens = s.Int(18);
+          a.usd = s.Real(19);
+          a.nudge_sent = s.Int(20) != 0;
+          a.deadline_disclosed = s.Int(21) != 0;
+          a.fallbacks_taken = JsonStrings(s.Text(22));
+          step.agent = a;
+        }
+        step.cached_from_run = s.Text(23);
+        step.cached_from_step = s.Text(24);
+        step.attempts = std::move(attempts[step.id]);
+        step.turns = std::move(turns[step.id]);
+        step.log_lines = lines[step.id];
+        StoredJob*& job = jobs[step.job];
+        if (!job) {  // A job whose row was never written: keep its steps.
+          run.jobs.push_back(StoredJob{});
+          run.jobs.back().name = step.job;
+          run.jobs.back().status = Settle("running", run);
+          for (StoredJob& j : run.jobs) jobs[j.name] = &j;
+          job = &run.jobs.back();
+        }
+        job->steps.push_back(std::move(step));
+      });
 }
 
 }  // namespace
@@ -243,12 +231,8 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
                     " ORDER BY started_ms DESC, id DESC LIMIT ?1");
     if (!st.ok()) return st.status();
     (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
-    while (true) {
-      Result<bool> row = (*st)->Step();
-      if (!row.ok()) return row.status();
-      if (!*row) return Status::Ok();
-      runs.push_back(ReadRunRow(**st));
-    }
+    return (*st)->EachRow(
+        [&](const Statement& row) { runs.push_back(ReadRunRow(row)); });
   });
   if (!s.ok()) return s;
   return runs;
@@ -285,12 +269,9 @@ Result<StoredLog> LoadStepLog(Store& store, const std::string& run_id,
     q.Bind(2, step_id);
     q.Bind(3, after_seq);
     q.Bind(4, int64_t{limit > 0 ? limit : -1});
-    while (true) {
-      Result<bool> more = q.Step();
-      if (!more.ok()) return more.status();
-      if (!*more) return Status::Ok();
-      log.lines.push_back({q.Int(0), q.Text(1), q.Text(2)});
-    }
+    return q.EachRow([&](const Statement& row) {
+      log.lines.push_back({row.Int(0), row.Text(1), row.Text(2)});
+    });
   });
   if (!s.ok()) return s;
   return log;
@@ -313,28 +294,24 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
       if (!*row) return NotFound("no run '" + *resolved + "'");
       run = ReadRunRow(**st);
 
-      Result<StatementUse> jobs = db.Prepared(
+      Status jobs = ForRunRows(
+          db,
           "SELECT name, status, error, caused_by_error, execution,"
           " started_ms, duration_ms, deadline_ms FROM jobs WHERE run_id = ?1"
-          " ORDER BY started_ms, rowid");
-      if (!jobs.ok()) return jobs.status();
-      Statement& j = **jobs;
-      j.Bind(1, run.id);
-      while (true) {
-        Result<bool> more = j.Step();
-        if (!more.ok()) return more.status();
-        if (!*more) break;
-        StoredJob job;
-        job.name = j.Text(0);
-        job.status = Settle(j.Text(1), run);
-        job.error = j.Text(2);
-        job.caused_by_error = j.Int(3) != 0;
-        job.execution = JsonStrings(j.Text(4));
-        job.started_ms = j.Int(5);
-        job.duration_ms = j.OptionalInt(6);
-        job.deadline_ms = j.OptionalInt(7);
-        run.jobs.push_back(std::move(job));
-      }
+          " ORDER BY started_ms, rowid",
+          run.id, [&](const Statement& j) {
+            StoredJob job;
+            job.name = j.Text(0);
+            job.status = Settle(j.Text(1), run);
+            job.error = j.Text(2);
+            job.caused_by_error = j.Int(3) != 0;
+            job.execution = JsonStrings(j.Text(4));
+            job.started_ms = j.Int(5);
+            job.duration_ms = j.OptionalInt(6);
+            job.deadline_ms = j.OptionalInt(7);
+            run.jobs.push_back(std::move(job));
+          });
+      if (!jobs.ok()) return jobs;
       return LoadSteps(db, run);
     }();
     db.Exec("COMMIT");

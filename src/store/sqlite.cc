@@ -76,6 +76,15 @@ Status Statement::Run() {
   }
 }
 
+Status Statement::EachRow(const std::function<void(const Statement&)>& row) {
+  while (true) {
+    Result<bool> more = Step();
+    if (!more.ok()) return more.status();
+    if (!*more) return Status::Ok();
+    row(*this);
+  }
+}
+
 bool Statement::IsNull(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
 }

@@ -4,6 +4,7 @@
 #define STEPS_STORE_SQLITE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,8 @@ class Statement {
   Result<bool> Step();
   // Runs to completion (for statements that return no rows).
   Status Run();
+  // Steps through every row, calling `row` with this statement on each.
+  Status EachRow(const std::function<void(const Statement&)>& row);
 
   bool IsNull(int column) const;
   int64_t Int(int column) const;

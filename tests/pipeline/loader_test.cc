@@ -235,7 +235,35 @@ jobs:
 - name: j
   plan: [{ task: t, run: "true" }]
 )",
-             kError, 4, "duplicate job 'j'");
+             kError, 4, "duplicate job 'j' (first at line 2)");
+  ExpectDiag(R"(resource_types:
+- name: t
+  config: { in: "true" }
+- name: t
+  config: { out: "true" }
+resources:
+- name: r
+  type: t
+- name: r
+  type: t
+jobs:
+- name: j
+  plan: [{ task: t, run: "true" }]
+)",
+             kError, 4, "duplicate resource type 't' (first at line 2)");
+  ExpectDiag(R"(resource_types:
+- name: t
+  config: { in: "true" }
+resources:
+- name: r
+  type: t
+- name: r
+  type: t
+jobs:
+- name: j
+  plan: [{ task: t, run: "true" }]
+)",
+             kError, 7, "duplicate resource 'r' (first at line 5)");
   ExpectDiag(R"(jobs:
 - name: j
   name: k
