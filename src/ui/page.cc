@@ -56,6 +56,7 @@ const std::string& PageHtml() {
 let offset = 0;          // server clock minus ours, from now_ms
 let current = null;      // the run shown, or null for the list
 let runId = null;        // its id, once loaded ("latest" resolved)
+let shown = null;        // the run as last drawn (JSON text)
 let timer = null;
 const logs = new Map();   // run|step -> {lines: [], last: 0, busy: false}
 const opened = new Set(); // details the reader opened (by data-key)
@@ -226,6 +227,14 @@ async function refresh() {
       const j = await getJson("api/runs/" + encodeURIComponent(current));
       document.getElementById("where").textContent = "run " + j.run.id;
       if (j.run.id !== runId) { runId = j.run.id; logs.clear(); }
+      // Nothing new: keep the page as it is (a selection, a scrolled log);
+      // the clocks tick on their own.
+      const text = JSON.stringify(j.run);
+      if (text === shown) {
+        timer = setTimeout(refresh, j.run.status === "running" ? 1000 : 5000);
+        return;
+      }
+      shown = text;
       // Where each log was scrolled, to keep it across the redraw.
       const scrolled = new Map();
       main.querySelectorAll("details.log pre").forEach(p => scrolled.set(
@@ -250,13 +259,14 @@ async function refresh() {
       timer = setTimeout(refresh, 2000);
     }
   } catch (e) {
+    shown = null;
     main.innerHTML = `<p class="error">${esc(e.message)}</p>`;
     timer = setTimeout(refresh, 2000);
   }
 }
 function route() {
   current = location.hash.slice(1) || null;
-  logs.clear(); opened.clear(); closed.clear();
+  logs.clear(); opened.clear(); closed.clear(); shown = null;
   refresh();
 }
 window.addEventListener("hashchange", route);
