@@ -70,8 +70,9 @@ int RunRun(const RunOptions& opts) {
   setup.use_cache = !opts.no_cache;
   RunOutcome outcome = RunPlan(plan, setup);
   if (server) {
-    // An open page gets to read how the run ended before the UI stops.
-    server->WaitForWatchers(std::chrono::seconds(3));
+    // An open page gets to read how the run ended before the UI stops
+    // (not after Ctrl-C or SIGTERM: those stop at once).
+    if (outcome.signal == 0) server->WaitForWatchers(std::chrono::seconds(3));
     server->Stop();
     std::cerr << "steps run: the UI stopped with the run; `steps ui` serves "
                  "it again\n";

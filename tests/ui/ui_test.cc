@@ -320,6 +320,47 @@ TEST(RunWithUiTest, ServesTheRunWhileItRunsThenStops) {
   fs::remove_all(dir, ec);
 }
 
+TEST(RunWithUiTest, CtrlCStopsAtOnceEvenWithAPageOpen) {
+  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/held.yaml")
+      << "jobs:\n- name: held\n  plan:\n  - task: wait\n    run: sleep 60\n";
+  Child child = SpawnSteps({"run", dir + "/held.yaml", "--plain", "--state-dir",
+                            dir + "/state", "--ui-listen", "127.0.0.1:0"});
+  ASSERT_GT(child.pid, 0);
+  std::string line = ReadLineWith(child.stderr_fd, "watch this run at",
+                                  std::chrono::seconds(30));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
+      << line;
+  httplib::Client client("127.0.0.1", std::stoi(m[1]));
+  client.set_read_timeout(5, 0);
+  // A watching page: it has read the run, and the step is running.
+  bool running = false;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!running && std::chrono::steady_clock::now() < until) {
+    nlohmann::json j = Get(client, "/api/runs/" + m[2].str());
+    const nlohmann::json* wait =
+        j.is_object() ? FindStep(j["run"], "wait") : nullptr;
+    running = wait && (*wait)["status"] == "running";
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(running);
+  auto sent = std::chrono::steady_clock::now();
+  kill(child.pid, SIGINT);
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130);
+  // Tolerance: the abort takes well under a second; waiting for the page
+  // would add 3s.
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+  close(child.stderr_fd);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 TEST(RunWithUiTest, NobodyWatchingMeansNoWaitAtTheEnd) {
   char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
   std::string dir = mkdtemp(tmpl);
