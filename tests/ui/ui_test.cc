@@ -16,6 +16,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <thread>
 
@@ -251,144 +253,143 @@ std::string ReadLineWith(int fd, const std::string& marker,
   return "";
 }
 
-TEST(RunWithUiTest, ServesTheRunWhileItRunsThenStops) {
-  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+// `steps run --ui` in a temporary folder: the pipeline file, the child's
+// stderr, and the address it names.
+class RunWithUiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    if (child_.stderr_fd >= 0) close(child_.stderr_fd);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Starts `steps run` on `pipeline` with `ui_args`.
+  void Start(const std::string& pipeline, std::vector<std::string> ui_args) {
+    std::ofstream(dir_ + "/p.yaml") << pipeline;
+    std::vector<std::string> args = {"run", dir_ + "/p.yaml", "--plain",
+                                     "--state-dir", dir_ + "/state"};
+    args.insert(args.end(), ui_args.begin(), ui_args.end());
+    child_ = SpawnSteps(args);
+    ASSERT_GT(child_.pid, 0);
+  }
+  // Reads the address the run names, and connects a client to it.
+  void Connect() {
+    std::string line = ReadLineWith(child_.stderr_fd, "watch this run at",
+                                    std::chrono::seconds(30));
+    ASSERT_FALSE(line.empty()) << "steps run --ui never named its address";
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(
+        line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
+        << line;
+    run_id_ = m[2];
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", std::stoi(m[1]));
+    client_->set_read_timeout(5, 0);
+  }
+  // Polls the run (bounded) until `done` holds for it; returns the last
+  // answer (null once the UI stopped). A 404 (not recorded yet) is polled
+  // again.
+  nlohmann::json PollRunUntil(
+      const std::function<bool(const nlohmann::json& run)>& done) {
+    nlohmann::json j;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < until) {
+      auto res = client_->Get("/api/runs/" + run_id_);
+      if (!res) return nullptr;
+      j = res->status == 200 ? nlohmann::json::parse(res->body, nullptr, false)
+                             : nlohmann::json();
+      if (j.is_object() && j.contains("run") && done(j["run"])) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return j;
+  }
+  // Waits for the child; returns its exit code (-1: killed by a signal).
+  int Wait() {
+    int status = 0;
+    waitpid(child_.pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string dir_;
+  Child child_;
+  std::string run_id_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(RunWithUiTest, ServesTheRunWhileItRunsThenStops) {
   // The task holds the run open until the test creates `go` (at most 60s).
-  std::ofstream(dir + "/held.yaml") << "jobs:\n- name: held\n  plan:\n"
-                                       "  - task: wait\n    run: |\n"
-                                       "      echo waiting\n"
-                                       "      for i in $(seq 1 1200); do\n"
-                                       "        [ -f '"
-                                    << dir
-                                    << "/go' ] && break; sleep 0.05\n"
-                                       "      done\n"
-                                       "      echo released\n";
-  Child child = SpawnSteps({"run", dir + "/held.yaml", "--plain", "--state-dir",
-                            dir + "/state", "--ui-listen", "127.0.0.1:0"});
-  ASSERT_GT(child.pid, 0);
-  std::string line = ReadLineWith(child.stderr_fd, "watch this run at",
-                                  std::chrono::seconds(30));
-  ASSERT_FALSE(line.empty()) << "steps run --ui never named its address";
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
-      << line;
-  const int port = std::stoi(m[1]);
-  const std::string run_id = m[2];
-  httplib::Client client("127.0.0.1", port);
-  client.set_read_timeout(5, 0);
+  Start(
+      "jobs:\n- name: held\n  plan:\n  - task: wait\n    run: |\n"
+      "      echo waiting\n"
+      "      for i in $(seq 1 1200); do\n"
+      "        [ -f '" +
+          dir_ +
+          "/go' ] && break; sleep 0.05\n"
+          "      done\n"
+          "      echo released\n",
+      {"--ui-listen", "127.0.0.1:0"});
+  Connect();
+  ASSERT_TRUE(client_);
 
   // Running: the run, its step, and the step's first line, live.
-  nlohmann::json live;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until) {
-    live = Get(client, "/api/runs/" + run_id);
-    const nlohmann::json* wait = live.is_object() && live.contains("run")
-                                     ? FindStep(live["run"], "wait")
-                                     : nullptr;
-    if (wait && (*wait)["log_lines"] == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  nlohmann::json live = PollRunUntil([](const nlohmann::json& run) {
+    const nlohmann::json* wait = FindStep(run, "wait");
+    return wait && (*wait)["log_lines"] == 1;
+  });
   ASSERT_TRUE(live.is_object() && live.contains("run")) << live.dump();
-  EXPECT_EQ(live["run"]["id"], run_id);
+  EXPECT_EQ(live["run"]["id"], run_id_);
   EXPECT_EQ(live["run"]["status"], "running");
   EXPECT_EQ((*FindStep(live["run"], "wait"))["status"], "running");
 
   // Released: a page that keeps polling sees how the run ended before the
   // UI stops (the run lingers up to 3s for it).
-  std::ofstream(dir + "/go") << "go\n";
-  std::string final_status;
-  until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until) {
-    nlohmann::json j = Get(client, "/api/runs/" + run_id);
-    if (j.is_null()) break;  // The UI stopped.
-    final_status = j["run"]["status"];
-    if (final_status != "running") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(final_status, "succeeded");
-  int status = 0;
-  waitpid(child.pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  std::string rest =
-      ReadLineWith(child.stderr_fd, "the UI stopped", std::chrono::seconds(5));
-  EXPECT_FALSE(rest.empty());
-  close(child.stderr_fd);
-  EXPECT_FALSE(client.Get("/api/runs")) << "the UI stops with the run";
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  std::ofstream(dir_ + "/go") << "go\n";
+  nlohmann::json done = PollRunUntil(
+      [](const nlohmann::json& run) { return run["status"] != "running"; });
+  ASSERT_FALSE(done.is_null()) << "the UI stopped before the page caught up";
+  EXPECT_EQ(done["run"]["status"], "succeeded");
+  EXPECT_EQ(Wait(), 0);
+  EXPECT_FALSE(
+      ReadLineWith(child_.stderr_fd, "the UI stopped", std::chrono::seconds(5))
+          .empty());
+  EXPECT_FALSE(client_->Get("/api/runs")) << "the UI stops with the run";
 }
 
-TEST(RunWithUiTest, CtrlCStopsAtOnceEvenWithAPageOpen) {
-  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  std::ofstream(dir + "/held.yaml")
-      << "jobs:\n- name: held\n  plan:\n  - task: wait\n    run: sleep 60\n";
-  Child child = SpawnSteps({"run", dir + "/held.yaml", "--plain", "--state-dir",
-                            dir + "/state", "--ui-listen", "127.0.0.1:0"});
-  ASSERT_GT(child.pid, 0);
-  std::string line = ReadLineWith(child.stderr_fd, "watch this run at",
-                                  std::chrono::seconds(30));
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
-      << line;
-  httplib::Client client("127.0.0.1", std::stoi(m[1]));
-  client.set_read_timeout(5, 0);
+TEST_F(RunWithUiTest, CtrlCStopsAtOnceEvenWithAPageOpen) {
+  Start("jobs:\n- name: held\n  plan:\n  - task: wait\n    run: sleep 60\n",
+        {"--ui-listen", "127.0.0.1:0"});
+  Connect();
+  ASSERT_TRUE(client_);
   // A watching page: it has read the run, and the step is running.
-  bool running = false;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!running && std::chrono::steady_clock::now() < until) {
-    nlohmann::json j = Get(client, "/api/runs/" + m[2].str());
-    const nlohmann::json* wait =
-        j.is_object() ? FindStep(j["run"], "wait") : nullptr;
-    running = wait && (*wait)["status"] == "running";
-    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(running);
+  nlohmann::json live = PollRunUntil([](const nlohmann::json& run) {
+    const nlohmann::json* wait = FindStep(run, "wait");
+    return wait && (*wait)["status"] == "running";
+  });
+  ASSERT_FALSE(live.is_null());
   auto sent = std::chrono::steady_clock::now();
-  kill(child.pid, SIGINT);
-  int status = 0;
-  waitpid(child.pid, &status, 0);
-  auto took = std::chrono::steady_clock::now() - sent;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130);
+  kill(child_.pid, SIGINT);
+  EXPECT_EQ(Wait(), 130);
   // Tolerance: the abort takes well under a second; waiting for the page
   // would add 3s.
-  EXPECT_LT(took, std::chrono::milliseconds(2500));
-  close(child.stderr_fd);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent,
+            std::chrono::milliseconds(2500));
 }
 
-TEST(RunWithUiTest, NobodyWatchingMeansNoWaitAtTheEnd) {
-  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  std::ofstream(dir + "/quick.yaml")
-      << "jobs:\n- name: quick\n  plan:\n  - task: hi\n    run: echo hi\n";
+TEST_F(RunWithUiTest, NobodyWatchingMeansNoWaitAtTheEnd) {
   auto start = std::chrono::steady_clock::now();
-  Child child =
-      SpawnSteps({"run", dir + "/quick.yaml", "--plain", "--state-dir",
-                  dir + "/state", "--ui", "--ui-listen", "127.0.0.1:0"});
-  ASSERT_GT(child.pid, 0);
-  int status = 0;
-  waitpid(child.pid, &status, 0);
-  auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  Start("jobs:\n- name: quick\n  plan:\n  - task: hi\n    run: echo hi\n",
+        {"--ui", "--ui-listen", "127.0.0.1:0"});
+  EXPECT_EQ(Wait(), 0);
   // Tolerance: the run itself takes milliseconds; waiting for a page would
   // take 3s.
-  EXPECT_LT(took, std::chrono::milliseconds(2500));
-  close(child.stderr_fd);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(2500));
 }
 
-TEST(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
-  char tmpl[] = "/tmp/steps-run-ui-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  std::ofstream(dir + "/p.yaml") << "jobs:\n- name: j\n  plan:\n"
-                                    "  - task: t\n    run: touch '"
-                                 << dir << "/ran'\n";
+TEST_F(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
   // A port another program listens on.
   int taken = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(taken, 0);
@@ -403,21 +404,18 @@ TEST(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
   for (const std::string& listen :
        {std::string("nonsense"), std::string("127.0.0.1:99999"),
         "127.0.0.1:" + std::to_string(port)}) {
-    Child child = SpawnSteps({"run", dir + "/p.yaml", "--plain", "--state-dir",
-                              dir + "/state", "--ui-listen", listen});
-    ASSERT_GT(child.pid, 0);
-    std::string line = ReadLineWith(child.stderr_fd, "steps run: --ui",
+    Start("jobs:\n- name: j\n  plan:\n  - task: t\n    run: touch '" + dir_ +
+              "/ran'\n",
+          {"--ui-listen", listen});
+    std::string line = ReadLineWith(child_.stderr_fd, "steps run: --ui",
                                     std::chrono::seconds(20));
-    int status = 0;
-    waitpid(child.pid, &status, 0);
-    close(child.stderr_fd);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 64) << listen;
+    EXPECT_EQ(Wait(), 64) << listen;
+    close(child_.stderr_fd);
+    child_.stderr_fd = -1;
     EXPECT_FALSE(line.empty()) << listen;
-    EXPECT_FALSE(fs::exists(dir + "/ran")) << "the run did not start";
+    EXPECT_FALSE(fs::exists(dir_ + "/ran")) << "the run did not start";
   }
   close(taken);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace
