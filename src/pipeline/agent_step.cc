@@ -95,6 +95,21 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   // steps, where what the agent writes is seen by later ones.
   inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();
 
+  agent::AgentResult ar = Converse(inv, scope, ref);
+  record.agent = ar;
+  StepResult r{ar.outcome, ar.error, ar.answer};
+  if (r.ok() && step.check && step.check->stdout_contains &&
+      TrimOutput(r.output).find(*step.check->stdout_contains) ==
+          std::string::npos) {
+    r.outcome = Outcome::kFailed;
+    r.error = "assert: the answer does not contain \"" +
+              *step.check->stdout_contains + "\"";
+  }
+  return finish(std::move(r));
+}
+
+agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
+                                       const Scope& scope, const StepRef& ref) {
   agent::AgentContext ctx;
   ctx.clock = &clock_;
   ctx.cancel = scope.token;
@@ -107,19 +122,12 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     ex_.observer().OnLog(ref, line);
   };
   agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
+  // An across budget is charged once the conversation is over: it decides
+  // admission of further cells, never this one.
   for (const auto& meter : scope.charge_only) {
     meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
   }
-  record.agent = ar;
-  StepResult r{ar.outcome, ar.error, ar.answer};
-  if (r.ok() && step.check && step.check->stdout_contains &&
-      TrimOutput(r.output).find(*step.check->stdout_contains) ==
-          std::string::npos) {
-    r.outcome = Outcome::kFailed;
-    r.error = "assert: the answer does not contain \"" +
-              *step.check->stdout_contains + "\"";
-  }
-  return finish(std::move(r));
+  return ar;
 }
 
 StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
@@ -168,21 +176,7 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
         "when it runs "
         "again. Answer with a short summary of what you changed.");
     inv.working_dir = fs::absolute(workdir).string();
-    agent::AgentContext ctx;
-    ctx.clock = &clock_;
-    ctx.cancel = scope.token;
-    ctx.launcher = ex_.opts.launcher;
-    ctx.shared_budgets = scope.budgets;
-    ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
-      ex_.observer().OnAgentTurn(ref, t);
-    };
-    ctx.events.on_log = [&](const std::string& line) {
-      ex_.observer().OnLog(ref, line);
-    };
-    agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
-    for (const auto& meter : scope.charge_only) {
-      meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
-    }
+    agent::AgentResult ar = Converse(inv, scope, ref);
     record.agent = ar;
     r = {ar.outcome, ar.error, ar.answer};
   }

@@ -94,6 +94,10 @@ class JobRunner {
                            const StepRef& ref, const std::string& workdir,
                            const Deadline& deadline, int attempt);
   // Runs the fixer of a failed task attempt in its working directory.
+  // Runs one conversation (an agent step's or a fixer's) under `scope`,
+  // reporting its turns and log lines as `ref`'s.
+  agent::AgentResult Converse(const agent::AgentInvocation& inv,
+                              const Scope& scope, const StepRef& ref);
   StepResult RunFixer(const Step& task, const Scope& scope,
                       const StepRef& task_ref, const std::string& workdir,
                       const AttemptRecord& failed);
