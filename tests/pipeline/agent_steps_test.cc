@@ -265,6 +265,32 @@ TEST(AgentStepsTest, AcrossBudgetWithoutACapAdmitsEveryCell) {
   EXPECT_EQ(run.StepsNamed("cell").size(), 6u);
 }
 
+TEST(AgentStepsTest, AcrossBudgetIsChargedByFixersInItsCells) {
+  // Each cell's task fails and its fixer spends 100 tokens: after the first
+  // cell the across budget is spent, so no other cell (and no other fixer)
+  // runs.
+  MockedRun run(R"(agents:
+- name: fixer
+  source: { model: mock/fixer }
+jobs:
+- name: j
+  plan:
+  - across:
+    - { var: n, values: [a, b, c], max_in_flight: 1 }
+    budget: { tokens: 100 }
+    do:
+    - { task: check, run: "false", fix: fixer }
+mock:
+  default:
+    say: I could not fix it.
+    usage: { prompt_tokens: 60, completion_tokens: 40 }
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_EQ(run.FixerRuns("fixer").size(), 1u);
+  EXPECT_EQ(run.StepsNamed("check").size(), 1u);
+}
+
 TEST(AgentStepsTest, AcrossBudgetSpentWhileCellsRunLetsThemFinish) {
   // Two cells run at once on a fake clock. One answers after 1s and spends
   // the whole budget; the other, still waiting for its answer, finishes at
