@@ -58,8 +58,9 @@ int RunRun(const RunOptions& opts) {
       return kExitUsage;
     }
     setup.run_id = pipeline::NewRunId(RealClock());
-    std::cerr << "steps run: watch this run at http://" << listen->host << ":"
-              << server->port() << "/#" << setup.run_id << std::endl;
+    std::cerr << "steps run: watch this run at "
+              << ui::BaseUrl(listen->host, server->port()) << "#"
+              << setup.run_id << std::endl;
   }
   bool live = !opts.plain && isatty(STDOUT_FILENO);
   TerminalPrinter printer(stdout, live, RealClock());

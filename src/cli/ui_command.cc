@@ -27,9 +27,8 @@ int RunUi(const UiOptions& opts) {
     std::cerr << "steps ui: " << s.message() << "\n";
     return kExitJobFailed;
   }
-  std::cout << "steps ui: serving http://" << host << ":" << server.port()
-            << "/ (runs of " << opts.state_dir << "); Ctrl-C stops"
-            << std::endl;
+  std::cout << "steps ui: serving " << ui::BaseUrl(host, server.port())
+            << " (runs of " << opts.state_dir << "); Ctrl-C stops" << std::endl;
   CancelToken stop, unused;
   SignalWatcher signals(stop, unused);
   // WaitUntil is true when the hour passed with no signal: wait again.

@@ -87,6 +87,22 @@ nlohmann::json StepJson(const store::StoredStep& s) {
   return j;
 }
 
+// An API error: {"error": MESSAGE} with `status`.
+void SendError(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"error", message}}.dump(),
+                  "application/json");
+}
+
+int HttpStatusFor(const Status& s) {
+  return s.code() == StatusCode::kNotFound ? 404 : 500;
+}
+
+// "latest" names the newest run; the store says so with an empty id.
+std::string StoreRunId(const std::string& id) {
+  return id == "latest" ? "" : id;
+}
+
 nlohmann::json RunHeaderJson(const store::StoredRun& r) {
   return {{"id", r.id},
           {"file", r.file},
@@ -169,48 +185,39 @@ UiServer::UiServer(std::string state_dir)
             }
           }
           if (!req.has_param("step") || after < 0) {
-            res.status = 400;
-            res.set_content(
-                nlohmann::json{{"error",
-                                "log takes ?step=STEP_ID and an optional "
-                                "&after=N (a line number, 0 or more)"}}
-                    .dump(),
-                "application/json");
+            SendError(res, 400,
+                      "log takes ?step=STEP_ID and an optional &after=N (a "
+                      "line number, 0 or more)");
             return;
           }
-          Result<nlohmann::json> j =
-              LogJson(req.matches[1], req.get_param_value("step"), after,
+          Result<store::StoredLog> log =
+              LoadLog(req.matches[1], req.get_param_value("step"), after,
                       text ? 0 : kLogPage);
-          if (!j.ok()) {
-            res.status = j.status().code() == StatusCode::kNotFound ? 404 : 500;
-            res.set_content(
-                nlohmann::json{{"error", j.status().message()}}.dump(),
-                "application/json");
+          if (!log.ok()) {
+            SendError(res, HttpStatusFor(log.status()), log.status().message());
             return;
           }
           if (!text) {
-            res.set_content(j->dump(), "application/json");
+            res.set_content(LogJson(*log).dump(), "application/json");
             return;
           }
           std::string body;
-          for (const auto& line : (*j)["lines"]) {
-            body += line["text"].get<std::string>();
+          for (const store::StoredLine& line : log->lines) {
+            body += line.text;
             body += '\n';
           }
           res.set_content(body, "text/plain; charset=utf-8");
         });
-  s.Get(R"(/api/runs/([A-Za-z0-9_.-]+))", [this](const httplib::Request& req,
-                                                 httplib::Response& res) {
-    res.set_header("Cache-Control", "no-store");
-    Result<nlohmann::json> j = RunJson(req.matches[1]);
-    if (!j.ok()) {
-      res.status = j.status().code() == StatusCode::kNotFound ? 404 : 500;
-      res.set_content(nlohmann::json{{"error", j.status().message()}}.dump(),
-                      "application/json");
-      return;
-    }
-    res.set_content(j->dump(), "application/json");
-  });
+  s.Get(R"(/api/runs/([A-Za-z0-9_.-]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          res.set_header("Cache-Control", "no-store");
+          Result<nlohmann::json> j = RunJson(req.matches[1]);
+          if (!j.ok()) {
+            SendError(res, HttpStatusFor(j.status()), j.status().message());
+            return;
+          }
+          res.set_content(j->dump(), "application/json");
+        });
 }
 
 UiServer::~UiServer() { Stop(); }
@@ -229,7 +236,7 @@ nlohmann::json UiServer::RunsJson() {
 Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
   store::Store* st = impl_->Open();
   if (!st) return NotFound("no runs recorded yet");
-  auto run = store::LoadRun(*st, id == "latest" ? "" : id);
+  auto run = store::LoadRun(*st, StoreRunId(id));
   if (!run.ok()) return run.status();
   nlohmann::json j = RunHeaderJson(*run);
   nlohmann::json jobs = nlohmann::json::array();
@@ -249,23 +256,24 @@ Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
   return nlohmann::json{{"now_ms", NowMs()}, {"run", j}};
 }
 
-Result<nlohmann::json> UiServer::LogJson(const std::string& run_id,
-                                         const std::string& step_id,
-                                         int64_t after_seq, int limit) {
+Result<store::StoredLog> UiServer::LoadLog(const std::string& run_id,
+                                           const std::string& step_id,
+                                           int64_t after_seq, int limit) {
   store::Store* st = impl_->Open();
   if (!st) return NotFound("no runs recorded yet");
-  auto log = store::LoadStepLog(*st, run_id == "latest" ? "" : run_id, step_id,
-                                after_seq, limit);
-  if (!log.ok()) return log.status();
+  return store::LoadStepLog(*st, StoreRunId(run_id), step_id, after_seq, limit);
+}
+
+nlohmann::json UiServer::LogJson(const store::StoredLog& log) {
   nlohmann::json lines = nlohmann::json::array();
-  for (const auto& l : log->lines) {
+  for (const auto& l : log.lines) {
     lines.push_back({{"seq", l.seq}, {"stream", l.stream}, {"text", l.text}});
   }
-  return nlohmann::json{{"now_ms", NowMs()},
-                        {"run", log->run_id},
-                        {"step", log->step_id},
-                        {"last_seq", log->last_seq},
-                        {"lines", lines}};
+  return {{"now_ms", NowMs()},
+          {"run", log.run_id},
+          {"step", log.step_id},
+          {"last_seq", log.last_seq},
+          {"lines", lines}};
 }
 
 Status UiServer::Start(const std::string& host, int port) {
@@ -321,6 +329,12 @@ Result<ListenAddress> ParseListenAddress(const std::string& text) {
 void UiServer::Stop() {
   impl_->server_.stop();
   if (impl_->thread_.joinable()) impl_->thread_.join();
+}
+
+std::string BaseUrl(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" +
+         std::to_string(port) + "/";
 }
 
 }  // namespace steps::ui

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "store/reader.h"
 
 namespace steps::ui {
 
@@ -46,10 +47,11 @@ class UiServer {
   // The JSON the API serves, for tests and `steps show --json` parity.
   nlohmann::json RunsJson();
   Result<nlohmann::json> RunJson(const std::string& id);
-  // `limit` 0: every line.
-  Result<nlohmann::json> LogJson(const std::string& run_id,
-                                 const std::string& step_id, int64_t after_seq,
-                                 int limit);
+  // The lines of a step after `after_seq`; `limit` 0: every line.
+  Result<store::StoredLog> LoadLog(const std::string& run_id,
+                                   const std::string& step_id,
+                                   int64_t after_seq, int limit);
+  static nlohmann::json LogJson(const store::StoredLog& log);
 
   // Lines per log request of the page.
   static constexpr int kLogPage = 2000;
@@ -70,6 +72,9 @@ struct ListenAddress {
 // "HOST:PORT" (e.g. "127.0.0.1:8080", "[::1]:0"); InvalidArgument with a
 // message naming the expected form otherwise.
 Result<ListenAddress> ParseListenAddress(const std::string& text);
+
+// "http://HOST:PORT/" ("http://[::1]:8080/" for an IPv6 host).
+std::string BaseUrl(const std::string& host, int port);
 
 }  // namespace steps::ui
 

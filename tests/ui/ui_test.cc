@@ -201,6 +201,27 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   fs::remove_all(dir, ec);
 }
 
+TEST(ListenAddressTest, HostAndPortOrAClearError) {
+  Result<ListenAddress> v4 = ParseListenAddress("127.0.0.1:8080");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 8080);
+  Result<ListenAddress> v6 = ParseListenAddress("[::1]:0");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  for (const char* bad : {"nonsense", ":80", "host:", "host:-1", "host:65536",
+                          "host:99999999999", "host:8o", "[]:80"}) {
+    Result<ListenAddress> r = ParseListenAddress(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              std::string("expected HOST:PORT, e.g. 127.0.0.1:8080 (got '") +
+                  bad + "')");
+  }
+  EXPECT_EQ(BaseUrl("127.0.0.1", 8080), "http://127.0.0.1:8080/");
+  EXPECT_EQ(BaseUrl("::1", 80), "http://[::1]:80/");
+}
+
 // `steps run ARGS...` with stderr on a pipe; stdout goes to /dev/null.
 struct Child {
   pid_t pid = 0;
