@@ -15,6 +15,8 @@
 
 #include "agent/agent.h"
 #include "agent/runner.h"
+#include "common/log_capture.h"
+#include "common/temp_dir.h"
 #include "core/log.h"
 #include "mock_provider/script.h"
 
@@ -82,55 +84,8 @@ inline int CountContaining(const MockRequestRecord& record,
   return n;
 }
 
-class LogCapture {
- public:
-  LogCapture() {
-    old_ = SetLogSink([this](LogLevel, const std::string& line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.push_back(line);
-    });
-  }
-  ~LogCapture() { SetLogSink(old_); }
-  std::vector<std::string> lines() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-  std::vector<std::string> LinesWith(const std::string& text) const {
-    std::vector<std::string> out;
-    for (const auto& l : lines()) {
-      if (l.find(text) != std::string::npos) out.push_back(l);
-    }
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-  LogSink old_;
-};
-
-// A fresh directory under the system's temp directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "steps-agent-XXXXXX")
-            .string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& name, const std::string& content) const {
-    std::ofstream(std::filesystem::path(path_) / name, std::ios::binary)
-        << content;
-  }
-
- private:
-  std::string path_;
-};
+using test_support::LogCapture;
+using test_support::TempDir;
 
 }  // namespace steps::agent::testing
 

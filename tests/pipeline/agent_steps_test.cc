@@ -8,13 +8,15 @@
 #include <fstream>
 #include <thread>
 
-#include "../providers/log_capture.h"
 #include "agent/runner.h"
+#include "common/log_capture.h"
 #include "executor_test_util.h"
 #include "mock_provider/script.h"
 
 namespace steps::pipeline {
 namespace {
+
+using test_support::LogCapture;
 
 // A PipelineRun whose agents are answered by its file's mock: block.
 class MockedRun {
@@ -231,11 +233,9 @@ TEST(AgentStepsTest, AcrossBudgetExactlySpentAdmitsNoFurtherCell) {
   EXPECT_EQ(job.outcome, Outcome::kSucceeded) << job.error;
   EXPECT_EQ(run.StepsNamed("cell").size(), 2u);
   EXPECT_EQ(run.RequestsFor("writer").size(), 2u);
-  std::vector<std::string> lines = logs.lines();
-  auto line = std::find_if(lines.begin(), lines.end(), [](const auto& l) {
-    return l.find("across.budget_spent") != std::string::npos;
-  });
-  ASSERT_NE(line, lines.end());
+  std::vector<std::string> spent = logs.LinesWith("across.budget_spent");
+  ASSERT_EQ(spent.size(), 1u);
+  const std::string* line = &spent[0];
   EXPECT_NE(line->find("job=j"), std::string::npos) << *line;
   EXPECT_NE(line->find("admitted=2 not_admitted=4"), std::string::npos)
       << *line;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "core/clock.h"
 
 namespace steps {
@@ -31,19 +32,7 @@ using namespace std::chrono_literals;
 // Far below the 30s the sleeping commands would take.
 constexpr Millis kQuick = 5000ms;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "steps-proc-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 // Dead means no /proc entry or a zombie nobody has reaped yet (in a
 // container, init may never reap orphans).

@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "log_capture.h"
+#include "common/log_capture.h"
 #include "mock_provider/server.h"
 #include "providers/anthropic.h"
 #include "providers/curl_transport.h"
@@ -15,6 +15,8 @@
 
 namespace steps {
 namespace {
+
+using test_support::LogCapture;
 
 using std::chrono::steady_clock;
 

@@ -5,10 +5,12 @@
 #include <deque>
 #include <thread>
 
-#include "log_capture.h"
+#include "common/log_capture.h"
 
 namespace steps {
 namespace {
+
+using test_support::LogCapture;
 
 // Answers from a queue; records when each request was made.
 class QueueProvider : public Provider {

@@ -14,27 +14,11 @@
 #include <fstream>
 #include <string>
 
+#include "common/temp_dir.h"
+
 namespace steps::store::store_testing {
 
-// A folder under /tmp, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/steps-store-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 inline void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;

@@ -1,6 +1,6 @@
 // Captures structured log lines for the duration of a test.
-#ifndef STEPS_TESTS_PROVIDERS_LOG_CAPTURE_H_
-#define STEPS_TESTS_PROVIDERS_LOG_CAPTURE_H_
+#ifndef STEPS_TESTS_COMMON_LOG_CAPTURE_H_
+#define STEPS_TESTS_COMMON_LOG_CAPTURE_H_
 
 #include <mutex>
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 
-namespace steps {
+namespace steps::test_support {
 
 class LogCapture {
  public:
@@ -19,9 +19,20 @@ class LogCapture {
     });
   }
   ~LogCapture() { SetLogSink(old_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
   std::vector<std::string> lines() const {
     std::lock_guard<std::mutex> lock(mu_);
     return lines_;
+  }
+  // The lines that contain `text`, in order.
+  std::vector<std::string> LinesWith(const std::string& text) const {
+    std::vector<std::string> out;
+    for (const auto& l : lines()) {
+      if (l.find(text) != std::string::npos) out.push_back(l);
+    }
+    return out;
   }
 
  private:
@@ -30,6 +41,6 @@ class LogCapture {
   LogSink old_;
 };
 
-}  // namespace steps
+}  // namespace steps::test_support
 
-#endif  // STEPS_TESTS_PROVIDERS_LOG_CAPTURE_H_
+#endif  // STEPS_TESTS_COMMON_LOG_CAPTURE_H_

@@ -1,0 +1,45 @@
+// A fresh folder under the system's temp folder, removed with everything in
+// it when the object goes.
+#ifndef STEPS_TESTS_COMMON_TEMP_DIR_H_
+#define STEPS_TESTS_COMMON_TEMP_DIR_H_
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace steps::test_support {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "steps-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The path of `name` inside.
+  std::string operator/(const std::string& name) const {
+    return path_ + "/" + name;
+  }
+  // Writes `content` (bytes as they are) to `name` inside.
+  void Write(const std::string& name, const std::string& content) const {
+    std::ofstream(std::filesystem::path(path_) / name, std::ios::binary)
+        << content;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace steps::test_support
+
+#endif  // STEPS_TESTS_COMMON_TEMP_DIR_H_
