@@ -44,7 +44,8 @@ class UiServer {
   // Returns whether a page caught up.
   bool WaitForWatchers(std::chrono::milliseconds max_wait);
 
-  // The JSON the API serves, for tests and `steps show --json` parity.
+  // The JSON the API serves. Its own shape, not `steps show --json`'s:
+  // times are milliseconds since the epoch, for the page's live clocks.
   nlohmann::json RunsJson();
   Result<nlohmann::json> RunJson(const std::string& id);
   // The lines of a step after `after_seq`; `limit` 0: every line.
