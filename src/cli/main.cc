@@ -1,5 +1,6 @@
 // `steps`: runs agent pipelines. See `steps --help`.
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
       "and shown by `steps explain` before a run.",
       "steps"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "steps 0.1.0");
+  app.set_version_flag("-V,--version", std::string("steps ") + STEPS_VERSION);
   std::function<int()> run;
   for (const Command& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);

@@ -75,9 +75,10 @@ void TerminalPrinter::OnJobStart(const std::string& job,
   std::lock_guard<std::mutex> lock(mu_);
   std::string line = "job " + job;
   if (deadline) {
+    // The deadline was set a moment ago from the job's timeout; rounding the
+    // time left up shows that timeout (15m, not 14m59.999s).
     line += " (timeout " +
-            FormatDuration(
-                std::chrono::duration_cast<Millis>(*deadline - clock_.Now())) +
+            FormatDuration(std::chrono::ceil<Millis>(*deadline - clock_.Now())) +
             ")";
   }
   PrintLocked(line);

@@ -96,6 +96,24 @@ TEST_F(CliTest, RunExitCodes) {
             std::string::npos);
 }
 
+TEST_F(CliTest, JobHeaderShowsTheTimeoutAsWritten) {
+  Write("p.yaml",
+        "jobs:\n- name: j\n  timeout: 15m\n  plan:\n  - { task: t, run: true "
+        "}\n");
+  Result r = Steps("run p.yaml --plain");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("job j (timeout 15m)\n"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(CliTest, VersionComesFromTheProject) {
+  for (const char* flag : {"--version", "-V"}) {
+    Result r = Steps(flag);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, std::string("steps ") + STEPS_VERSION + "\n");
+  }
+}
+
 TEST_F(CliTest, RunPrintsAttemptMarkers) {
   Write("flaky.yaml",
         "jobs:\n- name: j\n  plan:\n  - task: build\n    attempts: 3\n    run: "
