@@ -42,7 +42,12 @@ jobs:
       messages: ["Review the release."]
       attempts: 2
     - task: progress
-      run: for i in 1 2 3 4 5 6; do echo "progress $i"; sleep 1; done
+      # Lines 3 to 6 wait for the gate the test opens once it has seen the
+      # first two (bounded at 60 s), so "streams in" never depends on speed.
+      run: |
+        echo "progress 1"; echo "progress 2"
+        for _ in $(seq 600); do [ -e '${join(dir, 'gate')}' ] && break; sleep 0.1; done
+        for i in 3 4 5 6; do echo "progress $i"; sleep 0.2; done
 mock:
   reviewer:
   - status: 500
@@ -114,6 +119,7 @@ try {
   await progressLog.locator('pre', { hasText: 'progress 1' }).waitFor({ timeout: 10000 });
   check(await progressLog.evaluate(d => d.open), "the running task's log is open");
   const early = await progressLog.locator('pre').textContent();
+  writeFileSync(join(dir, 'gate'), '');
   await progressLog.locator('pre', { hasText: 'progress 3' }).waitFor({ timeout: 10000 });
   const later = await progressLog.locator('pre').textContent();
   check(!early.includes('progress 3') && later.includes('progress 1') && later.includes('progress 3'),
