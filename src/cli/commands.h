@@ -30,6 +30,8 @@ Command TestCommand();
 Command ShowCommand();
 Command RunsCommand();
 Command UiCommand();
+Command InitCommand();
+Command CompletionCommand();
 
 }  // namespace steps::cli
 

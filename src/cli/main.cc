@@ -1,16 +1,41 @@
 // `steps`: runs agent pipelines. See `steps --help`.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/suggest.h"
 #include "process/limits.h"
 
+namespace {
+
+using namespace steps::cli;
+
+// `steps bogus`: names the word it did not know and the closest command.
+// Returns the exit code when argv[1] is not a command, nullopt otherwise.
+std::optional<int> RefuseUnknownCommand(int argc, char** argv,
+                                        const std::vector<Command>& commands) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  std::vector<std::string> names;
+  for (const Command& c : commands) names.push_back(c.name);
+  const std::string word = argv[1];
+  for (const std::string& n : names)
+    if (n == word) return std::nullopt;
+  std::cerr << "steps: unknown command \"" << word << "\"";
+  if (std::optional<std::string> near = ClosestWord(word, names))
+    std::cerr << "; did you mean \"" << *near << "\"?";
+  std::cerr << "\nRun `steps --help` for the list of commands.\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace steps::cli;
   const std::vector<Command> commands = {
       RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
-      ShowCommand(), RunsCommand(), UiCommand(),
+      ShowCommand(), RunsCommand(), UiCommand(),       InitCommand(),
+      CompletionCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "
@@ -22,12 +47,21 @@ int main(int argc, char** argv) {
       "steps"};
   app.require_subcommand(1);
   app.set_version_flag("-V,--version", std::string("steps ") + STEPS_VERSION);
+  app.footer(
+      "A FILE argument may be - to read the pipeline from standard input.\n"
+      "`steps COMMAND --help` describes each command.");
   std::function<int()> run;
   for (const Command& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     auto fn = c.setup(*sub);
     sub->callback([&run, fn] { run = fn; });
   }
+  if (argc == 1) {
+    std::cout << app.help();
+    return kExitOk;
+  }
+  if (std::optional<int> code = RefuseUnknownCommand(argc, argv, commands))
+    return *code;
   // A wide fan-out holds a few descriptors per running step; the usual soft
   // limit of 1024 would cap it long before the machine does.
   (void)steps::RaiseOpenFileLimit();

@@ -62,8 +62,8 @@ int RunRun(const RunOptions& opts) {
               << ui::BaseUrl(listen->host, server->port()) << "#"
               << setup.run_id << std::endl;
   }
-  bool live = !opts.plain && isatty(STDOUT_FILENO);
-  TerminalPrinter printer(stdout, live, RealClock());
+  TerminalStyle style = StyleFor(STDOUT_FILENO, opts.plain);
+  TerminalPrinter printer(stdout, style.live, RealClock(), style.color);
   setup.state_dir = opts.state_dir;
   setup.mock = opts.mock;
   setup.jobs = opts.jobs;
@@ -102,6 +102,7 @@ Command RunCommand() {
                      "Run every step, even unchanged ones");
         app.add_option("--state-dir", opts->state_dir,
                        "Where runs keep working folders and records")
+            ->envname("STEPS_STATE_DIR")
             ->capture_default_str();
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
         app.add_flag("--ui", opts->ui,

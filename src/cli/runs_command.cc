@@ -28,7 +28,8 @@ int RunRuns(const RunsOptions& opts) {
       return kExitJobFailed;
     }
     runs = std::move(*listed);
-  } else if (st.status().code() != StatusCode::kNotFound) {
+  } else {
+    // As `steps show` does: no store is nothing to read, exit 1.
     std::cerr << "steps runs: " << st.status().message() << "\n";
     return kExitJobFailed;
   }
@@ -48,7 +49,8 @@ Command RunsCommand() {
             auto opts = std::make_shared<RunsOptions>();
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded (STATE_DIR/steps.db)")
-                ->capture_default_str();
+                ->envname("STEPS_STATE_DIR")
+            ->capture_default_str();
             app.add_option("-n,--limit", opts->limit,
                            "Show at most this many (default: all)");
             app.add_flag("--json", opts->json, "Print the list as JSON");

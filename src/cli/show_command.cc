@@ -48,7 +48,8 @@ Command ShowCommand() {
                            "newest run)");
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded (STATE_DIR/steps.db)")
-                ->capture_default_str();
+                ->envname("STEPS_STATE_DIR")
+            ->capture_default_str();
             app.add_flag("--json", opts->json, "Print the record as JSON");
             app.footer(
                 "Each step is numbered in the order it finished; each attempt "

@@ -1,5 +1,9 @@
 #include "cli/terminal_printer.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 namespace steps::cli {
 
 std::string StepLabel(const pipeline::StepRef& step) {
@@ -11,8 +15,18 @@ std::string StepLabel(const pipeline::StepRef& step) {
   return label;
 }
 
-TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock)
-    : out_(out), live_(live), clock_(clock) {
+TerminalStyle StyleFor(int fd, bool plain) {
+  TerminalStyle style;
+  const char* term = std::getenv("TERM");
+  style.live = !plain && isatty(fd) && !(term && std::string(term) == "dumb");
+  const char* no_color = std::getenv("NO_COLOR");
+  style.color = style.live && !(no_color && *no_color);
+  return style;
+}
+
+TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
+                                 bool color)
+    : out_(out), live_(live), clock_(clock), color_(color) {
   if (live_) ticker_ = std::thread([this] { Tick(); });
 }
 
@@ -47,7 +61,11 @@ void TerminalPrinter::DrawStatusLocked() {
       line += "  (" + FormatDuration(std::chrono::duration_cast<Millis>(left)) +
               " left)";
     }
-    std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
+    if (color_) {
+      std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
+    } else {
+      std::fprintf(out_, "%s\n", line.c_str());
+    }
     ++status_lines_;
   }
   std::fflush(out_);

@@ -17,10 +17,20 @@
 
 namespace steps::cli {
 
+// How to print on `fd`, from the environment: live (a TTY whose TERM is not
+// "dumb", unless `plain`), and colored (live, and NO_COLOR unset or empty;
+// see no-color.org).
+struct TerminalStyle {
+  bool live = false;
+  bool color = false;
+};
+TerminalStyle StyleFor(int fd, bool plain);
+
 class TerminalPrinter : public pipeline::RunObserver {
  public:
-  // Writes to `out`. `live` redraws a status block (for a TTY).
-  TerminalPrinter(FILE* out, bool live, Clock& clock);
+  // Writes to `out`. `live` redraws a status block (for a TTY that can move
+  // its cursor); `color` dims that block with SGR codes (off for NO_COLOR).
+  TerminalPrinter(FILE* out, bool live, Clock& clock, bool color = true);
   ~TerminalPrinter() override;
 
   void OnJobStart(const std::string& job,
@@ -51,6 +61,7 @@ class TerminalPrinter : public pipeline::RunObserver {
   FILE* out_;
   bool live_;
   Clock& clock_;
+  bool color_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -232,7 +232,18 @@ void TestFile(const std::string& file, const std::string& state_dir,
 
 int RunTest(const TestOptions& opts) {
   std::vector<std::string> paths = opts.paths;
-  if (paths.empty()) paths.push_back("fixtures");
+  if (paths.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory("fixtures", ec)) {
+      std::cerr << "steps test: no FILE or DIR given, and no fixtures/ "
+                   "folder in "
+                << fs::current_path(ec).string()
+                << " to look in by default; pass pipeline files or folders "
+                   "(`steps init` writes a first one)\n";
+      return kExitUsage;
+    }
+    paths.push_back("fixtures");
+  }
   bool missing = false;
   std::vector<std::string> files = CollectFiles(paths, &missing);
   if (missing) return kExitUsage;

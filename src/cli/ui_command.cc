@@ -51,7 +51,8 @@ Command UiCommand() {
                 ->capture_default_str();
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded")
-                ->capture_default_str();
+                ->envname("STEPS_STATE_DIR")
+            ->capture_default_str();
             app.footer(
                 "Serves one page from the binary. Runs recorded by `steps run` "
                 "in the same\n"

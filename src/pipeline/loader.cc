@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/depthguard.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -546,6 +547,7 @@ LoadResult LoadPipelineText(const std::string& text, const std::string& file) {
 }
 
 LoadResult LoadPipelineFile(const std::string& path) {
+  if (path == "-") return LoadPipelineStdin();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     LoadResult r{nullptr, Diagnostics(path)};
@@ -572,6 +574,24 @@ LoadResult LoadPipelineFile(const std::string& path) {
   std::string text(static_cast<size_t>(size), '\0');
   in.read(text.data(), size);
   return LoadPipelineText(text, path);
+}
+
+LoadResult LoadPipelineStdin() {
+  const std::string name = "<stdin>";
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxPipelineBytes) {
+      LoadResult r{nullptr, Diagnostics(name)};
+      r.diagnostics.Error(0, "standard input holds more than " +
+                                 std::to_string(kMaxPipelineBytes) +
+                                 " bytes; pipelines are limited to that");
+      return r;
+    }
+  }
+  return LoadPipelineText(text, name);
 }
 
 }  // namespace steps::pipeline

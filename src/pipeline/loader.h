@@ -23,7 +23,11 @@ struct LoadResult {
 };
 
 // Reads and checks `path`. Diagnostics name the file as `path` is written.
+// "-" reads standard input (to its end), and diagnostics name it <stdin>.
 LoadResult LoadPipelineFile(const std::string& path);
+
+// Reads and checks the pipeline on standard input.
+LoadResult LoadPipelineStdin();
 
 // Same, from text; `file` is the name diagnostics carry.
 LoadResult LoadPipelineText(const std::string& text, const std::string& file);

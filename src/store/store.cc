@@ -160,7 +160,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
-    return NotFound("no run store at " + path);
+    return NotFound("no runs recorded: no run store at " + path +
+                    " (`steps run` records there; --state-dir or "
+                    "STEPS_STATE_DIR points elsewhere)");
   return OpenAt(path, false);
 }
 

@@ -161,7 +161,7 @@ TEST(CliTest, ExamplesValidateAndExplain) {
 }
 
 TEST(CliTest, ExitCodes) {
-  EXPECT_EQ(RunSteps("").exit_code, 64) << "no subcommand";
+  EXPECT_EQ(RunSteps("").exit_code, 0) << "no subcommand: help";
   EXPECT_EQ(RunSteps("frobnicate").exit_code, 64);
   EXPECT_EQ(RunSteps("validate").exit_code, 64) << "no file";
   EXPECT_EQ(RunSteps("validate --bogus x.yaml").exit_code, 64);
