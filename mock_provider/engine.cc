@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "mock_provider/render.h"
 
 namespace steps {
@@ -178,14 +179,12 @@ MockReply MockEngine::Handle(const std::string& path,
     } else {
       effective.action = MockEntry::Action::kStatus;
       effective.status = 400;
-      effective.body =
-          json{{"error",
-                {{"message", "mock: nothing scripted for agent '" +
-                                 record.agent + "', model '" + record.model +
-                                 "' (request " +
-                                 std::to_string(script_request) + ")"},
-                 {"type", "invalid_request_error"}}}}
-              .dump();
+      effective.body = DumpJson(json{
+          {"error",
+           {{"message", "mock: nothing scripted for agent '" + record.agent +
+                            "', model '" + record.model + "' (request " +
+                            std::to_string(script_request) + ")"},
+            {"type", "invalid_request_error"}}}});
     }
     if (scripted) {  // Modifiers only: they apply to the default answer.
       record.script = key;
@@ -234,7 +233,7 @@ std::string MockEngine::RequestsJson() const {
                    {"expect_failures", r.expect_failures},
                    {"body", body.is_discarded() ? json(r.body) : body}});
   }
-  return out.dump(2);
+  return DumpJson(out, 2);
 }
 
 std::vector<std::string> MockEngine::ExpectationFailures() const {

@@ -3,6 +3,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace steps {
 namespace {
 
@@ -11,7 +13,7 @@ using nlohmann::json;
 std::string Sse(const json& data, const std::string& event = "") {
   std::string out;
   if (!event.empty()) out += "event: " + event + "\n";
-  out += "data: " + data.dump() + "\n\n";
+  out += "data: " + DumpJson(data) + "\n\n";
   return out;
 }
 
@@ -88,7 +90,7 @@ void RenderOpenAiSay(const MockEntry& entry, const RenderInput& in,
                                         {"logprobs", nullptr},
                                         {"finish_reason", finish}}})},
               {"usage", OpenAiUsage(usage)}};
-    reply.body = body.dump();
+    reply.body = DumpJson(body);
     reply.headers.emplace_back("Content-Type", "application/json");
     return;
   }
@@ -165,7 +167,7 @@ void RenderAnthropicSay(const MockEntry& entry, const RenderInput& in,
               {"usage",
                {{"input_tokens", usage.prompt_tokens},
                 {"output_tokens", usage.completion_tokens}}}};
-    reply.body = body.dump();
+    reply.body = DumpJson(body);
     reply.headers.emplace_back("Content-Type", "application/json");
     return;
   }
@@ -210,7 +212,7 @@ void RenderAnthropicSay(const MockEntry& entry, const RenderInput& in,
                                   {"name", entry.calls[i].name},
                                   {"input", json::object()}}}},
                                "content_block_start"));
-    std::string args = AnthropicInput(entry.calls[i].arguments).dump();
+    std::string args = DumpJson(AnthropicInput(entry.calls[i].arguments));
     for (const std::string& piece : Pieces(args)) {
       reply.events.push_back(Sse(
           {{"type", "content_block_delta"},
@@ -233,13 +235,11 @@ void RenderAnthropicSay(const MockEntry& entry, const RenderInput& in,
 std::string ErrorBody(const std::string& format, const std::string& message,
                       const std::string& type) {
   if (format == "anthropic") {
-    return json{{"type", "error"},
-                {"error", {{"type", type}, {"message", message}}}}
-        .dump();
+    return DumpJson(json{{"type", "error"},
+                         {"error", {{"type", type}, {"message", message}}}});
   }
-  return json{
-      {"error", {{"message", message}, {"type", type}, {"code", nullptr}}}}
-      .dump();
+  return DumpJson(json{
+      {"error", {{"message", message}, {"type", type}, {"code", nullptr}}}});
 }
 
 }  // namespace

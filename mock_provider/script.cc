@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/json_text.h"
+
 namespace steps {
 namespace {
 
@@ -106,7 +108,7 @@ Result<MockToolCall> ParseCall(const YAML::Node& node) {
         call.arguments = kv.second.Scalar();
       } else if (kv.second.IsMap() || kv.second.IsNull()) {
         json args = YamlToJson(kv.second);
-        call.arguments = args.is_null() ? "{}" : args.dump();
+        call.arguments = args.is_null() ? "{}" : DumpJson(args);
       } else if (kv.second.IsScalar()) {
         call.arguments = kv.second.Scalar();
       } else {
@@ -241,7 +243,7 @@ Result<MockEntry> ParseEntry(const YAML::Node& node) {
                                    h.second.as<std::string>());
       }
     } else if (key == "body") {
-      entry.body = v.IsScalar() ? v.Scalar() : YamlToJson(v).dump();
+      entry.body = v.IsScalar() ? v.Scalar() : DumpJson(YamlToJson(v));
       has_body = true;
     } else if (key == "delay") {
       auto s = ScalarString(v, "delay");

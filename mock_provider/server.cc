@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace steps {
 namespace {
 
@@ -112,11 +114,11 @@ Status MockHttpServer::Start(const std::string& host, int port) {
           [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(engine_->RequestsJson(), "application/json");
           });
-  svr.Get(
-      "/_failures", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(nlohmann::json(engine_->ExpectationFailures()).dump(2),
-                        "application/json");
-      });
+  svr.Get("/_failures", [this](const httplib::Request&,
+                               httplib::Response& res) {
+    res.set_content(DumpJson(nlohmann::json(engine_->ExpectationFailures()), 2),
+                    "application/json");
+  });
   svr.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
     if (req.path.find("/chat/completions") == std::string::npos &&
         req.path.find("/messages") == std::string::npos) {

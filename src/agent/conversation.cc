@@ -10,6 +10,7 @@
 #include "agent/deadline_notice.h"
 #include "agent/guards.h"
 #include "agent/spending.h"
+#include "core/json_text.h"
 #include "core/log.h"
 #include "process/local_launcher.h"
 #include "tools/text.h"
@@ -30,9 +31,8 @@ ToolSchema FinishToolSchema() {
   return {kFinishToolName,
           "End the task: call this once you are done, with your final "
           "answer.",
-          StringArgumentsSchema(
-              {{"answer", "Your final answer: the result of the task."}})
-              .dump()};
+          DumpJson(StringArgumentsSchema(
+              {{"answer", "Your final answer: the result of the task."}}))};
 }
 
 // The answer a finish call carries, or nullopt when its arguments are not
@@ -120,7 +120,7 @@ class Conversation {
 
     for (const Tool* tool : granted_) {
       request_.tools.push_back(
-          {tool->name(), tool->description(), tool->parameters().dump()});
+          {tool->name(), tool->description(), DumpJson(tool->parameters())});
     }
     if (inv_.required_tools) {
       request_.tools.push_back(FinishToolSchema());

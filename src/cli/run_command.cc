@@ -1,4 +1,5 @@
-// `steps run FILE [--job NAME]... [--mock] [--no-cache] [--ui [--ui-listen A]]`
+// `steps run FILE [--job NAME]... [--mock] [--no-cache]
+//   [--ui [--ui-listen A] [--allow-host H]...]`
 #include <unistd.h>
 
 #include <iostream>
@@ -22,6 +23,7 @@ struct RunOptions {
   bool plain = false;
   bool ui = false;
   std::string ui_listen = "127.0.0.1:8080";
+  std::vector<std::string> allow_hosts;
 };
 
 int RunRun(const RunOptions& opts) {
@@ -52,6 +54,7 @@ int RunRun(const RunOptions& opts) {
       return kExitUsage;
     }
     server = std::make_unique<ui::UiServer>(opts.state_dir);
+    for (const std::string& h : opts.allow_hosts) server->AllowHost(h);
     if (Status s = server->Start(listen->host, listen->port); !s.ok()) {
       std::cerr << "steps run: --ui: " << s.message()
                 << "; choose another with --ui-listen HOST:PORT\n";
@@ -110,6 +113,10 @@ Command RunCommand() {
         app.add_option("--ui-listen", opts->ui_listen,
                        "HOST:PORT for --ui (port 0: any free); implies --ui")
             ->capture_default_str()
+            ->each([opts](const std::string&) { opts->ui = true; });
+        app.add_option("--allow-host", opts->allow_hosts,
+                       "Also answer the UI for this Host name (NAME or "
+                       "NAME:PORT; repeatable); implies --ui")
             ->each([opts](const std::string&) { opts->ui = true; });
         app.footer(
             "Exit codes: 0 all jobs succeeded; 1 a job failed; 2 a job failed "

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/json_text.h"
 #include "store/listing.h"
 #include "store/reader.h"
 #include "store/store.h"
@@ -34,7 +35,7 @@ int RunRuns(const RunsOptions& opts) {
     return kExitJobFailed;
   }
   if (opts.json) {
-    std::cout << store::RunListToJson(runs).dump(2) << "\n";
+    std::cout << DumpJson(store::RunListToJson(runs), 2) << "\n";
   } else {
     std::cout << store::FormatRunList(runs);
   }

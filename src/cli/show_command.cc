@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/json_text.h"
 #include "store/listing.h"
 #include "store/reader.h"
 #include "store/store.h"
@@ -30,7 +31,7 @@ int RunShow(const ShowOptions& opts) {
                                                                : kExitJobFailed;
   }
   if (opts.json) {
-    std::cout << store::RunToJson(*run).dump(2) << "\n";
+    std::cout << DumpJson(store::RunToJson(*run), 2) << "\n";
   } else {
     std::cout << store::FormatRun(*run);
   }

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
+#include "core/utf8.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader.h"
 
@@ -82,9 +83,15 @@ std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
   return files;
 }
 
+// `s` as XML character data or an attribute value. Output is bytes until
+// shown: invalid UTF-8 becomes U+FFFD, and the control characters XML 1.0
+// cannot hold even as references are written visibly as \xNN, so a task that
+// prints colour codes or binary still gives a well-formed file.
 std::string XmlEscape(const std::string& s) {
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (char c : s) {
+  for (char c : SanitizeUtf8(s)) {
+    const auto byte = static_cast<unsigned char>(c);
     switch (c) {
       case '<':
         out += "&lt;";
@@ -99,11 +106,20 @@ std::string XmlEscape(const std::string& s) {
         out += "&quot;";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
-          out += ' ';
+        if (byte < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+          out += "\\x";
+          out += kHex[byte >> 4];
+          out += kHex[byte & 0xF];
         } else {
           out += c;
         }
+    }
+  }
+  // U+FFFE and U+FFFF are valid UTF-8 but not XML characters.
+  for (const char* bad : {"\xEF\xBF\xBE", "\xEF\xBF\xBF"}) {
+    for (size_t at = out.find(bad); at != std::string::npos;
+         at = out.find(bad, at)) {
+      out.replace(at, 3, "\xEF\xBF\xBD");
     }
   }
   return out;

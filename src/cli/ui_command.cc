@@ -1,4 +1,4 @@
-// `steps ui [--listen HOST:PORT] [--state-dir DIR]`
+// `steps ui [--listen HOST:PORT] [--allow-host NAME]... [--state-dir DIR]`
 #include <iostream>
 #include <memory>
 
@@ -12,6 +12,7 @@ namespace {
 struct UiOptions {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = ".steps";
+  std::vector<std::string> allow_hosts;
 };
 
 int RunUi(const UiOptions& opts) {
@@ -23,6 +24,7 @@ int RunUi(const UiOptions& opts) {
   const std::string& host = listen->host;
   const int port = listen->port;
   ui::UiServer server(opts.state_dir);
+  for (const std::string& h : opts.allow_hosts) server.AllowHost(h);
   if (Status s = server.Start(host, port); !s.ok()) {
     std::cerr << "steps ui: " << s.message() << "\n";
     return kExitJobFailed;
@@ -49,6 +51,9 @@ Command UiCommand() {
             app.add_option("--listen", opts->listen,
                            "HOST:PORT to serve on (port 0: any free)")
                 ->capture_default_str();
+            app.add_option("--allow-host", opts->allow_hosts,
+                           "Also answer for this Host name (NAME or "
+                           "NAME:PORT; repeatable), e.g. behind a proxy");
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded")
                 ->envname("STEPS_STATE_DIR")
@@ -57,7 +62,13 @@ Command UiCommand() {
                 "Serves one page from the binary. Runs recorded by `steps run` "
                 "in the same\n"
                 "state folder appear as they happen, including a run in "
-                "another terminal.");
+                "another terminal.\n"
+                "Only requests whose Host header names this server are "
+                "answered (the listen\n"
+                "host, localhost, 127.0.0.1 or [::1] with the port, or an "
+                "--allow-host name);\n"
+                "others get 421, so a web page cannot read runs by rebinding "
+                "its DNS name.");
             return [opts] { return RunUi(*opts); };
           }};
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/hash.h"
+#include "core/json_text.h"
 #include "pipeline/retry_schedule.h"
 
 namespace steps::pipeline {
@@ -117,7 +118,7 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
     case StepKind::kPut: {
       h.Add("resource", s.resource);
       if (const Resource* r = p.FindResource(s.resource)) {
-        h.Add("source", r->source.dump());
+        h.Add("source", DumpJson(r->source));
         if (const ResourceType* t = p.FindResourceType(r->type)) {
           h.Add("type", t->name)
               .Add("check", t->check)
@@ -125,7 +126,7 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
               .Add("out", t->out);
         }
       }
-      h.Add("params", s.params.dump());
+      h.Add("params", DumpJson(s.params));
       break;
     }
     case StepKind::kAgent: {

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <vector>
 
+#include "core/json_text.h"
+
 namespace steps::pipeline {
 namespace {
 
@@ -75,7 +77,7 @@ Result<std::string> Evaluate(const Expression& e,
     }
     v = &(*v)[name];
   }
-  std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  std::string text = v->is_string() ? v->get<std::string>() : DumpJson(*v);
   for (const std::string& pipe : e.pipes) {
     if (pipe == "shellquote") {
       if (text.find('\0') != std::string::npos) {
@@ -85,7 +87,7 @@ Result<std::string> Evaluate(const Expression& e,
       }
       text = ShellQuote(text);
     } else if (pipe == "json") {
-      text = v->dump();
+      text = DumpJson(*v);
     }
   }
   return text;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/hash.h"
+#include "core/json_text.h"
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
 
@@ -71,7 +72,7 @@ std::string CacheKey(const std::string& identity,
   FieldHasher h;
   h.Add("identity", identity);
   for (const auto& [k, v] : env) h.Add("env." + k, v);
-  h.Add("vars", scope.vars.dump());
+  h.Add("vars", DumpJson(scope.vars));
   if (scope.critique) {
     h.Add("critique", *scope.critique);
   } else {
@@ -426,7 +427,7 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
       std::string out;
       if (!type->in.empty() && !run_script(*in, dir, &out))
         return done(a.outcome, "in " + a.error);
-      a.output = version.dump();
+      a.output = DumpJson(version);
     } else {
       Result<std::string> put = RenderTemplate(type->out, ctx);
       if (!put.ok())

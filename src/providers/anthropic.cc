@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "providers/exchange.h"
 #include "providers/registry.h"
 
@@ -123,7 +124,7 @@ std::string BuildAnthropicRequestBody(const ChatRequest& request, bool stream,
     }
   }
   if (stream) body["stream"] = true;
-  return body.dump();
+  return DumpJson(body);
 }
 
 ChatResult ParseAnthropicResponse(std::string_view body) {
@@ -151,7 +152,7 @@ ChatResult ParseAnthropicResponse(std::string_view body) {
     } else if (type == "tool_use") {
       answer.tool_calls.push_back(
           {StringOr(block, "id", ""), StringOr(block, "name", ""),
-           block.contains("input") ? block["input"].dump() : "{}"});
+           block.contains("input") ? DumpJson(block["input"]) : "{}"});
     }
   }
   answer.finish_reason = FinishReason(StringOr(j, "stop_reason", ""));

@@ -3,6 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "providers/exchange.h"
 #include "providers/registry.h"
 
@@ -76,7 +77,7 @@ std::string ArgumentsText(const json& function) {
   auto it = function.find("arguments");
   if (it == function.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
-  return it->dump();
+  return DumpJson(*it);
 }
 
 void ReadUsage(const json& j, Usage& usage) {
@@ -103,9 +104,9 @@ ProviderError Malformed(std::string what) {
 std::optional<std::string> EmbeddedError(const json& j) {
   auto it = j.find("error");
   if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_object()) return StringOr(*it, "message", it->dump());
+  if (it->is_object()) return StringOr(*it, "message", DumpJson(*it));
   if (it->is_string()) return it->get<std::string>();
-  return it->dump();
+  return DumpJson(*it);
 }
 
 }  // namespace
@@ -133,7 +134,7 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
     body["stream_options"] = {{"include_usage", true}};
   }
   if (request_cost) body["usage"] = {{"include", true}};
-  return body.dump();
+  return DumpJson(body);
 }
 
 ChatResult ParseOpenAiResponse(std::string_view body) {

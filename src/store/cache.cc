@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/log.h"
 
 namespace steps::store {
@@ -107,7 +108,7 @@ void StoreStepCache::Remember(
     s.Bind(2, run_id_);
     s.Bind(3, step.id);
     s.Bind(4, output);
-    s.Bind(5, names.dump());
+    s.Bind(5, DumpJson(names));
     s.Bind(6, int64_t{std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()});

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/json_text.h"
 #include "core/log.h"
 
 namespace steps::store {
@@ -83,7 +84,7 @@ Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
   s.Bind(6, t.prompt_tokens);
   s.Bind(7, t.completion_tokens);
   s.Bind(8, t.usd);
-  s.Bind(9, nlohmann::json(t.tool_calls).dump());
+  s.Bind(9, DumpJson(nlohmann::json(t.tool_calls)));
   s.Bind(10, t.text);
   return s.Run();
 }
@@ -330,7 +331,7 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
       s.Bind(21, a->usd);
       s.Bind(22, int64_t{a->nudge_sent});
       s.Bind(23, int64_t{a->deadline_disclosed});
-      s.Bind(24, nlohmann::json(a->fallbacks_taken).dump());
+      s.Bind(24, DumpJson(nlohmann::json(a->fallbacks_taken)));
     }
     if (Status r = s.Run(); !r.ok()) return r;
     // The record is the authority: attempts that ended without an event of
@@ -365,7 +366,7 @@ void RunRecorder::OnJobEnd(const pipeline::JobRecord& job) {
     s.Bind(3, OutcomeName(job.outcome));
     s.Bind(4, job.error);
     s.Bind(5, int64_t{job.caused_by_error});
-    s.Bind(6, nlohmann::json(job.execution).dump());
+    s.Bind(6, DumpJson(nlohmann::json(job.execution)));
     s.Bind(7, ToMs(job.started));
     s.Bind(8, int64_t{job.duration.count()});
     return s.Run();

@@ -8,16 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"  // SanitizeUtf8, Utf8PrefixLength
+
 namespace steps {
-
-// `text` with every byte that does not start a well-formed UTF-8 sequence
-// (overlong forms, surrogates and code points past U+10FFFF included)
-// replaced by U+FFFD.
-std::string SanitizeUtf8(std::string_view text);
-
-// The longest prefix of `text` of at most `max_bytes` that does not end in
-// the middle of a multi-byte sequence.
-size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);
 
 // True when `text` holds a NUL byte: treated as binary, not shown to a model.
 bool LooksBinary(std::string_view text);

@@ -9,8 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "core/json_text.h"
+#include "core/utf8.h"
 #include "store/reader.h"
 #include "store/store.h"
+#include "ui/http_guard.h"
 
 namespace steps::ui {
 namespace {
@@ -90,7 +93,7 @@ nlohmann::json StepJson(const store::StoredStep& s) {
 // An API error: {"error": MESSAGE} with `status`.
 void SendError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(nlohmann::json{{"error", message}}.dump(),
+  res.set_content(DumpJson(nlohmann::json{{"error", message}}),
                   "application/json");
 }
 
@@ -129,6 +132,27 @@ class UiServer::Impl {
     return store_.get();
   }
 
+  // Whether the request's Host header names this server. If not, `res` is
+  // a short refusal: 421 for another name (a page whose DNS name was
+  // rebound to this address must not read runs), 403 for none.
+  bool AdmitHost(const httplib::Request& req, httplib::Response& res) const {
+    if (!req.has_header("Host")) {
+      res.status = 403;
+      res.set_content("steps ui: a request needs a Host header\n",
+                      "text/plain; charset=utf-8");
+      return false;
+    }
+    const std::string host = req.get_header_value("Host");
+    if (hosts_ && hosts_->Allows(host)) return true;
+    res.status = 421;
+    res.set_content("steps ui: this server does not answer for Host '" +
+                        SanitizeUtf8(host) +
+                        "'; start it with --allow-host NAME to serve that "
+                        "name\n",
+                    "text/plain; charset=utf-8");
+    return false;
+  }
+
   // When a request for a run last arrived (steady clock), for
   // WaitForWatchers.
   void NoteRunRequest() {
@@ -143,7 +167,10 @@ class UiServer::Impl {
   std::optional<std::chrono::steady_clock::time_point> last_run_request_;
   std::mutex mu_;
   std::unique_ptr<store::Store> store_;
-  httplib::Server server_;
+  // Set by Start before the first request; read-only afterwards.
+  std::vector<std::string> extra_hosts_;
+  std::optional<HostAllowList> hosts_;
+  GuardedServer server_;
   std::thread thread_;
   int port_ = 0;
 };
@@ -159,7 +186,10 @@ UiServer::UiServer(std::string state_dir)
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   s.set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response&) {
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!impl_->AdmitHost(req, res)) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (req.path.rfind("/api/runs/", 0) == 0) impl_->NoteRunRequest();
         return httplib::Server::HandlerResponse::Unhandled;
       });
@@ -168,7 +198,7 @@ UiServer::UiServer(std::string state_dir)
   });
   s.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
-    res.set_content(RunsJson().dump(), "application/json");
+    res.set_content(DumpJson(RunsJson()), "application/json");
   });
   // A step's lines: ?step=ID[&after=SEQ]. As JSON, at most kLogPage lines
   // after `after`; log.txt: all of them as text.
@@ -198,12 +228,13 @@ UiServer::UiServer(std::string state_dir)
             return;
           }
           if (!text) {
-            res.set_content(LogJson(*log).dump(), "application/json");
+            res.set_content(DumpJson(LogJson(*log)), "application/json");
             return;
           }
+          // Served as UTF-8, like the JSON: the stored bytes are not.
           std::string body;
           for (const store::StoredLine& line : log->lines) {
-            body += line.text;
+            body += SanitizeUtf8(line.text);
             body += '\n';
           }
           res.set_content(body, "text/plain; charset=utf-8");
@@ -216,7 +247,7 @@ UiServer::UiServer(std::string state_dir)
             SendError(res, HttpStatusFor(j.status()), j.status().message());
             return;
           }
-          res.set_content(j->dump(), "application/json");
+          res.set_content(DumpJson(*j), "application/json");
         });
 }
 
@@ -285,8 +316,13 @@ Status UiServer::Start(const std::string& host, int port) {
                    " (is the port taken?)");
   }
   impl_->port_ = bound;
+  impl_->hosts_.emplace(host, bound, impl_->extra_hosts_);
   impl_->thread_ = std::thread([&s] { s.listen_after_bind(); });
   return Status::Ok();
+}
+
+void UiServer::AllowHost(std::string host) {
+  impl_->extra_hosts_.push_back(std::move(host));
 }
 
 int UiServer::port() const { return impl_->port_; }

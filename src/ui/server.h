@@ -22,7 +22,10 @@ namespace steps::ui {
 //                        {"now_ms", "run", "step", "last_seq", "lines":
 //                        [{"seq", "stream", "text"}]}: the step's lines
 //                        after line N, at most kLogPage of them
-// GET /api/runs/ID/log.txt?step=STEP   all of them, as text
+// GET /api/runs/ID/log.txt?step=STEP   all of them, as UTF-8 text
+// Every answer is valid UTF-8: stored bytes that are not show as U+FFFD.
+// Any other path: 404. A request whose Host header does not name this
+// server: 421 (403 without one), as text.
 // Thread-safe; requests are served on the server's own threads.
 class UiServer {
  public:
@@ -30,7 +33,16 @@ class UiServer {
   explicit UiServer(std::string state_dir);
   ~UiServer();
 
+  // Also answers requests whose Host header is `host` ("NAME": any port,
+  // "NAME:PORT": that port). Without it only the listen host, localhost,
+  // 127.0.0.1 and [::1] with the bound port are answered; other Host
+  // values get 421, which defeats DNS rebinding.
+  // REQUIRES: before Start.
+  void AllowHost(std::string host);
+
   // Binds `host:port` (port 0 picks a free one). Returns once listening.
+  // Each connection serves one request, which must arrive within 5 s of
+  // the connection (slow clients are cut off); 32 are served at once.
   Status Start(const std::string& host, int port);
   // The bound port (after Start).
   int port() const;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "providers/curl_transport.h"
 #include "providers/openai.h"
@@ -103,6 +104,47 @@ TEST(MockProviderBinaryTest, ServesAScriptUntilSigterm) {
   ChatResult r = provider.Send(request, context);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r.answer().text, "from the binary");
+
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(child.pid), 0);
+  close(child.out);
+  close(child.err);
+  std::filesystem::remove(script);
+}
+
+// Scripts are bytes: a say text and a call argument that are not UTF-8 (a
+// raw 0xFF byte in the file) are served with U+FFFD in their place, as
+// valid JSON, instead of aborting the server.
+TEST(MockProviderBinaryTest, ServesInvalidUtf8AsReplacementCharacters) {
+  std::string script = WriteScript(
+      "bytes",
+      "reviewer:\n"
+      "  - call: { name: read_file, arguments: { path: \"a\xff.txt\" } }\n"
+      "  - say: \"caf\xff\xfe done\"\n");
+  Child child = Spawn({"--script", script, "--listen", "127.0.0.1:0"});
+  std::string line = ReadLine(child.out);
+  ASSERT_EQ(line.rfind("listening on http://127.0.0.1:", 0), 0u) << line;
+  std::string base = line.substr(std::string("listening on ").size()) + "/v1";
+
+  CurlTransport transport;
+  OpenAiConfig config;
+  config.base_url = base;
+  OpenAiProvider provider(config, transport);
+  ChatRequest request;
+  request.model = "m";
+  request.messages = {Message::User("hi")};
+  CallContext context;
+  context.agent = "reviewer";
+  ChatResult call = provider.Send(request, context);
+  ASSERT_TRUE(call.ok()) << call.error().message;
+  ASSERT_EQ(call.answer().tool_calls.size(), 1u);
+  auto args = nlohmann::json::parse(call.answer().tool_calls[0].arguments,
+                                    nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call.answer().tool_calls[0].arguments;
+  EXPECT_EQ(args["path"], "a\xEF\xBF\xBD.txt");
+  ChatResult say = provider.Send(request, context);
+  ASSERT_TRUE(say.ok()) << say.error().message;
+  EXPECT_EQ(say.answer().text, "caf\xEF\xBF\xBD\xEF\xBF\xBD done");
 
   kill(child.pid, SIGTERM);
   EXPECT_EQ(WaitExit(child.pid), 0);

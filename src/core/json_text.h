@@ -1,0 +1,21 @@
+// The one way JSON becomes text. nlohmann::json::dump() throws (type_error
+// 316) on a string that is not valid UTF-8, and such strings reach us from
+// task output, tool results, model answers and mock scripts. Every JSON
+// writer (the run store, `steps show --json`, `steps runs --json`, the UI
+// API, request bodies, the mock provider) goes through DumpJson, which
+// never throws: each invalid byte is written as U+FFFD.
+#ifndef STEPS_CORE_JSON_TEXT_H_
+#define STEPS_CORE_JSON_TEXT_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace steps {
+
+// `value` serialised as valid UTF-8 JSON. `indent` as for dump(): -1 is
+// compact, N >= 0 pretty-prints with N spaces.
+std::string DumpJson(const nlohmann::json& value, int indent = -1);
+
+}  // namespace steps
+
+#endif  // STEPS_CORE_JSON_TEXT_H_

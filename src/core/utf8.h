@@ -1,0 +1,27 @@
+// Text from tasks, tools, models and scripts is bytes: it is stored as it
+// came and made valid UTF-8 only where it is shown or serialised (JSON, XML,
+// a request to a model). These helpers do that one way everywhere.
+#ifndef STEPS_CORE_UTF8_H_
+#define STEPS_CORE_UTF8_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace steps {
+
+// `text` with every byte that does not start a well-formed UTF-8 sequence
+// (overlong forms, surrogates and code points past U+10FFFF included)
+// replaced by U+FFFD. Valid text comes back unchanged.
+std::string SanitizeUtf8(std::string_view text);
+
+// True when `text` is well-formed UTF-8 (SanitizeUtf8 would not change it).
+bool IsValidUtf8(std::string_view text);
+
+// The longest prefix of `text` of at most `max_bytes` that does not end in
+// the middle of a multi-byte sequence.
+size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);
+
+}  // namespace steps
+
+#endif  // STEPS_CORE_UTF8_H_
