@@ -241,6 +241,44 @@ mock:
   KillAll({pid});
 }
 
+TEST(OrphansTest, ResourceScriptDaemonsEndWithTheScript) {
+  TempDir dir;
+  const std::string pidfile = dir / "script.pid";
+  dir.Write("p.yaml", R"(
+resource_types:
+- name: leaky
+  config:
+    check: |
+      setsid sleep 300 >/dev/null 2>&1 & echo $! > )" +
+                          pidfile + R"(
+      echo '[{"ref": "v1"}]'
+    in: echo fetched > file
+resources:
+- name: r
+  type: leaky
+  source: {}
+jobs:
+- name: j
+  plan:
+  - get: r
+  - task: check
+    run: |
+      p=$(cat )" + pidfile +
+                          R"()
+      if [ -e /proc/$p ]; then echo "left: $p"; exit 1; fi
+      echo daemon gone
+)");
+  StepsRun run =
+      RunSteps({"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+               dir / "log");
+  pid_t pid = PidIn(pidfile);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_GT(pid, 0) << run.output;
+  EXPECT_NE(run.output.find("check | daemon gone"), std::string::npos)
+      << run.output;
+  KillAll({pid});
+}
+
 // Runs `sql` on the store; the first column of each row, one per line.
 std::string QueryStore(const std::string& state_dir, const std::string& sql) {
   auto store = store::Store::OpenExisting(store::StorePath(state_dir));
