@@ -1,5 +1,7 @@
 // Keeping every process a run starts inside that run, even one that leaves
-// its process group (`setsid cmd &`, `setsid -f`, a double fork).
+// its process group (`setsid cmd &`, `setsid -f`, a double fork). A run
+// here is one ProcessLauncher::Run: a task attempt, a resource script, a
+// run_shell call, a CLI agent.
 //
 // A process that leaves the group is out of reach of kill(-pgid). So this
 // process becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER): whatever
