@@ -42,6 +42,7 @@ int RunRun(const RunOptions& opts) {
               << " (see docs/mock.md)\n";
     return kExitUsage;
   }
+  EndOrphanedRuns(opts.state_dir);
   pipeline::ResolvedPlan plan(r.pipeline);
   RunSetup setup;
   // --ui: the web UI of this run, served while it runs.

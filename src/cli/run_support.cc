@@ -8,20 +8,37 @@
 #include "core/log.h"
 #include "mock_provider/script.h"
 #include "process/local_launcher.h"
+#include "process/recorded_group.h"
+#include "process/subreaper.h"
 #include "store/cache.h"
+#include "store/process_groups.h"
 #include "store/recorder.h"
+#include "store/run_lock.h"
 #include "store/store.h"
 
 namespace steps::cli {
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
-  LocalProcessLauncher launcher;
   pipeline::ExecutorOptions opts;
-  opts.launcher = &launcher;
   opts.state_dir = setup.state_dir;
   opts.file = plan.pipeline().file;
   opts.run_id =
       setup.run_id.empty() ? pipeline::NewRunId(RealClock()) : setup.run_id;
+  // Whatever a task leaves behind outside its process group is re-parented
+  // to us, to be ended with its step (process/subreaper.h).
+  if (Status s = BecomeChildSubreaper(); !s.ok()) {
+    LogEvent(LogLevel::kWarn, "process.no_subreaper", {{"error", s.message()}});
+  }
+  // Held until the run is over: a later `steps run` that finds it free
+  // knows this run died and ends the process groups it recorded.
+  std::unique_ptr<store::RunLock> run_lock;
+  if (auto locked = store::RunLock::Acquire(setup.state_dir, opts.run_id);
+      locked.ok()) {
+    run_lock = std::move(*locked);
+  } else {
+    LogEvent(LogLevel::kWarn, "run.lock_failed",
+             {{"error", locked.status().message()}});
+  }
   // The run store (STATE_DIR/steps.db) records the run beside the printer
   // and holds the step cache. Without it the run still runs, unrecorded.
   pipeline::ObserverList observers;
@@ -29,11 +46,16 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   std::unique_ptr<store::Store> db;
   std::unique_ptr<store::RunRecorder> recorder;
   std::unique_ptr<store::StoreStepCache> cache;
+  std::unique_ptr<store::ProcessGroupRecorder> groups;
   if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
       opened.ok()) {
     db = std::move(*opened);
     recorder = std::make_unique<store::RunRecorder>(*db);
     observers.Add(recorder.get());
+    // Without the lock nobody could tell this run died: nothing to record.
+    if (run_lock) {
+      groups = std::make_unique<store::ProcessGroupRecorder>(*db, opts.run_id);
+    }
     cache = std::make_unique<store::StoreStepCache>(
         *db, store::CacheDir(setup.state_dir), opts.run_id, setup.use_cache);
     opts.cache = cache.get();
@@ -42,6 +64,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
              {{"error", opened.status().message()}});
   }
   opts.observer = &observers;
+  LocalLauncherOptions launcher_options;
+  launcher_options.groups = groups.get();
+  LocalProcessLauncher launcher(RealClock(), launcher_options);
+  opts.launcher = &launcher;
   RunOutcome outcome;
   // Agents: served in process from the file's mock: block, or real.
   std::unique_ptr<agent::ConversationRunner> agents;
@@ -57,6 +83,36 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   outcome.signal = signals.first_signal();
   outcome.mock_problems = agents->MockExpectationFailures();
   return outcome;
+}
+
+void EndOrphanedRuns(const std::string& state_dir) {
+  auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
+  if (!opened.ok()) return;  // No store yet: no run to have died.
+  store::Store& db = **opened;
+  Result<std::vector<store::RecordedGroup>> groups = store::RunningGroups(db);
+  if (!groups.ok()) {
+    LogEvent(LogLevel::kWarn, "run.orphans_unchecked",
+             {{"error", groups.status().message()}});
+    return;
+  }
+  // Rows come ordered by run: one decision and one log line per run.
+  size_t i = 0;
+  while (i < groups->size()) {
+    const std::string run_id = (*groups)[i].run_id;
+    const bool alive = store::RunIsLocked(state_dir, run_id);
+    int killed = 0;
+    for (; i < groups->size() && (*groups)[i].run_id == run_id; ++i) {
+      if (alive) continue;
+      const store::RecordedGroup& g = (*groups)[i];
+      bool was_ours = KillRecordedGroup(g.group) == RecordedGroupEnd::kKilled;
+      if (was_ours) ++killed;
+      store::MarkGroup(db, g, was_ours ? "killed" : "gone");
+    }
+    if (killed > 0) {
+      LogEvent(LogLevel::kWarn, "run.orphans_killed",
+               {{"run", run_id}, {"groups", std::to_string(killed)}});
+    }
+  }
 }
 
 int ExitCodeFor(const RunOutcome& outcome) {

@@ -33,8 +33,20 @@ struct RunOutcome {
 };
 
 // Runs the jobs of `plan` with the local process launcher, SIGINT/SIGTERM
-// handling and the agent runner the setup asks for.
+// handling and the agent runner the setup asks for. This process becomes a
+// child subreaper, so nothing a step starts outlives it (setsid daemons
+// included); the run holds STATE_DIR/runs/RUN.lock while it runs and
+// records its running process groups in the store.
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
+
+// Ends what runs that died left running: for every run in the store under
+// `state_dir` that recorded running process groups and whose lock is free,
+// kills each group whose leader is still the recorded process (same start
+// time), marks the rows `killed` or `gone`, and logs
+// `WRN run.orphans_killed run=R groups=N` when it killed any. Never blocks
+// on a live run. Only `steps run` calls it: read-only commands leave every
+// process alone.
+void EndOrphanedRuns(const std::string& state_dir);
 
 // 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;
 // 130/143 aborted by SIGINT/SIGTERM.

@@ -16,7 +16,9 @@
 
 #include "core/clock.h"
 #include "process/output_capture.h"
+#include "process/proc_stat.h"
 #include "process/spawn.h"
+#include "process/subreaper.h"
 
 extern char** environ;
 
@@ -25,6 +27,8 @@ namespace {
 
 // Without a pidfd, how often the child's state is checked.
 constexpr Millis kExitCheckInterval{20};
+// How long a run's end waits for what it killed outside its group to die.
+constexpr Millis kSweepMaxWait{2000};
 // Bytes read from one pipe before giving the other fds a turn.
 constexpr size_t kReadBurst = 1024 * 1024;
 
@@ -168,6 +172,7 @@ class ChildRun {
       while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
     }
+    UnregisterChild(pid_);
   }
 
   ChildRun(const ChildRun&) = delete;
@@ -389,6 +394,10 @@ LocalProcessLauncher::LocalProcessLauncher()
     : LocalProcessLauncher(RealClock()) {}
 
 LocalProcessLauncher::LocalProcessLauncher(Clock& clock,
+                                           LocalLauncherOptions options)
+    : LocalProcessLauncher(clock, CurrentEnvironment(), options) {}
+
+LocalProcessLauncher::LocalProcessLauncher(Clock& clock,
                                            std::vector<std::string> base_env,
                                            LocalLauncherOptions options)
     : clock_(clock), base_env_(std::move(base_env)), options_(options) {}
@@ -417,14 +426,28 @@ ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
   }
   CancelCallback on_cancel(request.cancel, [wakeup] { wakeup->Signal(); });
 
-  Result<SpawnedChild> child = SpawnChild(request, base_env_);
+  // Only a subreaper can find what leaves the group, so only then is the
+  // run given a scope to be found by.
+  const std::string scope = IsChildSubreaper() ? BeginProcessScope() : "";
+  Result<SpawnedChild> child = SpawnChild(request, base_env_, scope);
   if (!child.ok()) {
+    SweepScope(scope, 0, kSweepMaxWait);  // Ends the scope; nothing to wait.
     result.end = ProcessEnd::kFailedToStart;
     result.error = child.status().message();
     return finish();
   }
-  ChildRun run(clock_, request, std::move(*child), wakeup, options_.use_pidfd);
-  run.Wait(result);
+  ProcessGroupId group{child->pid, 0};
+  if (std::optional<ProcStat> stat = ReadProcStat(group.pgid)) {
+    group.leader_start_time = stat->start_time;
+  }
+  if (options_.groups) options_.groups->OnGroupStart(group);
+  {
+    ChildRun run(clock_, request, std::move(*child), wakeup,
+                 options_.use_pidfd);
+    run.Wait(result);
+  }
+  SweepScope(scope, group.pgid, kSweepMaxWait);
+  if (options_.groups) options_.groups->OnGroupEnd(group);
   return finish();
 }
 

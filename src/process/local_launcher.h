@@ -2,6 +2,7 @@
 #ifndef STEPS_PROCESS_LOCAL_LAUNCHER_H_
 #define STEPS_PROCESS_LOCAL_LAUNCHER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,41 @@ class Clock;
 // Thread-safe: any number of Runs may go at once. REQUIRES: nothing else in
 // this process reaps children with waitpid(-1) or ignores SIGCHLD
 // (SA_NOCLDWAIT), which would take the exit status away from Run.
+//
+// In a process that called BecomeChildSubreaper (process/subreaper.h), a
+// run also ends everything its processes started outside their group
+// (`setsid cmd &`, double forks) before Run returns: nothing a run starts
+// outlives it.
+
+// One run's process group, named so that a recycled pid is never mistaken
+// for it: the group id (the leader's pid) and the leader's start time
+// (/proc/PID/stat field 22, clock ticks after boot).
+struct ProcessGroupId {
+  int pgid = 0;
+  uint64_t leader_start_time = 0;
+};
+
+// Told when a run's process group starts and when it is gone, e.g. to
+// record it so that a later process can end the group if this one dies
+// first. Called on the thread that called Run; must not throw, and should
+// be quick.
+class ProcessGroupObserver {
+ public:
+  virtual ~ProcessGroupObserver() = default;
+  // The leader was just started (it may already have exited).
+  virtual void OnGroupStart(const ProcessGroupId& group) = 0;
+  // The group was killed and its leader reaped.
+  virtual void OnGroupEnd(const ProcessGroupId& group) = 0;
+};
+
 struct LocalLauncherOptions {
   // Watch each child through a pidfd (Linux 5.3+). When false, or when the
   // kernel has none, the child's state is checked every 20ms instead.
   // Default: true.
   bool use_pidfd = true;
+  // Told about every run's process group. Must outlive the launcher.
+  // Default: nullptr (nobody).
+  ProcessGroupObserver* groups = nullptr;
 };
 
 class LocalProcessLauncher : public ProcessLauncher {
@@ -44,6 +75,8 @@ class LocalProcessLauncher : public ProcessLauncher {
   // when the fake time has been advanced and the run next wakes.)
   explicit LocalProcessLauncher(Clock& clock);
   LocalProcessLauncher();
+  // This process's environment as the base, with options.
+  LocalProcessLauncher(Clock& clock, LocalLauncherOptions options);
   // The base environment is given ("NAME=value" entries).
   LocalProcessLauncher(Clock& clock, std::vector<std::string> base_env,
                        LocalLauncherOptions options = {});

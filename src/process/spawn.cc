@@ -10,6 +10,8 @@
 #include <map>
 #include <utility>
 
+#include "process/subreaper.h"
+
 namespace steps {
 namespace {
 
@@ -62,6 +64,15 @@ std::string ValueOf(const std::vector<std::string>& env,
   return "";
 }
 
+// Sets STEPS_PROCESS_SCOPE, replacing any value the environment has.
+void SetScope(std::vector<std::string>& env, const std::string& scope) {
+  const std::string prefix = std::string(kProcessScopeVar) + "=";
+  std::erase_if(env, [&](const std::string& entry) {
+    return entry.compare(0, prefix.size(), prefix) == 0;
+  });
+  env.push_back(prefix + scope);
+}
+
 }  // namespace
 
 std::vector<std::string> BuildChildEnvironment(
@@ -105,7 +116,8 @@ Result<std::string> FindExecutable(const std::string& name,
 }
 
 Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
-                                const std::vector<std::string>& base_env) {
+                                const std::vector<std::string>& base_env,
+                                const std::string& scope) {
   std::vector<std::string> argv = request.argv;
   if (argv.empty()) argv = {"bash", "-c", request.command};
   for (const std::string& arg : argv) {
@@ -139,6 +151,7 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
   }
 
   std::vector<std::string> env = BuildChildEnvironment(request, base_env);
+  if (!scope.empty()) SetScope(env, scope);
   Result<std::string> program = FindExecutable(argv[0], ValueOf(env, "PATH"));
   if (!program.ok()) return program.status();
 
@@ -188,9 +201,11 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
   c_env.push_back(nullptr);
 
   pid_t pid = 0;
+  SpawnGuard guard;
   int rc = posix_spawn(&pid, program->c_str(), actions, attr, c_argv.data(),
                        c_env.data());
   if (rc != 0) return ErrnoStatus("spawn " + argv[0], rc);
+  guard.Register(pid);
   child.pid = pid;
   return child;
 }

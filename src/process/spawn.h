@@ -36,11 +36,15 @@ Result<std::string> FindExecutable(const std::string& name,
                                    const std::string& path);
 
 // Starts the request's command as the leader of a new process group, with
-// default signal dispositions and an empty signal mask. Errors (missing
-// working directory, command not found, spawn failure) say what failed.
-// Thread-safe.
+// default signal dispositions and an empty signal mask. A non-empty `scope`
+// is set as STEPS_PROCESS_SCOPE in the child's environment, over anything
+// the request says (process/subreaper.h). The child is registered with the
+// sweeps (SpawnGuard) before any sweep can see it; the caller unregisters
+// it once reaped. Errors (missing working directory, command not found,
+// spawn failure) say what failed. Thread-safe.
 Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
-                                const std::vector<std::string>& base_env);
+                                const std::vector<std::string>& base_env,
+                                const std::string& scope = "");
 
 }  // namespace steps
 

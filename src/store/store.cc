@@ -8,6 +8,10 @@ namespace {
 
 // Statuses are "running" until the thing ends, then its outcome. Times are
 // milliseconds since the epoch (UTC); durations milliseconds.
+//
+// Every statement is CREATE ... IF NOT EXISTS, so the same script brings an
+// older store up to date: version 2 added process_groups (the process
+// groups of running tasks, see store/process_groups.h).
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS runs (
   id TEXT PRIMARY KEY,
@@ -108,6 +112,13 @@ CREATE TABLE IF NOT EXISTS output_lines (
   PRIMARY KEY (run_id, step_id, seq),
   FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
     ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS process_groups (
+  run_id TEXT NOT NULL,
+  pgid INTEGER NOT NULL,
+  leader_start INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  PRIMARY KEY (run_id, pgid, leader_start)
 );
 CREATE TABLE IF NOT EXISTS cache (
   key TEXT PRIMARY KEY,

@@ -69,7 +69,8 @@ TEST(StoreTest, OpenCreatesTheFileTheFolderAndTheSchema) {
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(Names(**store, "table"),
             (std::set<std::string>{"agent_turns", "attempts", "cache", "jobs",
-                                   "output_lines", "runs", "steps"}));
+                                   "output_lines", "process_groups", "runs",
+                                   "steps"}));
   EXPECT_EQ(Names(**store, "view"), std::set<std::string>{"hooks"});
   EXPECT_EQ(PragmaText(**store, "journal_mode"), "wal");
   EXPECT_EQ(PragmaText(**store, "user_version"),

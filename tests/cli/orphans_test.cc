@@ -1,0 +1,428 @@
+// No process outlives its step, through the real `steps` binary: daemons
+// that leave the task's process group (setsid, setsid -f, a double fork, a
+// cleared environment) end with the step, on abort too; run_shell's end
+// with the tool call; and the process groups of a run killed with SIGKILL
+// are ended by the next `steps run` on the state folder, never by a
+// read-only command, and never when the recorded pid is another process.
+//
+// Nothing sleeps to synchronise: the test waits for files the tasks write
+// and for processes to go, polling with generous bounds that only keep a
+// broken binary from hanging the test.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "process/proc_stat.h"
+#include "store/store.h"
+
+namespace steps {
+namespace {
+
+using test_support::TempDir;
+
+const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+constexpr auto kBound = std::chrono::seconds(30);
+
+// Polls `condition` every 10ms until it holds or `bound` passes.
+bool WaitFor(const std::function<bool()>& condition,
+             std::chrono::milliseconds bound = kBound) {
+  const auto give_up = std::chrono::steady_clock::now() + bound;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// Gone, or a zombie nobody has reaped yet (it runs nothing any more).
+bool Dead(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  return !stat || stat->state == 'Z';
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The pid a task wrote to `path`, or 0 when it is not there yet.
+pid_t PidIn(const std::string& path) {
+  std::string text = ReadWhole(path);
+  return text.empty() ? 0 : static_cast<pid_t>(std::stol(text));
+}
+
+// `steps ARGS...` started in the background, its output in `log`.
+pid_t StartSteps(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(fd, STDOUT_FILENO);
+  dup2(fd, STDERR_FILENO);
+  std::vector<char*> argv{const_cast<char*>(kSteps.c_str())};
+  for (const std::string& arg : args)
+    argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  execv(kSteps.c_str(), argv.data());
+  _exit(127);
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+struct StepsRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+StepsRun RunSteps(const std::vector<std::string>& args,
+                  const std::string& log) {
+  StepsRun r;
+  r.exit_code = WaitExit(StartSteps(args, log));
+  r.output = ReadWhole(log);
+  return r;
+}
+
+// A task that starts four daemons outside its process group and writes
+// their pids to DIR/NAME.pid: setsid in the background, setsid -f (which
+// forks), a double fork whose grandchild has its own session, and one that
+// clears its environment.
+std::string DaemonScript(const std::string& dir) {
+  return "setsid sleep 300 >/dev/null 2>&1 & echo $! > " + dir + "/a.pid\n" +
+         "setsid -f bash -c 'echo $$ > " + dir +
+         "/b.pid; exec sleep 300' </dev/null >/dev/null 2>&1\n" +
+         "( setsid bash -c '( exec sleep 300 ) & echo $! > " + dir +
+         "/c.pid' & ) </dev/null >/dev/null 2>&1\n" +
+         "setsid env -i /bin/sleep 300 >/dev/null 2>&1 & echo $! > " + dir +
+         "/d.pid\n" +
+         "for i in $(seq 3000); do\n"
+         "  [ -s " +
+         dir + "/b.pid ] && [ -s " + dir +
+         "/c.pid ] && break\n"
+         "  sleep 0.01\n"
+         "done\n";
+}
+
+std::vector<pid_t> DaemonPids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    pids.push_back(PidIn(dir + "/" + name + ".pid"));
+  }
+  return pids;
+}
+
+// Kills what a failed test may have left, so that it does not outlive it.
+void KillAll(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (pid > 1) kill(pid, SIGKILL);
+  }
+}
+
+// The next step sees no trace of them (not even a zombie): the step that
+// started them ended them and reaped them before it was over.
+std::string CheckGoneScript(const std::string& dir) {
+  return "for f in " + dir +
+         "/?.pid; do\n"
+         "  p=$(cat $f)\n"
+         "  if [ -e /proc/$p ]; then echo \"left: $f $p $(cat /proc/$p/stat)\";"
+         " exit 1; fi\n"
+         "done\n"
+         "echo all gone\n";
+}
+
+// `text` with every line indented by `spaces`, to sit under a `run: |`.
+std::string Indented(const std::string& text, int spaces) {
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) out += std::string(spaces, ' ') + line + "\n";
+  return out;
+}
+
+TEST(OrphansTest, DaemonsEndWithTheirStep) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n"
+            "  - task: start\n    run: |\n" +
+                Indented(DaemonScript(dir.path()), 6) +
+                "  - task: check\n    run: |\n" +
+                Indented(CheckGoneScript(dir.path()), 6));
+  StepsRun run =
+      RunSteps({"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+               dir / "log");
+  std::vector<pid_t> pids = DaemonPids(dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("check | all gone"), std::string::npos)
+      << run.output;
+  for (pid_t pid : pids) {
+    EXPECT_GT(pid, 0) << run.output;
+    EXPECT_TRUE(Dead(pid)) << pid;
+  }
+  KillAll(pids);
+}
+
+TEST(OrphansTest, DaemonsEndWhenTheRunIsAbortedMidStep) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n"
+            "  - task: start\n    run: |\n" +
+                Indented(DaemonScript(dir.path()), 6) + "      echo ready > " +
+                dir / "ready" + "\n" + "      sleep 300\n");
+  pid_t steps = StartSteps(
+      {"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+      dir / "log");
+  bool ready = WaitFor([&] { return !ReadWhole(dir / "ready").empty(); });
+  EXPECT_TRUE(ready) << ReadWhole(dir / "log");
+  kill(steps, SIGTERM);
+  EXPECT_EQ(WaitExit(steps), 143) << ReadWhole(dir / "log");
+  std::vector<pid_t> pids = DaemonPids(dir.path());
+  for (pid_t pid : pids) {
+    EXPECT_GT(pid, 0);
+    // Ended before steps exited; gone from the table once their new parent
+    // has reaped them.
+    EXPECT_TRUE(Dead(pid)) << pid;
+  }
+  KillAll(pids);
+}
+
+TEST(OrphansTest, RunShellDaemonsEndWithTheToolCall) {
+  TempDir dir;
+  const std::string pidfile = dir / "shell.pid";
+  dir.Write("p.yaml", R"(
+agents:
+- name: a
+  source: { model: mock/a }
+  tools: [run_shell]
+jobs:
+- name: j
+  plan:
+  - agent: a
+    messages: [start a server]
+  - task: check
+    run: |
+      p=$(cat )" + pidfile +
+                          R"()
+      if [ -e /proc/$p ]; then echo "left: $p"; exit 1; fi
+      echo daemon gone
+mock:
+  a:
+  - call:
+      name: run_shell
+      arguments:
+        command: "setsid sleep 300 >/dev/null 2>&1 & echo $! > )" +
+                          pidfile + R"("
+  - expect: { tool_result: true }
+    say: Started.
+)");
+  StepsRun run = RunSteps({"run", dir / "p.yaml", "--mock", "--plain",
+                           "--state-dir", dir / "state"},
+                          dir / "log");
+  pid_t pid = PidIn(pidfile);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_GT(pid, 0) << run.output;
+  EXPECT_NE(run.output.find("check | daemon gone"), std::string::npos)
+      << run.output;
+  KillAll({pid});
+}
+
+TEST(OrphansTest, ResourceScriptDaemonsEndWithTheScript) {
+  TempDir dir;
+  const std::string pidfile = dir / "script.pid";
+  dir.Write("p.yaml", R"(
+resource_types:
+- name: leaky
+  config:
+    check: |
+      setsid sleep 300 >/dev/null 2>&1 & echo $! > )" +
+                          pidfile + R"(
+      echo '[{"ref": "v1"}]'
+    in: echo fetched > file
+resources:
+- name: r
+  type: leaky
+  source: {}
+jobs:
+- name: j
+  plan:
+  - get: r
+  - task: check
+    run: |
+      p=$(cat )" + pidfile +
+                          R"()
+      if [ -e /proc/$p ]; then echo "left: $p"; exit 1; fi
+      echo daemon gone
+)");
+  StepsRun run =
+      RunSteps({"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+               dir / "log");
+  pid_t pid = PidIn(pidfile);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_GT(pid, 0) << run.output;
+  EXPECT_NE(run.output.find("check | daemon gone"), std::string::npos)
+      << run.output;
+  KillAll({pid});
+}
+
+// Runs `sql` on the store; the first column of each row, one per line.
+std::string QueryStore(const std::string& state_dir, const std::string& sql) {
+  auto store = store::Store::OpenExisting(store::StorePath(state_dir));
+  if (!store.ok()) return "error: " + store.status().message();
+  std::string rows;
+  Status s = (*store)->Read([&](store::Db& db) -> Status {
+    Result<store::StatementUse> st = db.Prepared(sql);
+    if (!st.ok()) return st.status();
+    return (*st)->EachRow(
+        [&](const store::Statement& row) { rows += row.Text(0) + "\n"; });
+  });
+  if (!s.ok()) return "error: " + s.message();
+  return rows;
+}
+
+TEST(OrphansTest, TheNextRunEndsTheGroupsOfARunKilledWithSigkill) {
+  TempDir dir;
+  constexpr int kTasks = 12;
+  std::string yaml =
+      "jobs:\n- name: j\n  plan:\n  - in_parallel:\n      limit: 12\n"
+      "      steps:\n";
+  for (int i = 0; i < kTasks; ++i) {
+    yaml += "      - task: t" + std::to_string(i) +
+            "\n        run: echo $$ > " +
+            dir / ("t" + std::to_string(i) + ".pid") + "; exec sleep 300\n";
+  }
+  dir.Write("slow.yaml", yaml);
+  dir.Write("other.yaml",
+            "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
+  const std::string state = dir / "state";
+  pid_t steps = StartSteps(
+      {"run", dir / "slow.yaml", "--plain", "--state-dir", state}, dir / "log");
+  std::vector<pid_t> pids(kTasks, 0);
+  auto all_started = [&] {
+    for (int i = 0; i < kTasks; ++i) {
+      pids[i] = PidIn(dir / ("t" + std::to_string(i) + ".pid"));
+      if (pids[i] == 0) return false;
+    }
+    return true;
+  };
+  bool started = WaitFor(all_started);
+  // A pid file is written before the task's group is recorded: wait for
+  // the records too, or the kill could come between the two.
+  bool recorded = WaitFor([&] {
+    return QueryStore(state, "SELECT count(*) FROM process_groups") == "12\n";
+  });
+  kill(steps, SIGKILL);
+  EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
+  ASSERT_TRUE(started && recorded) << ReadWhole(dir / "log");
+
+  // The tasks outlived their runner; a read-only command leaves them be.
+  for (pid_t pid : pids) EXPECT_FALSE(Dead(pid)) << pid;
+  StepsRun runs = RunSteps({"runs", "--state-dir", state}, dir / "runs.log");
+  EXPECT_EQ(runs.exit_code, 0) << runs.output;
+  EXPECT_NE(runs.output.find("interrupted"), std::string::npos) << runs.output;
+  for (pid_t pid : pids) EXPECT_FALSE(Dead(pid)) << pid;
+
+  // The next run, of another pipeline, ends them and says so once.
+  StepsRun next =
+      RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
+               dir / "next.log");
+  EXPECT_EQ(next.exit_code, 0) << next.output;
+  EXPECT_NE(next.output.find("WRN run.orphans_killed run="), std::string::npos)
+      << next.output;
+  EXPECT_NE(next.output.find(" groups=12"), std::string::npos) << next.output;
+  for (pid_t pid : pids) {
+    EXPECT_TRUE(WaitFor([&] { return Dead(pid); })) << pid;
+  }
+  EXPECT_EQ(QueryStore(state, "SELECT DISTINCT status FROM process_groups"),
+            "killed\n");
+  EXPECT_EQ(QueryStore(state, "PRAGMA integrity_check"), "ok\n");
+
+  // Said once: a later run finds nothing left to end.
+  StepsRun again =
+      RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
+               dir / "again.log");
+  EXPECT_EQ(again.output.find("orphans_killed"), std::string::npos)
+      << again.output;
+  KillAll(pids);
+}
+
+// A process in a group of its own, as a task's leader is.
+pid_t StartGroupLeader() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // Whichever of the two runs first.
+  return pid;
+}
+
+TEST(OrphansTest, ARecordedGroupWhosePidIsAnotherProcessIsLeftAlone) {
+  TempDir dir;
+  const std::string state = dir / "state";
+  dir.Write("ok.yaml",
+            "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
+  // A first run creates the store.
+  ASSERT_EQ(RunSteps({"run", dir / "ok.yaml", "--plain", "--state-dir", state},
+                     dir / "log")
+                .exit_code,
+            0);
+  pid_t ours = StartGroupLeader();
+  pid_t stranger = StartGroupLeader();
+  std::optional<ProcStat> ours_stat, stranger_stat;
+  ASSERT_TRUE(WaitFor([&] {
+    ours_stat = ReadProcStat(ours);
+    stranger_stat = ReadProcStat(stranger);
+    return ours_stat && stranger_stat && ours_stat->pgid == ours &&
+           stranger_stat->pgid == stranger;
+  }));
+  // A run that died (it holds no lock) recorded both groups; the second
+  // pid now names a process that started at another time.
+  auto store = store::Store::Open(store::StorePath(state));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Status s = (*store)->Write([&](store::Db& db) -> Status {
+    return db.Exec(
+        "INSERT INTO process_groups VALUES ('20200101-000000-dead', " +
+        std::to_string(ours) + ", " + std::to_string(ours_stat->start_time) +
+        ", 'running'), ('20200101-000000-dead', " + std::to_string(stranger) +
+        ", " + std::to_string(stranger_stat->start_time + 1) + ", 'running')");
+  });
+  ASSERT_TRUE(s.ok()) << s.message();
+  store->reset();
+
+  StepsRun next =
+      RunSteps({"run", dir / "ok.yaml", "--plain", "--state-dir", state},
+               dir / "next.log");
+  EXPECT_NE(next.output.find(
+                "WRN run.orphans_killed run=20200101-000000-dead groups=1"),
+            std::string::npos)
+      << next.output;
+  int status = 0;
+  EXPECT_EQ(waitpid(ours, &status, 0), ours);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(Dead(stranger));
+  EXPECT_EQ(
+      QueryStore(state, "SELECT status FROM process_groups ORDER BY pgid = " +
+                            std::to_string(stranger)),
+      "killed\ngone\n");
+  kill(stranger, SIGKILL);
+  waitpid(stranger, &status, 0);
+}
+
+}  // namespace
+}  // namespace steps

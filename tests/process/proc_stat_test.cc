@@ -1,0 +1,96 @@
+// Reading /proc, and ending a recorded group only while its leader is the
+// recorded process.
+#include "process/proc_stat.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "process/recorded_group.h"
+
+namespace steps {
+namespace {
+
+// `sleep 300` as the leader of a group of its own, as a task's leader is.
+pid_t StartGroupLeader() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // Whichever of the two runs first.
+  return pid;
+}
+
+TEST(ProcStatTest, ReadsThisProcess) {
+  std::optional<ProcStat> self = ReadProcStat(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->pid, getpid());
+  EXPECT_EQ(self->ppid, getppid());
+  EXPECT_EQ(self->pgid, getpgrp());
+  EXPECT_EQ(self->session, getsid(0));
+  EXPECT_EQ(self->state, 'R');
+  EXPECT_GT(self->start_time, 0u);
+  // Fixed for the life of the process.
+  EXPECT_EQ(ReadProcStat(getpid())->start_time, self->start_time);
+}
+
+TEST(ProcStatTest, NoSuchProcess) {
+  EXPECT_FALSE(ReadProcStat(0).has_value());
+  EXPECT_FALSE(ReadProcStat(-1).has_value());
+  EXPECT_FALSE(ReadProcEnv(0, "PATH").has_value());
+}
+
+TEST(ProcStatTest, ReadsTheEnvironmentAProcessStartedWith) {
+  const char* path = getenv("PATH");
+  ASSERT_NE(path, nullptr);
+  EXPECT_EQ(ReadProcEnv(getpid(), "PATH"), std::string(path));
+  EXPECT_FALSE(ReadProcEnv(getpid(), "PAT").has_value());
+  EXPECT_FALSE(ReadProcEnv(getpid(), "STEPS_NO_SUCH_VARIABLE").has_value());
+}
+
+TEST(ProcStatTest, ListsChildren) {
+  pid_t child = StartGroupLeader();
+  std::vector<pid_t> children = ListChildren(getpid());
+  EXPECT_NE(std::find(children.begin(), children.end(), child), children.end());
+  EXPECT_TRUE(ListChildren(child).empty());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+TEST(RecordedGroupTest, KillsTheGroupWhileItsLeaderIsTheRecordedProcess) {
+  pid_t leader = StartGroupLeader();
+  std::optional<ProcStat> stat = ReadProcStat(leader);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(KillRecordedGroup({leader, stat->start_time}),
+            RecordedGroupEnd::kKilled);
+  int status = 0;
+  ASSERT_EQ(waitpid(leader, &status, 0), leader);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  // Gone now: nothing to kill.
+  EXPECT_EQ(KillRecordedGroup({leader, stat->start_time}),
+            RecordedGroupEnd::kGone);
+}
+
+TEST(RecordedGroupTest, LeavesAProcessThatReusesTheRecordedPid) {
+  pid_t other = StartGroupLeader();
+  std::optional<ProcStat> stat = ReadProcStat(other);
+  ASSERT_TRUE(stat.has_value());
+  // The recorded leader started at another time: `other` only has its pid.
+  EXPECT_EQ(KillRecordedGroup({other, stat->start_time - 1}),
+            RecordedGroupEnd::kGone);
+  EXPECT_EQ(KillRecordedGroup({other, stat->start_time + 1}),
+            RecordedGroupEnd::kGone);
+  EXPECT_EQ(waitpid(other, nullptr, WNOHANG), 0);  // Still running.
+  EXPECT_EQ(KillRecordedGroup({1, 0}), RecordedGroupEnd::kGone);
+  kill(other, SIGKILL);
+  waitpid(other, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace steps

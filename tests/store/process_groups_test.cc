@@ -1,0 +1,89 @@
+// The process groups a run records while its processes run, the upgrade
+// that adds their table to an older store, and the run lock that tells a
+// live run from a dead one.
+#include "store/process_groups.h"
+
+#include <gtest/gtest.h>
+
+#include "store/run_lock.h"
+#include "store_test_util.h"
+
+namespace steps::store {
+namespace {
+
+using store_testing::TempDir;
+
+std::string Groups(Store& store) {
+  Result<std::vector<RecordedGroup>> groups = RunningGroups(store);
+  if (!groups.ok()) return "error: " + groups.status().message();
+  std::string text;
+  for (const RecordedGroup& g : *groups) {
+    text += g.run_id + " " + std::to_string(g.group.pgid) + " " +
+            std::to_string(g.group.leader_start_time) + "\n";
+  }
+  return text;
+}
+
+TEST(ProcessGroupsTest, AGroupIsRecordedWhileItRuns) {
+  TempDir dir;
+  auto store = Store::Open(StorePath(dir.path()));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ProcessGroupRecorder a(**store, "run-a");
+  ProcessGroupRecorder b(**store, "run-b");
+  a.OnGroupStart({100, 5000});
+  b.OnGroupStart({200, 6000});
+  a.OnGroupStart({300, 7000});
+  EXPECT_EQ(Groups(**store),
+            "run-a 100 5000\nrun-a 300 7000\nrun-b 200 6000\n");
+  a.OnGroupEnd({100, 5000});
+  EXPECT_EQ(Groups(**store), "run-a 300 7000\nrun-b 200 6000\n");
+  // A marked group is no longer running: a later run does not look again.
+  ASSERT_TRUE(MarkGroup(**store, {"run-b", {200, 6000}}, "killed").ok());
+  EXPECT_EQ(Groups(**store), "run-a 300 7000\n");
+}
+
+TEST(ProcessGroupsTest, AVersionOneStoreGainsTheTable) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    ASSERT_TRUE((*store)
+                    ->Write([](Db& db) {
+                      return db.Exec(
+                          "DROP TABLE process_groups; PRAGMA user_version = 1");
+                    })
+                    .ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ProcessGroupRecorder recorder(**store, "run-a");
+  recorder.OnGroupStart({100, 5000});
+  EXPECT_EQ(Groups(**store), "run-a 100 5000\n");
+}
+
+TEST(RunLockTest, ARunIsLockedWhileItsLockIsHeld) {
+  TempDir dir;
+  EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));  // No file.
+  {
+    auto lock = RunLock::Acquire(dir.path(), "run-a");
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    EXPECT_TRUE(RunIsLocked(dir.path(), "run-a"));
+    EXPECT_FALSE(RunIsLocked(dir.path(), "run-b"));
+    // Held: nobody else takes it.
+    EXPECT_FALSE(RunLock::Acquire(dir.path(), "run-a").ok());
+  }
+  EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));
+  EXPECT_FALSE(std::filesystem::exists(RunLockPath(dir.path(), "run-a")));
+}
+
+TEST(RunLockTest, AFreeLockWhoseFileIsLeftMeansTheRunDied) {
+  TempDir dir;
+  // What a killed run leaves: the file, with nobody holding it.
+  std::filesystem::create_directories(dir / "runs");
+  std::ofstream(RunLockPath(dir.path(), "run-a")) << "";
+  EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));
+}
+
+}  // namespace
+}  // namespace steps::store
