@@ -256,6 +256,21 @@ TEST_F(SandboxCliTest, NetworkTrueGivesTaskTheSocketOnly) {
   EXPECT_TRUE(p.connected) << last_.output;
 }
 
+TEST_F(SandboxCliTest, SandboxedGetScriptSeesOnlyItsFolder) {
+  std::string y =
+      "resource_types:\n- name: probe\n  config:\n"
+      "    check: |\n      echo '[{\"ref\": \"1\"}]'\n    in: |\n";
+  for (const std::string& c : ProbeCommands()) y += "      " + c + "\n";
+  y += "      true\n"
+       "resources:\n- { name: r, type: probe }\n"
+       "jobs:\n- name: j\n  plan:\n  - get: r\n    sandbox: bwrap\n";
+  Probes p = RunProbes(y);
+  EXPECT_TRUE(p.ran) << last_.output;
+  EXPECT_FALSE(p.read_state) << last_.output;
+  EXPECT_FALSE(p.wrote_outside) << last_.output;
+  EXPECT_FALSE(p.connected) << last_.output;
+}
+
 TEST_F(SandboxCliTest, TimeoutKillsEverythingInsideTheSandbox) {
   dir_.Write("p.yaml",
              "jobs:\n- name: j\n  plan:\n  - task: t\n    sandbox: bwrap\n"
