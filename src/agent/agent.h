@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/duration.h"
 #include "core/outcome.h"
+#include "process/sandbox_bwrap.h"
 
 namespace steps {
 class ProcessLauncher;
@@ -105,6 +106,10 @@ struct AgentInvocation {
   std::vector<std::string> messages;       // User messages, in order.
   std::vector<std::string> context_paths;  // Files handed over, relative.
   std::string working_dir;  // Tools are confined here; absolute path.
+  // When set, run_shell runs every command under bwrap with these options;
+  // writable_dir is filled in from working_dir. nullopt: commands run with
+  // the user's own access.
+  std::optional<SandboxOptions> sandbox;
   // For `to:` routing: the routing step's output, given as critique in a
   // fresh conversation.
   std::optional<std::string> critique;

@@ -338,6 +338,7 @@ class Conversation {
       tool_context_->cancel = ctx_.cancel;
       tool_context_->tool_timeout = inv_.tool_timeout.value_or(Millis(0));
       tool_context_->limits = setup_.tool_limits;
+      tool_context_->sandbox = inv_.sandbox;
     }
     return *tool_context_;
   }

@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "pipeline/loader.h"
+#include "process/local_launcher.h"
+#include "process/sandbox_bwrap.h"
 
 namespace steps::cli {
 namespace {
@@ -20,10 +22,23 @@ struct ValidateOptions {
   bool strict = false;
 };
 
+// A pipeline that asks for `sandbox: bwrap` on a machine where bwrap cannot
+// run loads, but its sandboxed steps would refuse to run: a warning at the
+// first such `sandbox:`, saying why and what to do.
+void WarnIfBwrapUnusable(pipeline::LoadResult& r) {
+  if (!r.pipeline) return;
+  const int line = r.pipeline->FirstBwrapLine();
+  if (line == 0) return;
+  LocalProcessLauncher launcher;
+  if (Status s = CheckBwrap(launcher); !s.ok())
+    r.diagnostics.Warn(line, s.message());
+}
+
 int RunValidate(const ValidateOptions& opts) {
   int exit_code = kExitOk;
   for (const std::string& file : opts.files) {
     pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
+    WarnIfBwrapUnusable(r);
     std::cerr << r.diagnostics.FormatAll();
     std::string name = std::filesystem::path(file).stem().string();
     const int errors = r.diagnostics.error_count();

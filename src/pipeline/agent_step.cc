@@ -46,6 +46,7 @@ agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
   if (d.budget.value)
     inv.budget =
         agent::BudgetLimit{d.budget.value->tokens, d.budget.value->usd};
+  inv.sandbox = ToSandboxOptions(d.sandbox.value);
   return inv;
 }
 
@@ -80,6 +81,10 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     return finish(
         {Outcome::kErrored, "agent step '" + step.name +
                                 "' cannot run: no agent runner is available"});
+  }
+  if (rs.dials.sandbox.value.bwrap()) {
+    if (Status s = ex_.SandboxReady(); !s.ok())
+      return finish({Outcome::kErrored, s.message()});
   }
   agent::AgentInvocation inv =
       MakeInvocation(*rs.agent, rs.source, rs.dials, step.name);
@@ -158,6 +163,10 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
   } else if (!ex_.opts.agents) {
     r = {Outcome::kErrored, "fix agent '" + task.fix->agent +
                                 "' cannot run: no agent runner is available"};
+  } else if (Status s = rs.fix_dials->sandbox.value.bwrap() ? ex_.SandboxReady()
+                                                            : Status::Ok();
+             !s.ok()) {
+    r = {Outcome::kErrored, s.message()};
   } else {
     const ModelSource& primary = rs.fix_agent->source
                                      ? *rs.fix_agent->source

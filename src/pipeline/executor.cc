@@ -52,6 +52,23 @@ Executor::Impl::Impl(const ResolvedPlan& p, ExecutorOptions options)
   run_dir = (fs::path(opts.state_dir) / "runs" / opts.run_id).string();
 }
 
+Status Executor::Impl::SandboxReady() {
+  std::call_once(sandbox_once_,
+                 [&] { sandbox_status_ = CheckBwrap(*opts.launcher); });
+  return sandbox_status_;
+}
+
+namespace internal {
+
+std::optional<SandboxOptions> ToSandboxOptions(const SandboxSpec& spec) {
+  if (!spec.bwrap()) return std::nullopt;
+  SandboxOptions options;
+  options.network = spec.network;
+  return options;
+}
+
+}  // namespace internal
+
 RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
   RunRecord run;
   run.id = opts.run_id;

@@ -4,10 +4,12 @@
 
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "pipeline/executor.h"
+#include "process/sandbox_bwrap.h"
 
 namespace steps::pipeline {
 
@@ -23,6 +25,14 @@ class Executor::Impl {
     return opts.observer ? *opts.observer : null_observer;
   }
   std::string run_dir;
+
+  // Whether bwrap works here, checked once per run on the first step that
+  // asks for `sandbox: bwrap` (CheckBwrap); a refusal names the fix.
+  Status SandboxReady();
+
+ private:
+  std::once_flag sandbox_once_;
+  Status sandbox_status_;
 };
 
 namespace internal {
@@ -121,6 +131,10 @@ class JobRunner {
   std::mutex mu_;
   JobRecord record_;
 };
+
+// The launcher's sandbox options for a resolved `sandbox:`, nullopt when
+// off. writable_dir is left for the caller.
+std::optional<SandboxOptions> ToSandboxOptions(const SandboxSpec& spec);
 
 // Text helpers shared by the runners.
 std::string TrimOutput(std::string_view s);

@@ -218,6 +218,7 @@ class Printer {
       Row(indent, "attempts", std::to_string(d.attempts.value),
           OriginText(d.attempts.origin, d.attempts.line));
       if (s.retry) RetryRows(s, r, indent);
+      SandboxRow(indent, "sandbox", d.sandbox, "its script");
       if (r.fix_dials) {
         Row(indent, "fix", s.fix->agent,
             "runs once per failed attempt in the task's directory, then the "
@@ -229,6 +230,8 @@ class Printer {
         Row(indent + 2, "fix timeout",
             OptText<Millis>(r.fix_dials->timeout.value, "none", Fmt),
             OriginText(r.fix_dials->timeout.origin, r.fix_dials->timeout.line));
+        SandboxRow(indent + 2, "fix sandbox", r.fix_dials->sandbox,
+                   "the fixer's run_shell");
       }
     } else {
       ContainerRows(s, indent);
@@ -273,6 +276,19 @@ class Printer {
     Row(indent, "budget", d.budget.value ? BudgetText(*d.budget.value) : "none",
         d.budget.value ? OriginText(d.budget.origin, d.budget.line)
                        : "not set");
+    SandboxRow(indent, "sandbox", d.sandbox, "run_shell");
+  }
+
+  // `what` names what the sandbox confines ("its script", "run_shell").
+  void SandboxRow(int indent, const std::string& key,
+                  const Dial<SandboxSpec>& d, const std::string& what) {
+    std::string origin = OriginText(d.origin, d.line);
+    origin += d.value.bwrap()
+                  ? ": " + what +
+                        " runs under bwrap, only its directory "
+                        "writable"
+                  : ": " + what + " runs with the user's own access";
+    Row(indent, key, d.value.Describe(), origin);
   }
 
   void RetryRows(const pipeline::Step& s, const ResolvedStep& r, int indent) {

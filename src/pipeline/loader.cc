@@ -191,6 +191,7 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   a.budget = ReadBudget(r.Take("budget"), "budget", d);
   ReadAgentDuration(r, "llm_timeout", a.llm_timeout, d);
   ReadAgentDuration(r, "tool_timeout", a.tool_timeout, d);
+  internal::ReadSandbox(r, a.sandbox, d);
   if (YAML::Node req = r.Take("required"); req.IsDefined()) {
     auto v = ReadString(req, "required", d);
     if (v && *v == "tools") {
@@ -368,13 +369,14 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
 void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsDefined() || n.IsNull()) return;
   if (!n.IsMap()) {
-    d.Error(LineOf(n), "'defaults' must be a mapping (source, env)");
+    d.Error(LineOf(n), "'defaults' must be a mapping (source, env, sandbox)");
     return;
   }
   MapReader r(n, "'defaults'", d);
   p.defaults.source = ReadSource(r.Take("source"), "defaults.source", d);
   if (auto env = ReadStringMap(r.Take("env"), "defaults.env", d))
     p.defaults.env = *env;
+  internal::ReadSandbox(r, p.defaults.sandbox, d);
   if (r.Has("timeout")) {
     r.Take("timeout");
     d.Error(r.KeyLine("timeout"),

@@ -25,6 +25,12 @@ void ReadHooks(MapReader& r, Hooks& hooks, StepContext ctx);
 std::optional<Budget> ReadBudget(const YAML::Node& n, const std::string& key,
                                  Diagnostics& d);
 
+// Reads `sandbox:` from `r` (sandbox_key.cc): a word (bwrap, none) or
+// {kind, network}. Errors name the line and the forms accepted.
+void ReadSandbox(MapReader& r, Written<SandboxSpec>& out, Diagnostics& d);
+// The same on a step; refused on blocks (in_parallel, do, try, across).
+void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
+
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.
 void CheckReferences(const Pipeline& p, Diagnostics& d);

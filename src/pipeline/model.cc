@@ -6,6 +6,43 @@ std::string ModelSource::Describe() const {
   return is_cli() ? "cli: " + cli : model;
 }
 
+std::string SandboxSpec::Describe() const {
+  if (!bwrap()) return "none";
+  return network ? "bwrap (network)" : "bwrap (no network)";
+}
+
+namespace {
+
+int FirstBwrapLine(const std::vector<StepPtr>& steps) {
+  for (const StepPtr& s : steps) {
+    if (s->sandbox.has_value() && (*s->sandbox).bwrap()) return s->sandbox.line;
+    if (int line = FirstBwrapLine(s->steps)) return line;
+    for (HookKind k : kAllHooks) {
+      if (!s->hooks.Get(k)) continue;
+      if (int line = FirstBwrapLine({s->hooks.Get(k)})) return line;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int Pipeline::FirstBwrapLine() const {
+  if (defaults.sandbox.has_value() && (*defaults.sandbox).bwrap())
+    return defaults.sandbox.line;
+  for (const AgentEntry& a : agents) {
+    if (a.sandbox.has_value() && (*a.sandbox).bwrap()) return a.sandbox.line;
+  }
+  for (const Job& job : jobs) {
+    if (int line = pipeline::FirstBwrapLine(job.plan)) return line;
+    for (HookKind k : kAllHooks) {
+      if (!job.hooks.Get(k)) continue;
+      if (int line = pipeline::FirstBwrapLine({job.hooks.Get(k)})) return line;
+    }
+  }
+  return 0;
+}
+
 const char* BackoffName(Backoff b) {
   switch (b) {
     case Backoff::kFixed:

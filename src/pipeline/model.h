@@ -49,6 +49,19 @@ struct ModelSource {
   std::string Describe() const;
 };
 
+// `sandbox:` as written: how task scripts, resource scripts and run_shell
+// commands are confined. `sandbox: bwrap`, `sandbox: none`, or
+// `sandbox: {kind: bwrap|none, network: true|false}`.
+struct SandboxSpec {
+  enum class Kind { kNone, kBwrap };
+  Kind kind = Kind::kNone;
+  bool network = false;  // bwrap only: keep the host's network.
+
+  bool bwrap() const { return kind == Kind::kBwrap; }
+  // "none", "bwrap (no network)", "bwrap (network)".
+  std::string Describe() const;
+};
+
 struct Budget {
   std::optional<int64_t> tokens;  // Total tokens, prompt and completion.
   std::optional<double> usd;
@@ -69,7 +82,8 @@ struct AgentEntry {
   std::optional<Budget> budget;
   Written<Millis> llm_timeout;
   Written<Millis> tool_timeout;
-  bool required_tools = false;  // `required: tools`.
+  bool required_tools = false;   // `required: tools`.
+  Written<SandboxSpec> sandbox;  // For run_shell.
 };
 
 enum class Backoff { kFixed, kLinear, kExponential };
@@ -172,6 +186,9 @@ struct Step {
   Written<Millis> llm_timeout;
   Written<Millis> tool_timeout;
 
+  // task, get, put, agent (run_shell).
+  Written<SandboxSpec> sandbox;
+
   // in_parallel, do, try, across: the steps inside.
   std::vector<StepPtr> steps;
   Written<int> limit;      // in_parallel
@@ -219,6 +236,7 @@ struct Resource {
 struct Defaults {
   std::optional<ModelSource> source;
   std::map<std::string, std::string> env;
+  Written<SandboxSpec> sandbox;
 };
 
 struct Pipeline {
@@ -232,6 +250,9 @@ struct Pipeline {
   std::optional<YAML::Node> mock;
   int mock_line = 0;
 
+  // The line of the first `sandbox:` (defaults, agent entry or step, in
+  // that order) that asks for bwrap; 0 when none does.
+  int FirstBwrapLine() const;
   const AgentEntry* FindAgent(const std::string& name) const;
   const Resource* FindResource(const std::string& name) const;
   const ResourceType* FindResourceType(const std::string& name) const;

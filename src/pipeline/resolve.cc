@@ -72,6 +72,18 @@ ResolvedDials ResolveWorkDials(const Step& s) {
   return d;
 }
 
+// First written of step, agent entry and defaults:; else no sandbox.
+Dial<SandboxSpec> ResolveSandbox(const Written<SandboxSpec>* step,
+                                 const Written<SandboxSpec>* entry,
+                                 const Defaults& defaults) {
+  if (step && step->has_value()) return {**step, DialOrigin::kStep, step->line};
+  if (entry && entry->has_value())
+    return {**entry, DialOrigin::kAgentEntry, entry->line};
+  if (defaults.sandbox.has_value())
+    return {*defaults.sandbox, DialOrigin::kDefaults, defaults.sandbox.line};
+  return {SandboxSpec{}, DialOrigin::kPackageDefault, 0};
+}
+
 const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
   static const ModelSource kNone;
   if (a.source) return *a.source;
@@ -82,6 +94,12 @@ const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
 void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s) {
   h.Add(field, s.is_cli() ? "cli:" + s.cli : "model:" + s.model);
   h.Add(field + ".base_url", s.base_url.value_or(""));
+}
+
+// A sandbox changes what a command can see and reach, so what it produces:
+// part of the identity when on. Off adds nothing, keeping earlier keys.
+void AddSandbox(FieldHasher& h, const SandboxSpec& sandbox) {
+  if (sandbox.bwrap()) h.Add("sandbox", sandbox.Describe());
 }
 
 }  // namespace
@@ -96,6 +114,8 @@ const char* DialOriginName(DialOrigin o) {
       return "fix";
     case DialOrigin::kAgentEntry:
       return "agent entry";
+    case DialOrigin::kDefaults:
+      return "defaults";
     case DialOrigin::kPackageDefault:
       return "default";
   }
@@ -112,6 +132,7 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
       for (const auto& [k, v] : s.env) h.Add("env." + k, v);
       for (const std::string& in : s.inputs) h.Add("input", in);
       for (const std::string& out : s.outputs) h.Add("output", out);
+      AddSandbox(h, dials.sandbox.value);
       break;
     }
     case StepKind::kGet:
@@ -127,6 +148,7 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
         }
       }
       h.Add("params", DumpJson(s.params));
+      AddSandbox(h, dials.sandbox.value);
       break;
     }
     case StepKind::kAgent: {
@@ -147,6 +169,7 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
       } else {
         h.AddAbsent("max_turns");
       }
+      AddSandbox(h, dials.sandbox.value);
       break;
     }
     default:
@@ -175,9 +198,13 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
       if (r.agent) {
         r.source = SourceOf(*pipeline_, *r.agent);
         r.dials = ResolveAgentDials(&s, *r.agent, r.source);
+        r.dials.sandbox =
+            ResolveSandbox(&s.sandbox, &r.agent->sandbox, pipeline_->defaults);
       }
     } else if (!s.is_container()) {
       r.dials = ResolveWorkDials(s);
+      r.dials.sandbox =
+          ResolveSandbox(&s.sandbox, nullptr, pipeline_->defaults);
       if (s.retry) {
         r.retry_waits = RetryWaits(*s.retry, r.dials.attempts.value);
         if (s.retry->total_timeout.has_value())
@@ -194,6 +221,10 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
                                       s.fix->attempts.line}
                           : Dial<int>{kDefaultFixAttempts,
                                       DialOrigin::kPackageDefault, 0};
+        // The fixer works in the task's directory: the task's own sandbox
+        // comes first.
+        fd.sandbox = ResolveSandbox(&s.sandbox, &r.fix_agent->sandbox,
+                                    pipeline_->defaults);
         r.fix_dials = fd;
       }
     }

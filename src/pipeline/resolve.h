@@ -31,9 +31,10 @@ enum class DialOrigin {
   kRetryBlock,      // retry.max_attempts on the step.
   kFix,             // fix: { attempts } on the task that names the fixer.
   kAgentEntry,      // Written on the agents: entry.
+  kDefaults,        // Written under the pipeline's defaults:.
   kPackageDefault,  // Nobody wrote it.
 };
-// "step", "retry block", "fix", "agent entry", "default".
+// "step", "retry block", "fix", "agent entry", "defaults", "default".
 const char* DialOriginName(DialOrigin o);
 
 template <typename T>
@@ -53,6 +54,9 @@ struct ResolvedDials {
   Dial<std::optional<Millis>> llm_timeout;   // nullopt: the deadline only.
   Dial<std::optional<Millis>> tool_timeout;  // nullopt: the deadline only.
   Dial<std::optional<Budget>> budget;
+  // Task, get, put and agent steps, and fixers: how commands are confined.
+  // Step, then agent entry, then defaults:; package default none.
+  Dial<SandboxSpec> sandbox;
 };
 
 struct ResolvedStep {

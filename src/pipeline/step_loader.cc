@@ -495,6 +495,7 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
     }
   }
   ReadStepTimeout(typed, *step, d);
+  ReadStepSandbox(typed, *step, d);
   if (YAML::Node v = typed.Take("retry"); v.IsDefined()) {
     ReadRetry(v, *step, d);
     if (step->retry) step->retry->line = typed.KeyLine("retry");

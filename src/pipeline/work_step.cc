@@ -82,6 +82,22 @@ std::string CacheKey(const std::string& identity,
   return h.HexDigest();
 }
 
+// Makes `req` (a script run in req.working_dir) run under bwrap with that
+// directory as the one it may write. The job's workspace is out of view
+// unless it is that directory (a put), so STEPS_ARTIFACTS is then not set:
+// a sandboxed task exchanges files through its inputs and outputs.
+void SandboxRequest(SandboxOptions options, const std::string& script,
+                    ProcessRequest& req) {
+  options.writable_dir = fs::absolute(req.working_dir).lexically_normal();
+  auto artifacts = req.env.find("STEPS_ARTIFACTS");
+  if (artifacts != req.env.end() &&
+      fs::path(artifacts->second).lexically_normal() != options.writable_dir) {
+    req.env.erase(artifacts);
+  }
+  req.argv = WrapInSandbox({"bash", "-c", script}, options);
+  req.command.clear();
+}
+
 }  // namespace
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
@@ -168,6 +184,11 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
     Finish(std::move(rec), true);
     return r;
   };
+
+  if (rs.dials.sandbox.value.bwrap()) {
+    if (Status s = ex_.SandboxReady(); !s.ok())
+      return finish({Outcome::kErrored, s.message()});
+  }
 
   // The working directory, shared by every attempt (and a fixer): inputs
   // copied in, output folders made.
@@ -329,12 +350,16 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     if (value.is_string()) env[var] = value.get<std::string>();
   }
 
+  const std::optional<SandboxOptions> sandbox =
+      ToSandboxOptions(ex_.plan.For(step).dials.sandbox.value);
+
   // Runs one script; returns false (with `a` filled) when it did not succeed.
   auto run_script = [&](const std::string& script, const std::string& cwd,
                         std::string* captured) -> bool {
     ProcessRequest req = ProcessRequest::Shell(script);
     req.working_dir = cwd;
     req.env = env;
+    if (sandbox) SandboxRequest(*sandbox, script, req);
     req.deadline = deadline;
     req.cancel = scope.token;
     req.kill_grace = ex_.opts.kill_grace;

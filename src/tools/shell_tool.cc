@@ -4,6 +4,7 @@
 #include <string>
 
 #include "process/process.h"
+#include "process/sandbox_bwrap.h"
 #include "tools/arguments.h"
 #include "tools/sandbox.h"
 
@@ -42,6 +43,12 @@ ToolResult RunShellTool::Run(const nlohmann::json& arguments,
   bool by_tool_timeout = tool_limit && (!left || context.tool_timeout < *left);
 
   ProcessRequest request = ProcessRequest::Shell(*command);
+  if (context.sandbox) {
+    SandboxOptions options = *context.sandbox;
+    options.writable_dir = sandbox->root();
+    request =
+        ProcessRequest::Exec(WrapInSandbox({"bash", "-c", *command}, options));
+  }
   request.working_dir = sandbox->root();
   request.env = context.env;
   request.cancel = context.cancel;

@@ -14,7 +14,9 @@ namespace steps {
 // limits.shell_kill_grace. The result starts with one status line
 // ("exit code: N", "timed out after 30s (tool_timeout) ...") followed by the
 // output (its head and tail when over limits.max_output_bytes). is_error
-// unless the command exited 0.
+// unless the command exited 0. With context.sandbox set, the command runs
+// under bwrap: only the working directory writable, no network unless the
+// options keep it.
 class RunShellTool : public Tool {
  public:
   RunShellTool();

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "core/cancel.h"
 #include "core/clock.h"
 #include "core/duration.h"
+#include "process/sandbox_bwrap.h"
 
 namespace steps {
 
@@ -80,6 +82,11 @@ struct ToolContext {
   // Variables set for run_shell's commands over the launcher's environment.
   std::map<std::string, std::string> env;
   ToolLimits limits;
+  // When set, run_shell runs its commands under bwrap
+  // (process/sandbox_bwrap.h) with the working directory as the one writable
+  // directory (writable_dir here is ignored). nullopt: commands run with the
+  // user's own access; the file tools are confined either way.
+  std::optional<SandboxOptions> sandbox;
 };
 
 class Tool {
