@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/redact.h"
+#include "pipeline/environment.h"
 #include "process/limits.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +33,10 @@ int main(int argc, char** argv) {
   // A wide fan-out holds a few descriptors per running step; the usual soft
   // limit of 1024 would cap it long before the machine does.
   (void)steps::RaiseOpenFileLimit();
+  // Provider keys are masked in every command's output (docs/secrets.md),
+  // before any pipeline is read.
+  steps::AddProcessSecretsFromEnvironment(
+      steps::pipeline::BuiltinProviderKeyVariables());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

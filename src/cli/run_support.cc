@@ -6,7 +6,10 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "mock_provider/script.h"
+#include "pipeline/environment.h"
+#include "pipeline/redacting.h"
 #include "process/local_launcher.h"
 #include "store/cache.h"
 #include "store/recorder.h"
@@ -15,7 +18,15 @@
 namespace steps::cli {
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
-  LocalProcessLauncher launcher;
+  // Secrets (docs/secrets.md): the values of the pipeline's secret
+  // variables are masked in everything below, and provider keys reach a
+  // child process only when an `env:` entry passes them.
+  const pipeline::Pipeline& pipeline = plan.pipeline();
+  AddProcessSecretsFromEnvironment(pipeline::SecretVariables(pipeline));
+  const std::shared_ptr<const Redactor> redactor = ProcessRedactor();
+  LocalProcessLauncher launcher(
+      RealClock(),
+      CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)));
   pipeline::ExecutorOptions opts;
   opts.launcher = &launcher;
   opts.state_dir = setup.state_dir;
@@ -29,6 +40,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   std::unique_ptr<store::Store> db;
   std::unique_ptr<store::RunRecorder> recorder;
   std::unique_ptr<store::StoreStepCache> cache;
+  std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
   if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
       opened.ok()) {
     db = std::move(*opened);
@@ -36,12 +48,16 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
     observers.Add(recorder.get());
     cache = std::make_unique<store::StoreStepCache>(
         *db, store::CacheDir(setup.state_dir), opts.run_id, setup.use_cache);
-    opts.cache = cache.get();
+    masked_cache =
+        std::make_unique<pipeline::RedactingStepCache>(*cache, redactor);
+    opts.cache = masked_cache.get();
   } else {
     LogEvent(LogLevel::kWarn, "store.unavailable",
              {{"error", opened.status().message()}});
   }
-  opts.observer = &observers;
+  // Every observer (printer, recorder) sees the run through the mask.
+  pipeline::RedactingObserver masked(observers, redactor);
+  opts.observer = &masked;
   RunOutcome outcome;
   // Agents: served in process from the file's mock: block, or real.
   std::unique_ptr<agent::ConversationRunner> agents;
@@ -54,8 +70,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
+  pipeline::RedactRecord(*redactor, outcome.record);
   outcome.signal = signals.first_signal();
-  outcome.mock_problems = agents->MockExpectationFailures();
+  for (const std::string& problem : agents->MockExpectationFailures())
+    outcome.mock_problems.push_back(redactor->Redact(problem));
   return outcome;
 }
 

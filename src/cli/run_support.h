@@ -33,7 +33,11 @@ struct RunOutcome {
 };
 
 // Runs the jobs of `plan` with the local process launcher, SIGINT/SIGTERM
-// handling and the agent runner the setup asks for.
+// handling and the agent runner the setup asks for. The values of the
+// pipeline's secret variables are added to the process-wide redactor and
+// masked in every event the observers get, in the store and in the
+// returned record; provider key variables are withheld from child
+// processes unless an `env:` entry passes them (docs/secrets.md).
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 
 // 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
+#include "core/redact.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader.h"
 
@@ -82,7 +83,10 @@ std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
   return files;
 }
 
-std::string XmlEscape(const std::string& s) {
+// Also the JUnit writer's mask: secret values (core/redact.h) never reach
+// the XML, whatever the text came from.
+std::string XmlEscape(const std::string& text) {
+  const std::string s = RedactSecrets(text);
   std::string out;
   for (char c : s) {
     switch (c) {

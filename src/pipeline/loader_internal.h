@@ -25,6 +25,16 @@ void ReadHooks(MapReader& r, Hooks& hooks, StepContext ctx);
 std::optional<Budget> ReadBudget(const YAML::Node& n, const std::string& key,
                                  Diagnostics& d);
 
+// `env:` as a mapping NAME: value (values may hold `${NAME}` references)
+// or a list of names, each passed through as NAME: ${NAME}. Names and
+// references are checked; nullopt (after an error) when malformed.
+std::optional<std::map<std::string, std::string>> ReadEnv(
+    const YAML::Node& n, const std::string& key, Diagnostics& d);
+// A source's `env:` (CLI sources only) into `s`.
+void ReadSourceEnv(MapReader& r, const std::string& key, ModelSource& s);
+// The top-level `secrets:` list of variable names.
+void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
+
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.
 void CheckReferences(const Pipeline& p, Diagnostics& d);
