@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,10 @@ struct AgentSource {
   std::optional<std::string> api_key_env;
   std::optional<SourcePrice> price;
   bool stream = false;
+  // A CLI source's environment over the minimal base (kCliSourceBaseEnv in
+  // agent/cli_source.h): NAME -> value, final. Nothing else of steps' own
+  // environment reaches the command.
+  std::map<std::string, std::string> env;
 
   bool is_cli() const { return !cli.empty(); }
 };

@@ -21,11 +21,18 @@ std::string RenderTranscript(const std::vector<Message>& messages) {
   return out;
 }
 
+const std::vector<std::string> kCliSourceBaseEnv = {
+    "PATH",   "HOME",     "USER", "LOGNAME", "SHELL", "LANG",
+    "LC_ALL", "LC_CTYPE", "TERM", "TZ",      "TMPDIR"};
+
 ProcessResult RunCliAgent(ProcessLauncher& launcher, const std::string& command,
+                          const std::map<std::string, std::string>& env,
                           const std::string& working_dir,
                           const std::string& prompt, Deadline deadline,
                           const CancelToken& cancel) {
   ProcessRequest request = ProcessRequest::Shell(command);
+  request.inherit_only = kCliSourceBaseEnv;
+  request.env = env;
   request.working_dir = working_dir;
   request.stdin_text = prompt;
   request.deadline = deadline;

@@ -4,6 +4,7 @@
 #ifndef STEPS_AGENT_CLI_SOURCE_H_
 #define STEPS_AGENT_CLI_SOURCE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,18 @@ namespace steps::agent {
 // under a "## ROLE" heading (tool calls and results included), in order.
 std::string RenderTranscript(const std::vector<Message>& messages);
 
+// What a CLI source keeps of the launcher's base environment: enough to
+// find programs, a home, a locale and a terminal type, nothing secret.
+// Everything else it sees comes from its source's `env:`.
+extern const std::vector<std::string> kCliSourceBaseEnv;
+
 // Runs `command` through bash in `working_dir` with `prompt` on stdin,
 // until it exits, `deadline` passes or `cancel` fires (the process group is
-// killed then). stdout and stderr are each captured up to 16 MiB.
+// killed then). Its environment is kCliSourceBaseEnv from the launcher's
+// base with `env` set over it. stdout and stderr are each captured up to
+// 16 MiB.
 ProcessResult RunCliAgent(ProcessLauncher& launcher, const std::string& command,
+                          const std::map<std::string, std::string>& env,
                           const std::string& working_dir,
                           const std::string& prompt, Deadline deadline,
                           const CancelToken& cancel);

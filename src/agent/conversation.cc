@@ -352,9 +352,9 @@ class Conversation {
   }
 
   bool RunCli(const AgentSource& source) {
-    ProcessResult run = RunCliAgent(Launcher(), source.cli, inv_.working_dir,
-                                    RenderTranscript(request_.messages),
-                                    deadline_, ctx_.cancel);
+    ProcessResult run = RunCliAgent(
+        Launcher(), source.cli, source.env, inv_.working_dir,
+        RenderTranscript(request_.messages), deadline_, ctx_.cancel);
     const std::string label = "cli `" + source.cli + "`";
     if (run.end == ProcessEnd::kFailedToStart) {
       return SourceFailed(label + ": failed to start: " + run.error,

@@ -6,6 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/suggest.h"
+#include "core/redact.h"
+#include "pipeline/environment.h"
 #include "process/limits.h"
 
 namespace {
@@ -65,6 +67,10 @@ int main(int argc, char** argv) {
   // A wide fan-out holds a few descriptors per running step; the usual soft
   // limit of 1024 would cap it long before the machine does.
   (void)steps::RaiseOpenFileLimit();
+  // Provider keys are masked in every command's output (docs/secrets.md),
+  // before any pipeline is read.
+  steps::AddProcessSecretsFromEnvironment(
+      steps::pipeline::BuiltinProviderKeyVariables());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -6,7 +6,10 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "mock_provider/script.h"
+#include "pipeline/environment.h"
+#include "pipeline/redacting.h"
 #include "process/local_launcher.h"
 #include "process/recorded_group.h"
 #include "process/subreaper.h"
@@ -19,6 +22,12 @@
 namespace steps::cli {
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
+  // Secrets (docs/secrets.md): the values of the pipeline's secret
+  // variables are masked in everything below, and provider keys reach a
+  // child process only when an `env:` entry passes them.
+  const pipeline::Pipeline& pipeline = plan.pipeline();
+  AddProcessSecretsFromEnvironment(pipeline::SecretVariables(pipeline));
+  const std::shared_ptr<const Redactor> redactor = ProcessRedactor();
   pipeline::ExecutorOptions opts;
   opts.state_dir = setup.state_dir;
   opts.file = plan.pipeline().file;
@@ -47,6 +56,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   std::unique_ptr<store::RunRecorder> recorder;
   std::unique_ptr<store::StoreStepCache> cache;
   std::unique_ptr<store::ProcessGroupRecorder> groups;
+  std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
   if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
       opened.ok()) {
     db = std::move(*opened);
@@ -58,15 +68,22 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
     }
     cache = std::make_unique<store::StoreStepCache>(
         *db, store::CacheDir(setup.state_dir), opts.run_id, setup.use_cache);
-    opts.cache = cache.get();
+    masked_cache =
+        std::make_unique<pipeline::RedactingStepCache>(*cache, redactor);
+    opts.cache = masked_cache.get();
   } else {
     LogEvent(LogLevel::kWarn, "store.unavailable",
              {{"error", opened.status().message()}});
   }
-  opts.observer = &observers;
+  // Every observer (printer, recorder) sees the run through the mask.
+  pipeline::RedactingObserver masked(observers, redactor);
+  opts.observer = &masked;
   LocalLauncherOptions launcher_options;
   launcher_options.groups = groups.get();
-  LocalProcessLauncher launcher(RealClock(), launcher_options);
+  LocalProcessLauncher launcher(
+      RealClock(),
+      CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)),
+      launcher_options);
   opts.launcher = &launcher;
   RunOutcome outcome;
   // Agents: served in process from the file's mock: block, or real.
@@ -80,8 +97,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
+  pipeline::RedactRecord(*redactor, outcome.record);
   outcome.signal = signals.first_signal();
-  outcome.mock_problems = agents->MockExpectationFailures();
+  for (const std::string& problem : agents->MockExpectationFailures())
+    outcome.mock_problems.push_back(redactor->Redact(problem));
   return outcome;
 }
 

@@ -36,7 +36,11 @@ struct RunOutcome {
 // handling and the agent runner the setup asks for. This process becomes a
 // child subreaper, so nothing a step starts outlives it (setsid daemons
 // included); the run holds STATE_DIR/runs/RUN.lock while it runs and
-// records its running process groups in the store.
+// records its running process groups in the store. The values of the
+// pipeline's secret variables are added to the process-wide redactor and
+// masked in every event the observers get, in the store and in the
+// returned record; provider key variables are withheld from child
+// processes unless an `env:` entry passes them (docs/secrets.md).
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 
 // Ends what runs that died left running: for every run in the store under

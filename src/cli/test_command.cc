@@ -14,6 +14,7 @@
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
 #include "core/utf8.h"
+#include "core/redact.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader.h"
 
@@ -83,12 +84,15 @@ std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
   return files;
 }
 
-// `s` as XML character data or an attribute value. Output is bytes until
+// `text` as XML character data or an attribute value. Output is bytes until
 // shown: invalid UTF-8 becomes U+FFFD, and the control characters XML 1.0
 // cannot hold even as references are written visibly as \xNN, so a task that
-// prints colour codes or binary still gives a well-formed file.
-std::string XmlEscape(const std::string& s) {
+// prints colour codes or binary still gives a well-formed file. Also the
+// JUnit writer's mask: secret values (core/redact.h) never reach the XML,
+// whatever the text came from.
+std::string XmlEscape(const std::string& text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  const std::string s = RedactSecrets(text);
   std::string out;
   for (char c : SanitizeUtf8(s)) {
     const auto byte = static_cast<unsigned char>(c);

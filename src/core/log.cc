@@ -6,6 +6,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/redact.h"
+
 namespace steps {
 namespace {
 
@@ -83,6 +85,9 @@ std::string_view LogLevelTag(LogLevel level) {
 
 std::string FormatLogEvent(LogLevel level, std::string_view event,
                            const std::vector<LogField>& fields) {
+  // Values are masked before they are quoted, so a secret holding a quote
+  // or a backslash is still found as written.
+  std::shared_ptr<const Redactor> redactor = ProcessRedactor();
   std::string line;
   line += LogLevelTag(level);
   line += ' ';
@@ -91,7 +96,7 @@ std::string FormatLogEvent(LogLevel level, std::string_view event,
     line += ' ';
     line += f.key;
     line += '=';
-    AppendValue(line, f.value);
+    AppendValue(line, redactor->empty() ? f.value : redactor->Redact(f.value));
   }
   return line;
 }

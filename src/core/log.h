@@ -23,7 +23,9 @@ struct LogField {
 // "DBG", "INF", "WRN", "ERR".
 std::string_view LogLevelTag(LogLevel level);
 
-// The line for an event, without a trailing newline.
+// The line for an event, without a trailing newline. Secret values
+// (core/redact.h) in field values are masked as "***": every log line is
+// made here, so none carries a secret.
 std::string FormatLogEvent(LogLevel level, std::string_view event,
                            const std::vector<LogField>& fields);
 

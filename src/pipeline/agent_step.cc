@@ -11,8 +11,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-agent::AgentSource ToAgentSource(const ModelSource& s) {
+// `lookup` expands the `${NAME}` references of a CLI source's `env:`.
+agent::AgentSource ToAgentSource(const ModelSource& s,
+                                 const EnvLookup& lookup) {
   agent::AgentSource out;
+  out.env = ExpandEnv(s.env, lookup);
   out.model = s.model;
   out.cli = s.cli;
   out.base_url = s.base_url;
@@ -27,13 +30,14 @@ agent::AgentSource ToAgentSource(const ModelSource& s) {
 agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
                                       const ModelSource& primary,
                                       const ResolvedDials& d,
-                                      const std::string& step_name) {
+                                      const std::string& step_name,
+                                      const EnvLookup& lookup) {
   agent::AgentInvocation inv;
   inv.agent_name = entry.name;
   inv.step_name = step_name;
-  inv.sources.push_back(ToAgentSource(primary));
+  inv.sources.push_back(ToAgentSource(primary, lookup));
   for (const ModelSource& f : entry.fallback)
-    inv.sources.push_back(ToAgentSource(f));
+    inv.sources.push_back(ToAgentSource(f, lookup));
   inv.persona = entry.persona;
   inv.tools = entry.tools;
   inv.required_tools = entry.required_tools;
@@ -86,8 +90,8 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     if (Status s = ex_.SandboxReady(); !s.ok())
       return finish({Outcome::kErrored, s.message()});
   }
-  agent::AgentInvocation inv =
-      MakeInvocation(*rs.agent, rs.source, rs.dials, step.name);
+  agent::AgentInvocation inv = MakeInvocation(*rs.agent, rs.source, rs.dials,
+                                              step.name, ex_.opts.lookup_env);
   for (const std::string& m : step.messages) {
     Result<std::string> text =
         RenderTemplateRoots(m, scope.vars, scope.var_names);
@@ -171,8 +175,9 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
     const ModelSource& primary = rs.fix_agent->source
                                      ? *rs.fix_agent->source
                                      : *ex_.plan.pipeline().defaults.source;
-    agent::AgentInvocation inv = MakeInvocation(
-        *rs.fix_agent, primary, *rs.fix_dials, task.name + "/fix");
+    agent::AgentInvocation inv =
+        MakeInvocation(*rs.fix_agent, primary, *rs.fix_dials,
+                       task.name + "/fix", ex_.opts.lookup_env);
     std::string output =
         failed.output.size() > 4000
             ? "...\n" + failed.output.substr(failed.output.size() - 4000)

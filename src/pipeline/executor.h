@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "core/cancel.h"
 #include "core/clock.h"
+#include "pipeline/environment.h"
 #include "pipeline/observer.h"
 #include "pipeline/resolve.h"
 #include "pipeline/run_record.h"
@@ -51,6 +52,11 @@ struct ExecutorOptions {
   Millis kill_grace{2000};
   // Extra environment for every task (over the pipeline's defaults.env).
   std::map<std::string, std::string> env;
+  // Where `${NAME}` in `env:` values (steps, defaults, CLI sources) is
+  // looked up: the environment steps runs in, which the launcher's base
+  // environment may withhold variables of (environment.h).
+  // Default: ProcessEnvLookup().
+  EnvLookup lookup_env = ProcessEnvLookup();
 };
 
 class Executor {

@@ -99,6 +99,11 @@ class JobRunner {
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
                       StepRecord& record);
+  // What a task or resource script gets from the pipeline's `env:` keys
+  // (defaults, the executor's extras, the step), references expanded; an
+  // unset reference is logged (WRN env.unset) and gives "".
+  std::map<std::string, std::string> PipelineEnv(const Step& step,
+                                                 const StepRef& ref);
   // One attempt of a task, get or put: its process(es) and the assert.
   AttemptRecord RunAttempt(const Step& step, const Scope& scope,
                            const StepRef& ref, const std::string& workdir,

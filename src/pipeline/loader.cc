@@ -72,6 +72,7 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
   s.api_key_env = ReadString(r.Take("api_key_env"), key + ".api_key_env", d);
   if (auto stream = ReadBool(r.Take("stream"), key + ".stream", d))
     s.stream = *stream;
+  internal::ReadSourceEnv(r, key, s);
   YAML::Node price = r.Take("price");
   if (price.IsDefined()) {
     if (!price.IsMap()) {
@@ -374,7 +375,7 @@ void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   }
   MapReader r(n, "'defaults'", d);
   p.defaults.source = ReadSource(r.Take("source"), "defaults.source", d);
-  if (auto env = ReadStringMap(r.Take("env"), "defaults.env", d))
+  if (auto env = internal::ReadEnv(r.Take("env"), "defaults.env", d))
     p.defaults.env = *env;
   internal::ReadSandbox(r, p.defaults.sandbox, d);
   if (r.Has("timeout")) {
@@ -415,6 +416,7 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   }
   MapReader r(root, "the pipeline", d);
   ReadDefaults(r.Take("defaults"), p, d);
+  internal::ReadSecrets(r.Take("secrets"), p, d);
   ReadList(r.Take("agents"), "agents", d,
            [&](const YAML::Node& n) { ReadAgentEntry(n, p, d); });
   ReadList(r.Take("resource_types"), "resource_types", d,

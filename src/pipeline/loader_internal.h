@@ -30,6 +30,15 @@ std::optional<Budget> ReadBudget(const YAML::Node& n, const std::string& key,
 void ReadSandbox(MapReader& r, Written<SandboxSpec>& out, Diagnostics& d);
 // The same on a step; refused on blocks (in_parallel, do, try, across).
 void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
+// `env:` as a mapping NAME: value (values may hold `${NAME}` references)
+// or a list of names, each passed through as NAME: ${NAME}. Names and
+// references are checked; nullopt (after an error) when malformed.
+std::optional<std::map<std::string, std::string>> ReadEnv(
+    const YAML::Node& n, const std::string& key, Diagnostics& d);
+// A source's `env:` (CLI sources only) into `s`.
+void ReadSourceEnv(MapReader& r, const std::string& key, ModelSource& s);
+// The top-level `secrets:` list of variable names.
+void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.

@@ -42,6 +42,9 @@ struct ModelSource {
   std::optional<std::string> api_key_env;
   std::optional<Price> price;
   bool stream = false;
+  // A CLI source's environment besides the minimal base (agent/cli_source.h):
+  // NAME -> value as written, `${NAME}` references expanded when it runs.
+  std::map<std::string, std::string> env;
   int line = 0;
 
   bool is_cli() const { return !cli.empty(); }
@@ -246,6 +249,9 @@ struct Pipeline {
   std::vector<ResourceType> resource_types;
   std::vector<Resource> resources;
   std::vector<Job> jobs;
+  // `secrets:`: environment variables whose values are masked as "***"
+  // (besides the provider key variables, which always are).
+  std::vector<std::string> secrets;
   // The `mock:` block, kept as YAML for the mock provider to read.
   std::optional<YAML::Node> mock;
   int mock_line = 0;

@@ -522,7 +522,7 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
       step->inputs = *v;
     if (auto v = ReadStringList(typed.Take("outputs"), "outputs", d))
       step->outputs = *v;
-    if (auto v = ReadStringMap(typed.Take("env"), "env", d)) step->env = *v;
+    if (auto v = ReadEnv(typed.Take("env"), "env", d)) step->env = *v;
     ReadFix(typed.Take("fix"), *step, d);
   }
   if (step->kind == StepKind::kGet || step->kind == StepKind::kPut) {

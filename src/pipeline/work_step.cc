@@ -7,6 +7,7 @@
 
 #include "core/hash.h"
 #include "core/json_text.h"
+#include "core/log.h"
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
 
@@ -322,6 +323,23 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   return finish(std::move(r));
 }
 
+std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,
+                                                          const StepRef& ref) {
+  const EnvLookup& lookup = ex_.opts.lookup_env;
+  std::vector<std::string> unset;
+  std::map<std::string, std::string> env =
+      ExpandEnv(ex_.plan.pipeline().defaults.env, lookup, &unset);
+  for (const auto& [k, v] : ex_.opts.env) env[k] = v;
+  for (const auto& [k, v] : ExpandEnv(step.env, lookup, &unset)) env[k] = v;
+  for (const std::string& name : unset) {
+    std::vector<LogField> fields = {{"step", ref.id}, {"var", name}};
+    LogEvent(LogLevel::kWarn, "env.unset", fields);
+    ex_.observer().OnLog(ref,
+                         FormatLogEvent(LogLevel::kWarn, "env.unset", fields));
+  }
+  return env;
+}
+
 AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
                                     const StepRef& ref,
                                     const std::string& workdir,
@@ -336,9 +354,7 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     return a;
   };
 
-  std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
-  for (const auto& [k, v] : ex_.opts.env) env[k] = v;
-  for (const auto& [k, v] : step.env) env[k] = v;
+  std::map<std::string, std::string> env = PipelineEnv(step, ref);
   env["STEPS_RUN_ID"] = ex_.opts.run_id;
   env["STEPS_JOB"] = job_.name;
   env["STEPS_STEP"] = step.name;

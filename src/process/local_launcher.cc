@@ -387,6 +387,18 @@ void ChildRun::FillResult(ProcessResult& result) {
 
 }  // namespace
 
+std::vector<std::string> CurrentEnvironmentWithout(
+    const std::vector<std::string>& withheld) {
+  std::vector<std::string> env;
+  for (std::string& entry : CurrentEnvironment()) {
+    std::string_view name(entry);
+    name = name.substr(0, name.find('='));
+    if (std::find(withheld.begin(), withheld.end(), name) == withheld.end())
+      env.push_back(std::move(entry));
+  }
+  return env;
+}
+
 LocalProcessLauncher::LocalProcessLauncher(Clock& clock)
     : LocalProcessLauncher(clock, CurrentEnvironment()) {}
 

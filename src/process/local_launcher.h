@@ -66,6 +66,12 @@ struct LocalLauncherOptions {
   ProcessGroupObserver* groups = nullptr;
 };
 
+// This process's environment as "NAME=value" entries, without the
+// variables named in `withheld`: a base environment for the launcher that
+// keeps, say, provider keys away from every child unless a request sets them.
+std::vector<std::string> CurrentEnvironmentWithout(
+    const std::vector<std::string>& withheld);
+
 class LocalProcessLauncher : public ProcessLauncher {
  public:
   // Children inherit (by default) this process's environment as it is now;

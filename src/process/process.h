@@ -60,6 +60,10 @@ struct ProcessRequest {
   bool inherit_env = true;
   std::map<std::string, std::string> env;
   std::vector<std::string> env_unset;
+  // With inherit_env: when set, only these variables of the base are kept
+  // (those it has), e.g. PATH and HOME for a command that must see nothing
+  // else. Default: all of the base.
+  std::optional<std::vector<std::string>> inherit_only;
 
   // Text written to the child's stdin, which is then closed. nullopt: stdin
   // reads from /dev/null.

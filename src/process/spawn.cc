@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <utility>
@@ -79,10 +80,14 @@ std::vector<std::string> BuildChildEnvironment(
     const ProcessRequest& request, const std::vector<std::string>& base) {
   std::map<std::string, std::string> vars;
   if (request.inherit_env) {
+    const auto& only = request.inherit_only;
     for (const std::string& entry : base) {
       size_t eq = entry.find('=');
       if (eq == std::string::npos) continue;
-      vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+      std::string name = entry.substr(0, eq);
+      if (only && std::find(only->begin(), only->end(), name) == only->end())
+        continue;
+      vars[std::move(name)] = entry.substr(eq + 1);
     }
   }
   for (const auto& [name, value] : request.env) vars[name] = value;

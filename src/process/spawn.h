@@ -25,7 +25,8 @@ struct SpawnedChild {
 };
 
 // The child's environment as "NAME=value" entries: `base` (ignored when the
-// request does not inherit) with the request's overrides and removals.
+// request does not inherit; narrowed to request.inherit_only when set) with
+// the request's overrides and removals.
 std::vector<std::string> BuildChildEnvironment(
     const ProcessRequest& request, const std::vector<std::string>& base);
 

@@ -35,6 +35,19 @@ TEST(BuildChildEnvironmentTest, ExactIgnoresTheBase) {
             std::vector<std::string>{"ONLY=this"});
 }
 
+TEST(BuildChildEnvironmentTest, InheritOnlyKeepsTheNamedBaseVariables) {
+  // A CLI source: PATH and HOME from the base, its key from `env`, and
+  // nothing else of the base (no other key, however named).
+  ProcessRequest request;
+  request.inherit_only = std::vector<std::string>{"PATH", "HOME", "LANG"};
+  request.env["ANTHROPIC_API_KEY"] = "k";
+  EXPECT_EQ(BuildChildEnvironment(request,
+                                  {"PATH=/bin", "HOME=/h", "OPENAI_API_KEY=x",
+                                   "PATHX=no", "TOKEN=y"}),
+            (std::vector<std::string>{"ANTHROPIC_API_KEY=k", "HOME=/h",
+                                      "PATH=/bin"}));
+}
+
 TEST(FindExecutableTest, SearchesPathAndKeepsSlashedNames) {
   Result<std::string> sh = FindExecutable("sh", "/nonexistent:/bin:/usr/bin");
   ASSERT_TRUE(sh.ok()) << sh.status().ToString();
