@@ -156,17 +156,18 @@ TEST_F(HostileCliTest, AWideFanOutWaitsForDescriptorsInsteadOfFailing) {
   for (int i = 1; i <= 400; ++i) {
     values += (i > 1 ? ", " : "") + std::to_string(i);
   }
-  Result r = Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
-                     server.base_url() +
-                     "\" }\n"
-                     "jobs:\n- name: j\n  plan:\n"
-                     "  - across: [{ var: i, values: [" +
-                     values +
-                     "] }]\n"
-                     "    do:\n"
-                     "    - { agent: a, messages: [\"cell {{ .i }}\"], "
-                     "attempts: 1 }\n",
-                 "ulimit -n 256");
+  Result r =
+      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
+              server.base_url() +
+              "\" }\n"
+              "jobs:\n- name: j\n  plan:\n"
+              "  - across: [{ var: i, values: [" +
+              values +
+              "] }]\n"
+              "    do:\n"
+              "    - { agent: a, messages: [\"cell {{ .i }}\"], "
+              "attempts: 1 }\n",
+          "ulimit -n 256");
   EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
   EXPECT_EQ(server.requests(), 400);
   EXPECT_EQ(r.output.find("Couldn't connect"), std::string::npos);
