@@ -1,6 +1,7 @@
 #include "agent/conversation.h"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -327,7 +328,15 @@ class Conversation {
                                "' is available (available: " +
                                (names.empty() ? "none" : names) + ")");
     }
-    return (*it)->ExecuteJson(call.arguments, ToolContextForRun());
+    // The one guard at the tool boundary: a tool that throws is an error
+    // result the model sees, never the end of the process.
+    try {
+      return (*it)->ExecuteJson(call.arguments, ToolContextForRun());
+    } catch (const std::exception& e) {
+      return ToolResult::Error(call.name + ": internal error: " + e.what());
+    } catch (...) {
+      return ToolResult::Error(call.name + ": internal error");
+    }
   }
 
   const ToolContext& ToolContextForRun() {

@@ -4,6 +4,7 @@
 
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
+#include "process/limits.h"
 
 namespace steps::pipeline::internal {
 
@@ -130,7 +131,14 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
   ctx.events.on_log = [&](const std::string& line) {
     ex_.observer().OnLog(ref, line);
   };
-  agent::AgentResult ar = ex_.opts.agents->Run(inv, ctx);
+  agent::AgentResult ar;
+  {
+    // Every conversation holds a descriptor slot while it runs: a fan-out
+    // wider than the descriptor limit allows waits here, never fails with
+    // EMFILE.
+    DescriptorGate::Lease slot = DescriptorGate::Process().Acquire(ctx.cancel);
+    ar = ex_.opts.agents->Run(inv, ctx);
+  }
   // An across budget is charged once the conversation is over: it decides
   // admission of further cells, never this one.
   for (const auto& meter : scope.charge_only) {

@@ -3,9 +3,11 @@
 #ifndef STEPS_PIPELINE_OBSERVER_H_
 #define STEPS_PIPELINE_OBSERVER_H_
 
+#include <exception>
 #include <string_view>
 #include <vector>
 
+#include "core/log.h"
 #include "pipeline/run_record.h"
 #include "process/process.h"
 
@@ -64,50 +66,73 @@ class RunObserver {
   virtual void OnRunEnd(const RunRecord& run) { (void)run; }
 };
 
-// Forwards every event to each observer in order.
+// Forwards every event to each observer in order. The one guard at the
+// observer boundary: an observer that throws is logged
+// (run.observer_failed) and the others, and the run, carry on.
 class ObserverList : public RunObserver {
  public:
   void Add(RunObserver* o) { observers_.push_back(o); }
   void OnRunStart(const RunRecord& run) override {
-    for (auto* o : observers_) o->OnRunStart(run);
+    Each("OnRunStart", [&](RunObserver* o) { o->OnRunStart(run); });
   }
   void OnJobStart(const std::string& job,
                   std::optional<SteadyTime> deadline) override {
-    for (auto* o : observers_) o->OnJobStart(job, deadline);
+    Each("OnJobStart", [&](RunObserver* o) { o->OnJobStart(job, deadline); });
   }
   void OnStepStart(const StepRef& s,
                    std::optional<SteadyTime> deadline) override {
-    for (auto* o : observers_) o->OnStepStart(s, deadline);
+    Each("OnStepStart", [&](RunObserver* o) { o->OnStepStart(s, deadline); });
   }
   void OnAttemptStart(const StepRef& s, int attempt, int of,
                       std::optional<SteadyTime> deadline) override {
-    for (auto* o : observers_) o->OnAttemptStart(s, attempt, of, deadline);
+    Each("OnAttemptStart",
+         [&](RunObserver* o) { o->OnAttemptStart(s, attempt, of, deadline); });
   }
   void OnOutput(const StepRef& s, OutputStream stream,
                 std::string_view line) override {
-    for (auto* o : observers_) o->OnOutput(s, stream, line);
+    Each("OnOutput", [&](RunObserver* o) { o->OnOutput(s, stream, line); });
   }
   void OnLog(const StepRef& s, std::string_view line) override {
-    for (auto* o : observers_) o->OnLog(s, line);
+    Each("OnLog", [&](RunObserver* o) { o->OnLog(s, line); });
   }
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {
-    for (auto* o : observers_) o->OnAgentTurn(s, turn);
+    Each("OnAgentTurn", [&](RunObserver* o) { o->OnAgentTurn(s, turn); });
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
-    for (auto* o : observers_) o->OnAttemptEnd(s, a);
+    Each("OnAttemptEnd", [&](RunObserver* o) { o->OnAttemptEnd(s, a); });
   }
   void OnStepEnd(const StepRecord& s) override {
-    for (auto* o : observers_) o->OnStepEnd(s);
+    Each("OnStepEnd", [&](RunObserver* o) { o->OnStepEnd(s); });
   }
   void OnJobEnd(const JobRecord& j) override {
-    for (auto* o : observers_) o->OnJobEnd(j);
+    Each("OnJobEnd", [&](RunObserver* o) { o->OnJobEnd(j); });
   }
   void OnRunEnd(const RunRecord& r) override {
-    for (auto* o : observers_) o->OnRunEnd(r);
+    Each("OnRunEnd", [&](RunObserver* o) { o->OnRunEnd(r); });
   }
 
  private:
+  template <typename Call>
+  void Each(const char* event, const Call& call) {
+    for (auto* o : observers_) {
+      try {
+        call(o);
+      } catch (const std::exception& e) {
+        LogFailure(event, e.what());
+      } catch (...) {
+        LogFailure(event, "an exception that is not a std::exception");
+      }
+    }
+  }
+  static void LogFailure(const char* event, const char* what) {
+    try {
+      LogEvent(LogLevel::kError, "run.observer_failed",
+               {{"event", event}, {"error", what}});
+    } catch (...) {  // Logging must not be what ends the run either.
+    }
+  }
+
   std::vector<RunObserver*> observers_;
 };
 

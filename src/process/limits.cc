@@ -25,4 +25,48 @@ Result<uint64_t> RaiseOpenFileLimit() {
   return static_cast<uint64_t>(limit.rlim_cur);
 }
 
+size_t DescriptorGate::SlotsFor(uint64_t limit) {
+  constexpr uint64_t kMaxSlots = 65536;
+  if (limit <= kReservedDescriptors + kDescriptorsPerConversation) return 1;
+  return static_cast<size_t>(std::min<uint64_t>(
+      kMaxSlots, (limit - kReservedDescriptors) / kDescriptorsPerConversation));
+}
+
+DescriptorGate& DescriptorGate::Process() {
+  static DescriptorGate* gate = [] {
+    struct rlimit limit;
+    uint64_t soft = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      soft = limit.rlim_cur == RLIM_INFINITY
+                 ? UINT64_MAX
+                 : static_cast<uint64_t>(limit.rlim_cur);
+    }
+    return new DescriptorGate(SlotsFor(soft));  // Never destroyed.
+  }();
+  return *gate;
+}
+
+DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel) {
+  CancelCallback wake(cancel, [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    freed_.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu_);
+  freed_.wait(lock, [&] { return free_ > 0 || cancel.cancelled(); });
+  if (free_ == 0) return Lease();
+  --free_;
+  return Lease(this);
+}
+
+void DescriptorGate::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++free_;
+  freed_.notify_one();
+}
+
+size_t DescriptorGate::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slots_ - free_;
+}
+
 }  // namespace steps

@@ -5,6 +5,7 @@
 #include "core/json_text.h"
 #include "providers/exchange.h"
 #include "providers/registry.h"
+#include "providers/wire_json.h"
 
 namespace steps {
 namespace {
@@ -19,9 +20,10 @@ std::string StringOr(const json& j, const char* key, std::string fallback) {
 
 json InputOf(const std::string& arguments) {
   if (arguments.empty()) return json::object();
-  json j = json::parse(arguments, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return json::object();
-  return j;
+  // The model's own arguments, sent back: bounded like any wire JSON.
+  std::optional<json> j = ParseWireJson(arguments);
+  if (!j || !j->is_object()) return json::object();
+  return *std::move(j);
 }
 
 std::string FinishReason(const std::string& stop_reason) {
@@ -33,19 +35,27 @@ std::string FinishReason(const std::string& stop_reason) {
   return stop_reason;
 }
 
-void ReadUsage(const json& u, Usage& usage) {
-  if (!u.is_object()) return;
-  if (u.contains("input_tokens") && u["input_tokens"].is_number()) {
-    usage.prompt_tokens = u["input_tokens"].get<int64_t>();
+// Reads a usage object when present. A count that is not a whole number in
+// [0, kMaxTokenCount] makes the answer malformed: budgets are charged from
+// these numbers.
+std::optional<ProviderError> ReadUsage(const json& u, Usage& usage) {
+  if (!u.is_object()) return std::nullopt;
+  for (auto [key, field] :
+       {std::pair{"input_tokens", &usage.prompt_tokens},
+        std::pair{"output_tokens", &usage.completion_tokens}}) {
+    auto count = ReadWholeNumber(u, key, *field, kMaxTokenCount);
+    if (!count) {
+      return MalformedAnswer(std::string("usage.") + key +
+                             " is not a token count");
+    }
+    *field = *count;
   }
-  if (u.contains("output_tokens") && u["output_tokens"].is_number()) {
-    usage.completion_tokens = u["output_tokens"].get<int64_t>();
-  }
+  return std::nullopt;
 }
 
-ProviderError Malformed(std::string what) {
-  return MakeProviderError(ProviderErrorKind::kMalformed,
-                           "malformed answer: " + what);
+std::string ErrorMessage(const json& j) {
+  auto e = j.find("error");
+  return e == j.end() ? "" : StringOr(*e, "message", "");
 }
 
 }  // namespace
@@ -128,19 +138,20 @@ std::string BuildAnthropicRequestBody(const ChatRequest& request, bool stream,
 }
 
 ChatResult ParseAnthropicResponse(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Malformed("body is not a JSON object");
+  std::string why;
+  std::optional<json> parsed = ParseWireJson(body, &why);
+  if (!parsed || !parsed->is_object()) {
+    return MalformedAnswer("body is not a JSON object" +
+                           (why.empty() ? "" : " (" + why + ")"));
   }
+  const json& j = *parsed;
   if (StringOr(j, "type", "") == "error") {
-    std::string message =
-        j.contains("error") ? StringOr(j["error"], "message", "") : "";
     return MakeProviderError(ProviderErrorKind::kStreamError,
-                             "error in answer: " + message);
+                             "error in answer: " + ErrorMessage(j));
   }
   auto content = j.find("content");
   if (content == j.end() || !content->is_array()) {
-    return Malformed("no content blocks");
+    return MalformedAnswer("no content blocks");
   }
   ChatAnswer answer;
   answer.id = StringOr(j, "id", "");
@@ -150,93 +161,139 @@ ChatResult ParseAnthropicResponse(std::string_view body) {
     if (type == "text") {
       answer.text += StringOr(block, "text", "");
     } else if (type == "tool_use") {
+      if (answer.tool_calls.size() >= kMaxToolCallsPerAnswer) {
+        return MalformedAnswer("more than " +
+                               std::to_string(kMaxToolCallsPerAnswer) +
+                               " tool calls");
+      }
+      auto input = block.find("input");
       answer.tool_calls.push_back(
           {StringOr(block, "id", ""), StringOr(block, "name", ""),
-           block.contains("input") ? DumpJson(block["input"]) : "{}"});
+           input == block.end() ? "{}" : DumpJson(*input)});
     }
   }
   answer.finish_reason = FinishReason(StringOr(j, "stop_reason", ""));
   if (answer.finish_reason.empty()) {
     answer.finish_reason = answer.tool_calls.empty() ? "stop" : "tool_calls";
   }
-  if (j.contains("usage")) ReadUsage(j["usage"], answer.usage);
+  if (auto u = j.find("usage"); u != j.end()) {
+    if (auto bad = ReadUsage(*u, answer.usage)) return *bad;
+  }
+  if (auto bad = CheckAnswerLimits(answer)) return *bad;
   return answer;
+}
+
+bool AnthropicStreamAssembler::Fail(ProviderError error) {
+  failed_ = true;
+  error_ = std::move(error);
+  return false;
 }
 
 bool AnthropicStreamAssembler::Add(const SseEvent& event) {
   if (done_ || failed_) return false;
-  json j = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    failed_ = true;
-    error_ = Malformed("stream event is not JSON");
-    return false;
+  std::string why;
+  std::optional<json> parsed = ParseWireJson(event.data, &why);
+  if (!parsed || !parsed->is_object()) {
+    return Fail(MalformedAnswer("stream event is not a JSON object" +
+                                (why.empty() ? "" : " (" + why + ")")));
   }
+  const json& j = *parsed;
   std::string type = StringOr(j, "type", event.event);
   if (type == "error") {
-    failed_ = true;
-    std::string message =
-        j.contains("error") ? StringOr(j["error"], "message", "") : "";
-    error_ = MakeProviderError(
+    return Fail(MakeProviderError(
         ProviderErrorKind::kStreamError,
         std::string(any_output_ ? "error event mid-stream: "
                                 : "error event before any output: ") +
-            message);
-    return false;
+            ErrorMessage(j)));
   }
-  if (type == "message_start" && j.contains("message")) {
-    const json& m = j["message"];
-    answer_.id = StringOr(m, "id", "");
-    answer_.model = StringOr(m, "model", "");
-    if (m.contains("usage")) ReadUsage(m["usage"], answer_.usage);
-  } else if (type == "content_block_start" && j.contains("content_block")) {
-    const json& block = j["content_block"];
-    int index = j.value("index", 0);
-    if (StringOr(block, "type", "") == "tool_use") {
-      tool_blocks_[index] = answer_.tool_calls.size();
-      answer_.tool_calls.push_back(
-          {StringOr(block, "id", ""), StringOr(block, "name", ""), ""});
-      any_output_ = true;
-    } else if (StringOr(block, "type", "") == "text") {
-      answer_.text += StringOr(block, "text", "");
-    }
-  } else if (type == "content_block_delta" && j.contains("delta")) {
-    const json& delta = j["delta"];
-    std::string kind = StringOr(delta, "type", "");
-    if (kind == "text_delta") {
-      answer_.text += StringOr(delta, "text", "");
-      any_output_ = true;
-    } else if (kind == "input_json_delta") {
-      auto it = tool_blocks_.find(j.value("index", 0));
-      if (it != tool_blocks_.end()) {
-        answer_.tool_calls[it->second].arguments +=
-            StringOr(delta, "partial_json", "");
-      }
-    }
-  } else if (type == "message_delta") {
-    if (j.contains("delta")) {
-      answer_.finish_reason =
-          FinishReason(StringOr(j["delta"], "stop_reason", ""));
-    }
-    if (j.contains("usage") && j["usage"].contains("output_tokens")) {
-      answer_.usage.completion_tokens =
-          j["usage"]["output_tokens"].get<int64_t>();
-    }
-  } else if (type == "message_stop") {
+  if (type == "message_stop") {
     done_ = true;
     return false;
+  }
+  if (type == "message_start") return AddMessageStart(j);
+  if (type == "message_delta") return AddMessageDelta(j);
+  if (type == "content_block_start" || type == "content_block_delta") {
+    std::optional<int64_t> index =
+        ReadWholeNumber(j, "index", 0, kMaxStreamIndex);
+    if (!index) {
+      return Fail(
+          MalformedAnswer("content block index is not a whole number in 0.." +
+                          std::to_string(kMaxStreamIndex)));
+    }
+    return type == "content_block_start" ? AddBlockStart(j, *index)
+                                         : AddBlockDelta(j, *index);
+  }
+  return true;
+}
+
+bool AnthropicStreamAssembler::AddMessageStart(const json& j) {
+  auto m = j.find("message");
+  if (m == j.end() || !m->is_object()) return true;
+  answer_.id = StringOr(*m, "id", "");
+  answer_.model = StringOr(*m, "model", "");
+  if (auto u = m->find("usage"); u != m->end()) {
+    if (auto bad = ReadUsage(*u, answer_.usage)) return Fail(std::move(*bad));
+  }
+  return true;
+}
+
+bool AnthropicStreamAssembler::AddMessageDelta(const json& j) {
+  if (auto d = j.find("delta"); d != j.end()) {
+    answer_.finish_reason = FinishReason(StringOr(*d, "stop_reason", ""));
+  }
+  if (auto u = j.find("usage"); u != j.end()) {
+    if (auto bad = ReadUsage(*u, answer_.usage)) return Fail(std::move(*bad));
+  }
+  return true;
+}
+
+bool AnthropicStreamAssembler::AddBlockStart(const json& j, int64_t index) {
+  auto block = j.find("content_block");
+  if (block == j.end()) return true;
+  std::string kind = StringOr(*block, "type", "");
+  if (kind == "tool_use") {
+    if (answer_.tool_calls.size() >= kMaxToolCallsPerAnswer) {
+      return Fail(MalformedAnswer("more than " +
+                                  std::to_string(kMaxToolCallsPerAnswer) +
+                                  " tool calls"));
+    }
+    tool_blocks_[index] = answer_.tool_calls.size();
+    answer_.tool_calls.push_back(
+        {StringOr(*block, "id", ""), StringOr(*block, "name", ""), ""});
+    any_output_ = true;
+  } else if (kind == "text") {
+    answer_.text += StringOr(*block, "text", "");
+  }
+  return true;
+}
+
+bool AnthropicStreamAssembler::AddBlockDelta(const json& j, int64_t index) {
+  auto d = j.find("delta");
+  if (d == j.end()) return true;
+  std::string kind = StringOr(*d, "type", "");
+  if (kind == "text_delta") {
+    answer_.text += StringOr(*d, "text", "");
+    any_output_ = true;
+  } else if (kind == "input_json_delta") {
+    auto it = tool_blocks_.find(index);
+    if (it != tool_blocks_.end()) {
+      answer_.tool_calls[it->second].arguments +=
+          StringOr(*d, "partial_json", "");
+    }
   }
   return true;
 }
 
 ChatResult AnthropicStreamAssembler::Finish() {
   if (failed_) return error_;
-  if (!done_) return Malformed("stream ended before message_stop");
+  if (!done_) return MalformedAnswer("stream ended before message_stop");
   for (ToolCall& c : answer_.tool_calls) {
     if (c.arguments.empty()) c.arguments = "{}";
   }
   if (answer_.finish_reason.empty()) {
     answer_.finish_reason = answer_.tool_calls.empty() ? "stop" : "tool_calls";
   }
+  if (auto bad = CheckAnswerLimits(answer_)) return *bad;
   return answer_;
 }
 

@@ -4,7 +4,9 @@
 #ifndef STEPS_PROVIDERS_ANTHROPIC_H_
 #define STEPS_PROVIDERS_ANTHROPIC_H_
 
+#include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -55,13 +57,23 @@ ChatResult ParseAnthropicResponse(std::string_view body);
 // Assembles message_start / content_block_* / message_delta events.
 class AnthropicStreamAssembler {
  public:
+  // Consumes one event; false when the stream must stop (message_stop, an
+  // error event, or a value outside the limits of providers/wire_json.h,
+  // which makes the answer kMalformed).
   bool Add(const SseEvent& event);
   ChatResult Finish();
 
  private:
+  // Records `error` as the outcome; returns false (stop the stream).
+  bool Fail(ProviderError error);
+  bool AddMessageStart(const nlohmann::json& j);
+  bool AddMessageDelta(const nlohmann::json& j);
+  bool AddBlockStart(const nlohmann::json& j, int64_t index);
+  bool AddBlockDelta(const nlohmann::json& j, int64_t index);
+
   ChatAnswer answer_;
   // Content block index -> position in answer_.tool_calls.
-  std::map<int, size_t> tool_blocks_;
+  std::map<int64_t, size_t> tool_blocks_;
   bool done_ = false;
   bool failed_ = false;
   bool any_output_ = false;

@@ -1,8 +1,10 @@
 #include "providers/curl_transport.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -45,6 +47,14 @@ struct Transfer {
   CURL* easy = nullptr;
   const TransferOptions* options = nullptr;
   HttpResponse response;
+  // The request body and how much of it libcurl has read.
+  std::string_view body;
+  size_t body_sent = 0;
+  // libcurl wanted to re-send the request on a fresh connection after a
+  // reused one died; refused (see OnSeek).
+  bool resend_refused = false;
+  // errno of a socket() that failed (EMFILE, ...); 0 when none did.
+  int socket_errno = 0;
   bool too_large = false;
   bool headers_done = false;
   std::chrono::steady_clock::time_point last_data;
@@ -96,6 +106,38 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+size_t OnRead(char* buffer, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t n = std::min(size * count, t->body.size() - t->body_sent);
+  std::memcpy(buffer, t->body.data() + t->body_sent, n);
+  t->body_sent += n;
+  return n;
+}
+
+// libcurl rewinds the body only to send the request again: after a reused
+// keep-alive connection died with no answer it silently retries on a new
+// one. That second request would escape `attempts` and every log, so it is
+// refused here; the transfer fails (kClosed) and the retry policy decides.
+int OnSeek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  if (offset == 0 && origin == SEEK_SET && t->body_sent == 0) {
+    return CURL_SEEKFUNC_OK;  // Nothing was sent: nothing is re-sent.
+  }
+  t->resend_refused = true;
+  return CURL_SEEKFUNC_FAIL;
+}
+
+// Opens the transfer's sockets: close-on-exec, so tasks started while a
+// request is in flight do not inherit them, and with socket()'s errno kept,
+// since libcurl reports a descriptor shortage as "Couldn't connect".
+curl_socket_t OnOpenSocket(void* user, curlsocktype, curl_sockaddr* address) {
+  auto* t = static_cast<Transfer*>(user);
+  curl_socket_t fd = socket(address->family, address->socktype | SOCK_CLOEXEC,
+                            address->protocol);
+  if (fd == CURL_SOCKET_BAD) t->socket_errno = errno;
+  return fd;
+}
+
 // The one place a CURLcode becomes an error kind.
 TransportErrorKind KindOf(CURLcode code) {
   switch (code) {
@@ -115,6 +157,19 @@ TransportErrorKind KindOf(CURLcode code) {
     default:
       return TransportErrorKind::kOther;
   }
+}
+
+bool IsDescriptorShortage(long os_errno) {
+  return os_errno == EMFILE || os_errno == ENFILE;
+}
+
+TransportError DescriptorShortage(long os_errno) {
+  return TransportError{
+      TransportErrorKind::kNoDescriptors,
+      std::string("out of file descriptors (") +
+          (os_errno == ENFILE ? "ENFILE: the system's table is full"
+                              : "EMFILE: this process's limit, ulimit -n") +
+          "); no connection was attempted"};
 }
 
 }  // namespace
@@ -163,6 +218,8 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   }
   std::unique_ptr<Channel> channel = Acquire();
   if (!channel->multi || !channel->easy) {
+    // curl_multi_init opens a wakeup socket pair.
+    if (IsDescriptorShortage(errno)) return DescriptorShortage(errno);
     return TransportError{TransportErrorKind::kOther,
                           "could not create a curl handle"};
   }
@@ -183,7 +240,15 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   char error_buffer[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(easy, CURLOPT_POST, 1L);
-  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+  // The body comes through a read callback, not CURLOPT_POSTFIELDS, so
+  // that a re-send needs a rewind, which OnSeek refuses.
+  t.body = request.body;
+  curl_easy_setopt(easy, CURLOPT_READFUNCTION, OnRead);
+  curl_easy_setopt(easy, CURLOPT_READDATA, &t);
+  curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, OnSeek);
+  curl_easy_setopt(easy, CURLOPT_SEEKDATA, &t);
+  curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+  curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &t);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
                    static_cast<curl_off_t>(request.body.size()));
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.get());
@@ -245,6 +310,8 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
   long new_connections = 0;
   curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &new_connections);
+  long os_errno = 0;
+  curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
   // Removing an unfinished transfer aborts it and closes its connection.
   curl_multi_remove_handle(channel->multi, easy);
   {
@@ -274,6 +341,17 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   if (!finished) {
     return TransportError{TransportErrorKind::kOther,
                           "transfer loop ended unexpectedly"};
+  }
+  if (t.resend_refused) {
+    return TransportError{TransportErrorKind::kClosed,
+                          "the server closed a reused connection without "
+                          "answering (the request is not re-sent)"};
+  }
+  if (code != CURLE_OK && IsDescriptorShortage(t.socket_errno)) {
+    return DescriptorShortage(t.socket_errno);
+  }
+  if (code != CURLE_OK && IsDescriptorShortage(os_errno)) {
+    return DescriptorShortage(os_errno);
   }
   if (code != CURLE_OK) {
     std::string detail =

@@ -1,9 +1,12 @@
 #include "providers/exchange.h"
 
 #include <cctype>
-#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "providers/wire_json.h"
 
 namespace steps {
 namespace {
@@ -18,37 +21,57 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-std::optional<double> ParseNonNegativeNumber(std::string_view s) {
+// The longest wait read from Retry-After or retry-after-ms; anything longer
+// (99999999999999999999999, a 40-digit number, a date in year 9999) is read
+// as this, which is past any deadline and past max_server_wait.
+constexpr Millis kMaxRetryAfter = std::chrono::hours(24 * 365);
+
+// A non-negative decimal number (digits and at most one '.'), clamped to
+// kMaxRetryAfter once scaled to milliseconds by `ms_per_unit`.
+std::optional<Millis> ParseWaitNumber(std::string_view s, double ms_per_unit) {
   s = Trim(s);
-  if (s.empty()) return std::nullopt;
+  if (s.empty() || s == "." || s.size() > 400) return std::nullopt;
+  int dots = 0;
   for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.') {
+    if (c == '.' && ++dots > 1) return std::nullopt;
+    if (c != '.' && !std::isdigit(static_cast<unsigned char>(c))) {
       return std::nullopt;
     }
   }
-  try {
-    return std::stod(std::string(s));
-  } catch (...) {
-    return std::nullopt;
-  }
+  // strtod saturates to HUGE_VAL rather than failing; the clamp below
+  // keeps every later sum and cast in range.
+  double v = std::strtod(std::string(s).c_str(), nullptr) * ms_per_unit;
+  const double max = static_cast<double>(kMaxRetryAfter.count());
+  if (!(v < max)) return kMaxRetryAfter;
+  return Millis(static_cast<int64_t>(std::ceil(v)));
 }
 
-// IMF-fixdate, e.g. "Wed, 21 Oct 2015 07:28:00 GMT".
-std::optional<WallTime> ParseHttpDate(std::string_view s) {
+// IMF-fixdate, e.g. "Wed, 21 Oct 2015 07:28:00 GMT", as a wait from `now`
+// (zero when past, at most kMaxRetryAfter).
+std::optional<Millis> ParseHttpDateWait(std::string_view s, WallTime now) {
   std::tm tm{};
   std::string text(Trim(s));
   const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
   time_t t = timegm(&tm);
   if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(t);
+  // Compared in seconds: a far date as a system_clock time point overflows.
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch())
+          .count();
+  const int64_t max_s =
+      std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
+  if (static_cast<int64_t>(t) <= now_s) return Millis(0);
+  if (static_cast<int64_t>(t) - now_s >= max_s) return kMaxRetryAfter;
+  WallTime date = std::chrono::system_clock::from_time_t(t);
+  return std::chrono::ceil<Millis>(date - now);
 }
 
 // The body's own account of the failure, when it has one.
 std::string ErrorDetail(const std::string& body) {
-  auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_object() && json.contains("error")) {
-    const auto& e = json["error"];
+  std::optional<nlohmann::json> json = ParseWireJson(body);
+  if (json && json->is_object() && json->contains("error")) {
+    const auto& e = (*json)["error"];
     if (e.is_object() && e.contains("message") && e["message"].is_string()) {
       return e["message"].get<std::string>();
     }
@@ -66,18 +89,11 @@ std::string ErrorDetail(const std::string& body) {
 std::optional<Millis> ParseRetryAfter(const HttpHeaders& headers,
                                       WallTime now) {
   if (auto ms = FindHeader(headers, "retry-after-ms")) {
-    if (auto v = ParseNonNegativeNumber(*ms)) {
-      return Millis(static_cast<int64_t>(*v));
-    }
+    if (auto wait = ParseWaitNumber(*ms, 1.0)) return wait;
   }
   if (auto ra = FindHeader(headers, "retry-after")) {
-    if (auto v = ParseNonNegativeNumber(*ra)) {
-      return Millis(static_cast<int64_t>(*v * 1000));
-    }
-    if (auto date = ParseHttpDate(*ra)) {
-      if (*date <= now) return Millis(0);
-      return std::chrono::ceil<Millis>(*date - now);
-    }
+    if (auto wait = ParseWaitNumber(*ra, 1000.0)) return wait;
+    return ParseHttpDateWait(*ra, now);
   }
   return std::nullopt;
 }
@@ -149,6 +165,8 @@ ExchangeResult PostWithin(HttpTransport& transport, const HttpRequest& request,
                                  "request cancelled");
       case TransportErrorKind::kTooLarge:
         return MakeProviderError(ProviderErrorKind::kTooLarge, te.message);
+      case TransportErrorKind::kNoDescriptors:
+        return MakeProviderError(ProviderErrorKind::kNoDescriptors, te.message);
     }
   }
   HttpResponse& response = result.response();

@@ -17,7 +17,9 @@ namespace steps {
 // The server's requested wait: `retry-after-ms` (milliseconds) wins over
 // `Retry-After` (delta-seconds, possibly fractional, or an HTTP date read
 // against `now`). Nullopt when neither is present or parses; a date in the
-// past is a wait of zero.
+// past is a wait of zero. Any size is safe: a wait over a year (a 40-digit
+// number, a date in year 9999) is read as one year, which no deadline or
+// max_server_wait allows, so the call gives up at once.
 std::optional<Millis> ParseRetryAfter(const HttpHeaders& headers, WallTime now);
 
 // Replaces every occurrence of `secret` (when non-empty) with "[redacted]".

@@ -63,13 +63,16 @@ struct HttpResponse {
 };
 
 enum class TransportErrorKind {
-  kConnect,    // Could not resolve or connect.
-  kClosed,     // Connection closed or reset: no answer, or a partial one.
-  kTimedOut,   // TransferOptions::time_limit passed.
-  kIdle,       // TransferOptions::idle_limit passed with no data.
-  kCancelled,  // TransferOptions::cancel fired.
-  kTooLarge,   // Body exceeded max_response_bytes.
-  kOther,      // Anything else (bad URL, TLS setup, out of memory).
+  kConnect,        // Could not resolve or connect.
+  kClosed,         // Connection closed or reset: no answer, or a partial one.
+  kTimedOut,       // TransferOptions::time_limit passed.
+  kIdle,           // TransferOptions::idle_limit passed with no data.
+  kCancelled,      // TransferOptions::cancel fired.
+  kTooLarge,       // Body exceeded max_response_bytes.
+  kNoDescriptors,  // The process (EMFILE) or system (ENFILE) ran out of
+                   // file descriptors: no socket could be opened. Not a
+                   // connection failure: the server was never tried.
+  kOther,          // Anything else (bad URL, TLS setup, out of memory).
 };
 
 struct TransportError {

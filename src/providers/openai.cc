@@ -6,6 +6,7 @@
 #include "core/json_text.h"
 #include "providers/exchange.h"
 #include "providers/registry.h"
+#include "providers/wire_json.h"
 
 namespace steps {
 namespace {
@@ -80,24 +81,31 @@ std::string ArgumentsText(const json& function) {
   return DumpJson(*it);
 }
 
-void ReadUsage(const json& j, Usage& usage) {
+// Reads `usage` when present. A count that is not a whole number in
+// [0, kMaxTokenCount], or a cost that is negative or absurd, makes the
+// answer malformed: budgets are charged from these numbers.
+std::optional<ProviderError> ReadUsage(const json& j, Usage& usage) {
   auto it = j.find("usage");
-  if (it == j.end() || !it->is_object()) return;
+  if (it == j.end() || !it->is_object()) return std::nullopt;
   const json& u = *it;
-  if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number()) {
-    usage.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+  for (auto [key, field] :
+       {std::pair{"prompt_tokens", &usage.prompt_tokens},
+        std::pair{"completion_tokens", &usage.completion_tokens}}) {
+    auto count = ReadWholeNumber(u, key, *field, kMaxTokenCount);
+    if (!count) {
+      return MalformedAnswer(std::string("usage.") + key +
+                             " is not a token count");
+    }
+    *field = *count;
   }
-  if (u.contains("completion_tokens") && u["completion_tokens"].is_number()) {
-    usage.completion_tokens = u["completion_tokens"].get<int64_t>();
+  if (auto cost = u.find("cost"); cost != u.end() && !cost->is_null()) {
+    double v = cost->is_number() ? cost->get<double>() : -1;
+    if (!(v >= 0 && v <= kMaxAnswerCostUsd)) {
+      return MalformedAnswer("usage.cost is not a cost");
+    }
+    usage.cost_usd = v;
   }
-  if (u.contains("cost") && u["cost"].is_number()) {
-    usage.cost_usd = u["cost"].get<double>();
-  }
-}
-
-ProviderError Malformed(std::string what) {
-  return MakeProviderError(ProviderErrorKind::kMalformed,
-                           "malformed answer: " + what);
+  return std::nullopt;
 }
 
 // A 200 whose body is an error object (some proxies answer so).
@@ -138,10 +146,13 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
 }
 
 ChatResult ParseOpenAiResponse(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Malformed("body is not a JSON object");
+  std::string why;
+  std::optional<json> parsed = ParseWireJson(body, &why);
+  if (!parsed || !parsed->is_object()) {
+    return MalformedAnswer("body is not a JSON object" +
+                           (why.empty() ? "" : " (" + why + ")"));
   }
+  const json& j = *parsed;
   if (auto err = EmbeddedError(j)) {
     return MakeProviderError(ProviderErrorKind::kStreamError,
                              "error in answer: " + *err);
@@ -149,12 +160,12 @@ ChatResult ParseOpenAiResponse(std::string_view body) {
   auto choices = j.find("choices");
   if (choices == j.end() || !choices->is_array() || choices->empty() ||
       !(*choices)[0].is_object()) {
-    return Malformed("no choices");
+    return MalformedAnswer("no choices");
   }
   const json& choice = (*choices)[0];
   auto message = choice.find("message");
   if (message == choice.end() || !message->is_object()) {
-    return Malformed("choice without message");
+    return MalformedAnswer("choice without message");
   }
   ChatAnswer answer;
   answer.id = StringOr(j, "id", "");
@@ -162,22 +173,33 @@ ChatResult ParseOpenAiResponse(std::string_view body) {
   answer.text = StringOr(*message, "content", "");
   if (auto calls = message->find("tool_calls");
       calls != message->end() && calls->is_array()) {
+    if (calls->size() > kMaxToolCallsPerAnswer) {
+      return MalformedAnswer("more than " +
+                             std::to_string(kMaxToolCallsPerAnswer) +
+                             " tool calls");
+    }
     for (const json& c : *calls) {
-      if (!c.is_object() || !c.contains("function") ||
-          !c["function"].is_object()) {
-        return Malformed("tool call without function");
+      auto f = c.is_object() ? c.find("function") : c.end();
+      if (!c.is_object() || f == c.end() || !f->is_object()) {
+        return MalformedAnswer("tool call without function");
       }
-      answer.tool_calls.push_back({StringOr(c, "id", ""),
-                                   StringOr(c["function"], "name", ""),
-                                   ArgumentsText(c["function"])});
+      answer.tool_calls.push_back(
+          {StringOr(c, "id", ""), StringOr(*f, "name", ""), ArgumentsText(*f)});
     }
   }
   answer.finish_reason = StringOr(choice, "finish_reason", "");
   if (answer.finish_reason.empty()) {
     answer.finish_reason = answer.tool_calls.empty() ? "stop" : "tool_calls";
   }
-  ReadUsage(j, answer.usage);
+  if (auto bad = ReadUsage(j, answer.usage)) return *bad;
+  if (auto bad = CheckAnswerLimits(answer)) return *bad;
   return answer;
+}
+
+bool OpenAiStreamAssembler::Fail(ProviderError error) {
+  failed_ = true;
+  error_ = std::move(error);
+  return false;
 }
 
 bool OpenAiStreamAssembler::Add(const SseEvent& event) {
@@ -186,26 +208,26 @@ bool OpenAiStreamAssembler::Add(const SseEvent& event) {
     done_ = true;
     return false;
   }
-  json j = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    failed_ = true;
-    error_ = Malformed("stream event is not JSON");
-    return false;
+  std::string why;
+  std::optional<json> parsed = ParseWireJson(event.data, &why);
+  if (!parsed || !parsed->is_object()) {
+    return Fail(MalformedAnswer("stream event is not a JSON object" +
+                                (why.empty() ? "" : " (" + why + ")")));
   }
+  const json& j = *parsed;
   if (auto err = EmbeddedError(j); err || event.event == "error") {
-    failed_ = true;
-    error_ = MakeProviderError(
+    return Fail(MakeProviderError(
         ProviderErrorKind::kStreamError,
         std::string(any_output_ ? "error event mid-stream: "
                                 : "error event before any output: ") +
-            err.value_or(event.data));
-    return false;
+            err.value_or(event.data)));
   }
   if (answer_.id.empty()) answer_.id = StringOr(j, "id", "");
   if (answer_.model.empty()) answer_.model = StringOr(j, "model", "");
-  ReadUsage(j, answer_.usage);
+  if (auto bad = ReadUsage(j, answer_.usage)) return Fail(std::move(*bad));
   auto choices = j.find("choices");
-  if (choices == j.end() || !choices->is_array() || choices->empty()) {
+  if (choices == j.end() || !choices->is_array() || choices->empty() ||
+      !(*choices)[0].is_object()) {
     return true;  // The closing usage chunk has no choices.
   }
   const json& choice = (*choices)[0];
@@ -222,33 +244,50 @@ bool OpenAiStreamAssembler::Add(const SseEvent& event) {
   if (auto calls = delta->find("tool_calls");
       calls != delta->end() && calls->is_array()) {
     for (const json& c : *calls) {
-      if (!c.is_object()) continue;
-      size_t index = c.value("index", 0);
-      if (answer_.tool_calls.size() <= index) {
-        answer_.tool_calls.resize(index + 1);
-      }
-      ToolCall& call = answer_.tool_calls[index];
-      if (auto id = StringOr(c, "id", ""); !id.empty()) call.id = id;
-      if (auto f = c.find("function"); f != c.end() && f->is_object()) {
-        call.name += StringOr(*f, "name", "");
-        if (auto a = f->find("arguments"); a != f->end() && a->is_string()) {
-          call.arguments += a->get<std::string>();
-        }
-      }
-      any_output_ = true;
+      if (c.is_object() && !AddToolCallDelta(c)) return false;
     }
   }
+  return true;
+}
+
+bool OpenAiStreamAssembler::AddToolCallDelta(const json& delta) {
+  std::optional<int64_t> index =
+      ReadWholeNumber(delta, "index", 0, kMaxStreamIndex);
+  if (!index) {
+    return Fail(MalformedAnswer("tool call index is not a whole number in 0.." +
+                                std::to_string(kMaxStreamIndex)));
+  }
+  auto [slot, added] =
+      tool_call_slots_.try_emplace(*index, answer_.tool_calls.size());
+  if (added) {
+    if (answer_.tool_calls.size() >= kMaxToolCallsPerAnswer) {
+      return Fail(MalformedAnswer("more than " +
+                                  std::to_string(kMaxToolCallsPerAnswer) +
+                                  " tool calls"));
+    }
+    answer_.tool_calls.emplace_back();
+  }
+  ToolCall& call = answer_.tool_calls[slot->second];
+  if (auto id = StringOr(delta, "id", ""); !id.empty()) call.id = id;
+  if (auto f = delta.find("function"); f != delta.end() && f->is_object()) {
+    call.name += StringOr(*f, "name", "");
+    if (auto a = f->find("arguments"); a != f->end() && a->is_string()) {
+      call.arguments += a->get<std::string>();
+    }
+  }
+  any_output_ = true;
   return true;
 }
 
 ChatResult OpenAiStreamAssembler::Finish() {
   if (failed_) return error_;
   if (!done_ && answer_.finish_reason.empty()) {
-    return Malformed("stream ended before its end");
+    return MalformedAnswer("stream ended before its end");
   }
   if (answer_.finish_reason.empty()) {
     answer_.finish_reason = answer_.tool_calls.empty() ? "stop" : "tool_calls";
   }
+  if (auto bad = CheckAnswerLimits(answer_)) return *bad;
   return answer_;
 }
 

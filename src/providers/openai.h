@@ -6,6 +6,9 @@
 #ifndef STEPS_PROVIDERS_OPENAI_H_
 #define STEPS_PROVIDERS_OPENAI_H_
 
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -52,7 +55,10 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
 ChatResult ParseOpenAiResponse(std::string_view body);
 
 // Assembles chat.completion.chunk events into one answer: text deltas are
-// concatenated, tool-call fragments joined by index. Not thread-safe.
+// concatenated, tool-call fragments joined by index (in the order the
+// indexes first appear). Holds the answer to the limits of
+// providers/wire_json.h: a bad index, a bad usage count or too many calls
+// stops the stream as kMalformed. Not thread-safe.
 class OpenAiStreamAssembler {
  public:
   // Consumes one event. Returns false when the stream must stop: at
@@ -63,7 +69,13 @@ class OpenAiStreamAssembler {
   bool failed() const { return failed_; }
 
  private:
+  // Records `error` as the outcome; returns false (stop the stream).
+  bool Fail(ProviderError error);
+  bool AddToolCallDelta(const nlohmann::json& delta);
+
   ChatAnswer answer_;
+  // Wire index -> position in answer_.tool_calls.
+  std::map<int64_t, size_t> tool_call_slots_;
   bool done_ = false;
   bool failed_ = false;
   bool any_output_ = false;

@@ -64,6 +64,8 @@ const char* ProviderErrorKindName(ProviderErrorKind kind) {
       return "stream_idle";
     case ProviderErrorKind::kStreamError:
       return "stream_error";
+    case ProviderErrorKind::kNoDescriptors:
+      return "no_descriptors";
     case ProviderErrorKind::kTooLarge:
       return "too_large";
     case ProviderErrorKind::kDeadline:
@@ -88,6 +90,7 @@ bool ProviderError::retryable() const {
     case ProviderErrorKind::kMalformed:
     case ProviderErrorKind::kStreamIdle:
     case ProviderErrorKind::kStreamError:
+    case ProviderErrorKind::kNoDescriptors:
       return true;
     case ProviderErrorKind::kHttpStatus:
       return IsRetryableHttpStatus(http_status);

@@ -20,26 +20,30 @@ namespace steps {
 // Why a request produced no answer. The kind decides whether another try may
 // help (IsRetryable) and how the step ends.
 enum class ProviderErrorKind {
-  kConnection,   // Could not connect, connection reset, or closed with no
-                 // answer (a "drop"). Retryable.
-  kTimeout,      // The request's own limit (llm_timeout) passed while the
-                 // step's deadline had not. Retryable.
-  kHttpStatus,   // The server answered a non-2xx status; see http_status.
-  kMalformed,    // A 2xx answer that is not the expected format. Retryable:
-                 // proxies in front of providers produce these transiently.
-  kStreamIdle,   // A streamed answer went silent past the idle limit.
-                 // Retryable.
-  kStreamError,  // An error event in a stream before any output. Retryable.
-  kTooLarge,     // The answer exceeded the response size bound. Final.
-  kDeadline,     // The step's deadline passed (or leaves no room for the
-                 // wait the server asked for). Final.
-  kCancelled,    // The caller's CancelToken was cancelled. Final.
-  kConfig,       // Bad source configuration (missing key, unknown
-                 // provider). Final.
+  kConnection,     // Could not connect, connection reset, or closed with no
+                   // answer (a "drop"). Retryable.
+  kTimeout,        // The request's own limit (llm_timeout) passed while the
+                   // step's deadline had not. Retryable.
+  kHttpStatus,     // The server answered a non-2xx status; see http_status.
+  kMalformed,      // A 2xx answer that is not the expected format. Retryable:
+                   // proxies in front of providers produce these transiently.
+  kStreamIdle,     // A streamed answer went silent past the idle limit.
+                   // Retryable.
+  kStreamError,    // An error event in a stream before any output. Retryable.
+  kNoDescriptors,  // No file descriptor left for a socket (EMFILE/ENFILE);
+                   // the server was never tried. Retryable: descriptors
+                   // free up as other conversations end.
+  kTooLarge,       // The answer exceeded the response size bound. Final.
+  kDeadline,       // The step's deadline passed (or leaves no room for the
+                   // wait the server asked for). Final.
+  kCancelled,      // The caller's CancelToken was cancelled. Final.
+  kConfig,         // Bad source configuration (missing key, unknown
+                   // provider). Final.
 };
 
 // "connection", "timeout", "http_status", "malformed", "stream_idle",
-// "stream_error", "too_large", "deadline", "cancelled", "config".
+// "stream_error", "no_descriptors", "too_large", "deadline", "cancelled",
+// "config".
 const char* ProviderErrorKindName(ProviderErrorKind kind);
 
 // Retryable HTTP statuses: 408, 409, 429 and every 5xx (529 included).

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <random>
 
 #include "core/log.h"
 #include "providers/exchange.h"
+#include "providers/wire_json.h"
 
 namespace steps {
 namespace {
@@ -32,6 +34,26 @@ ChatResult GiveUp(ProviderError error, int sent, const CallContext& context) {
   return error;
 }
 
+// The one guard at the provider boundary: an adapter that throws (a
+// third-party one reading a field that is not there, say) costs one
+// malformed answer, retried like any other, never the process.
+ChatResult SendGuarded(Provider& inner, const ChatRequest& request,
+                       const CallContext& context) {
+  std::string what;
+  try {
+    ChatResult result = inner.Send(request, context);
+    if (result.ok()) {
+      if (auto bad = CheckAnswerLimits(result.answer())) return *bad;
+    }
+    return result;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  return MalformedAnswer("the provider adapter failed: " + what);
+}
+
 }  // namespace
 
 Millis BackoffDelay(const RetryPolicy& policy, int retry, double u) {
@@ -52,7 +74,7 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
   const int attempts = policy_.attempts;
   int sent = 0;
   for (int attempt = 1;; ++attempt) {
-    ChatResult result = inner_.Send(request, context);
+    ChatResult result = SendGuarded(inner_, request, context);
     if (result.ok()) {
       result.answer().requests = sent + 1;
       return result;

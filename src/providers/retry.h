@@ -53,6 +53,9 @@ class RetryingProvider : public Provider {
   // The answer carries requests = requests sent; an error carries the same
   // in ProviderError::requests. Waits use context.clock and are cut by
   // context.cancel (the call then fails with kCancelled, unlogged).
+  // Never throws: an exception from `inner`, or an answer past the limits
+  // of providers/wire_json.h, is a kMalformed error (retried) whose message
+  // says what was wrong.
   ChatResult Send(const ChatRequest& request,
                   const CallContext& context) override;
 

@@ -1,0 +1,177 @@
+// `steps run` against model servers that misbehave, served from loopback:
+// a hostile answer errors its step (exit 2) with its hooks run and the
+// process alive; a dropped keep-alive request is sent once, as counted.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/raw_http_server.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using steps::test_support::RawHttpServer;
+
+const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+
+std::string ReadCorpus(const std::string& name) {
+  std::ifstream in(std::string(STEPS_SOURCE_DIR) + "/fuzz/corpus/" + name,
+                   std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class HostileCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/steps-hostile-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  struct Result {
+    int exit_code = -1;
+    bool signalled = false;
+    std::string output;
+  };
+
+  // Writes p.yml and runs `steps run p.yml` in the temporary folder, after
+  // `prelude` (a shell command, e.g. a ulimit).
+  Result Run(const std::string& yaml, const std::string& prelude = "true") {
+    std::ofstream(dir_ + "/p.yml") << yaml;
+    std::string cmd = "cd '" + dir_ + "' && " + prelude + " && '" + kSteps +
+                      "' run p.yml 2>&1";
+    Result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+      r.output.append(buf.data(), n);
+    }
+    int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    // popen's shell reports a signalled child as 128+N.
+    r.signalled = r.exit_code > 128;
+    return r;
+  }
+
+  std::string dir_;
+};
+
+std::string AgentPipeline(const std::string& model, const std::string& url,
+                          bool stream) {
+  return "agents:\n- name: a\n  source: { model: " + model + ", base_url: \"" +
+         url + "\"" + (stream ? ", stream: true" : "") +
+         " }\n"
+         "jobs:\n- name: j\n  plan:\n"
+         "  - agent: a\n    messages: [hi]\n    attempts: 2\n"
+         "    on_error: { task: hook, run: echo HOOK-RAN }\n"
+         "  ensure: { task: tidy, run: echo ENSURE-RAN }\n";
+}
+
+// The reproductions of the process-killing answers: each one now errors
+// the step after its two attempts, and the hooks run.
+TEST_F(HostileCliTest, AHostileAnswerErrorsTheStepAndHooksRun) {
+  struct Case {
+    std::string file;
+    std::string model;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"openai/tool_index_string.sse", "openai/m", "tool call index"},
+      {"openai/tool_index_1_5e300.sse", "openai/m", "tool call index"},
+      {"openai/tool_index_negative.sse", "openai/m", "tool call index"},
+      {"openai/deep_arguments.json", "openai/m", "nested deeper than 128"},
+      {"openai/deep_error.json", "openai/m", "nested deeper than 128"},
+      {"openai/prompt_tokens_1e300.json", "openai/m", "prompt_tokens"},
+      {"anthropic/index_string.sse", "anthropic/m", "content block index"},
+      {"anthropic/output_tokens_many.sse", "anthropic/m", "output_tokens"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string body = ReadCorpus(c.file);
+    const bool sse =
+        c.file.size() > 4 && c.file.compare(c.file.size() - 4, 4, ".sse") == 0;
+    RawHttpServer server([&](int, const std::string&) {
+      return RawHttpServer::Reply{sse ? RawHttpServer::Stream(body)
+                                      : RawHttpServer::Response(body)};
+    });
+    std::string url = server.base_url();
+    Result r = Run(AgentPipeline(c.model, url, sse));
+    EXPECT_FALSE(r.signalled) << r.output;
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("malformed answer"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("HOOK-RAN"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("ENSURE-RAN"), std::string::npos) << r.output;
+    EXPECT_EQ(server.requests(), 2);
+  }
+}
+
+// Two agents in a row on one kept-alive connection; the server reads the
+// second request and hangs up. With attempts: 1 the server must see that
+// request once: libcurl used to send it again on a new connection, and the
+// step then succeeded with one request recorded.
+TEST_F(HostileCliTest, AttemptsOneSendsExactlyOneRequest) {
+  const std::string ok =
+      R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
+  RawHttpServer server([&](int index, const std::string&) {
+    if (index == 1) return RawHttpServer::Reply{"", true};
+    return RawHttpServer::Reply{RawHttpServer::Response(ok), false};
+  });
+  Result r =
+      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
+          server.base_url() +
+          "\" }\n"
+          "jobs:\n- name: j\n  plan:\n"
+          "  - { agent: a, name: first, messages: [hi], attempts: 1 }\n"
+          "  - { agent: a, name: second, messages: [again], attempts: 1 }\n");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(server.requests(), 2) << r.output;
+  EXPECT_NE(r.output.find("closed a reused connection"), std::string::npos)
+      << r.output;
+}
+
+// 400 conversations at once in a process allowed 256 descriptors (soft and
+// hard): they used to fail with EMFILE, reported as "Couldn't connect".
+// Now the excess waits for a descriptor slot and every one succeeds.
+TEST_F(HostileCliTest, AWideFanOutWaitsForDescriptorsInsteadOfFailing) {
+  const std::string ok =
+      R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
+  // Keep-alive, as model servers do.
+  RawHttpServer server([&](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response(ok), false};
+  });
+  std::string values;
+  for (int i = 1; i <= 400; ++i) {
+    values += (i > 1 ? ", " : "") + std::to_string(i);
+  }
+  Result r =
+      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
+              server.base_url() +
+              "\" }\n"
+              "jobs:\n- name: j\n  plan:\n"
+              "  - across: [{ var: i, values: [" +
+              values +
+              "] }]\n"
+              "    do:\n"
+              "    - { agent: a, messages: [\"cell {{ .i }}\"], "
+              "attempts: 1 }\n",
+          "ulimit -n 256");
+  EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
+  EXPECT_EQ(server.requests(), 400);
+  EXPECT_EQ(r.output.find("Couldn't connect"), std::string::npos);
+  EXPECT_EQ(r.output.find("descriptors"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,175 @@
+// An HTTP/1.1 server on 127.0.0.1 that answers each request with exactly
+// the bytes a test hands it: hostile bodies, odd headers, a connection
+// kept open or dropped without an answer. For what the mock provider's
+// server will not send. One thread per connection; Stop() (or the
+// destructor) closes everything and joins.
+#ifndef STEPS_TESTS_COMMON_RAW_HTTP_SERVER_H_
+#define STEPS_TESTS_COMMON_RAW_HTTP_SERVER_H_
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace steps::test_support {
+
+class RawHttpServer {
+ public:
+  struct Reply {
+    // Written as is; empty = no answer at all.
+    std::string bytes;
+    // Close the connection after writing (else keep it for the next
+    // request, keep-alive).
+    bool close = true;
+  };
+  // Called with the 0-based index of the request (over all connections)
+  // and its full text (headers and body).
+  using Handler = std::function<Reply(int index, const std::string& request)>;
+
+  // A complete HTTP response with a Content-Length.
+  static std::string Response(
+      const std::string& body,
+      const std::string& content_type = "application/json", int status = 200,
+      const std::string& extra_headers = "") {
+    return "HTTP/1.1 " + std::to_string(status) +
+           " X\r\nContent-Type: " + content_type +
+           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+           extra_headers + "\r\n" + body;
+  }
+  // A server-sent-events response: no length, ends with the connection.
+  static std::string Stream(const std::string& body) {
+    return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           "Connection: close\r\n\r\n" +
+           body;
+  }
+
+  explicit RawHttpServer(Handler handler) : handler_(std::move(handler)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) !=
+            0 ||
+        listen(listen_fd_, 512) != 0) {
+      std::abort();
+    }
+    socklen_t len = sizeof addr;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~RawHttpServer() { Stop(); }
+  RawHttpServer(const RawHttpServer&) = delete;
+  RawHttpServer& operator=(const RawHttpServer&) = delete;
+
+  std::string base_url() const {
+    return "http://127.0.0.1:" + std::to_string(port_);
+  }
+  // Requests received so far (complete ones).
+  int requests() const { return requests_.load(); }
+  // Connections accepted so far.
+  int connections() const { return connections_.load(); }
+
+  void Stop() {
+    if (stopping_.exchange(true)) return;
+    shutdown(listen_fd_, SHUT_RDWR);
+    if (accept_thread_.joinable()) accept_thread_.join();
+    close(listen_fd_);
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  void AcceptLoop() {
+    while (!stopping_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      ++connections_;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        close(fd);
+        continue;
+      }
+      open_fds_.push_back(fd);
+      threads_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+
+  // Reads one request (headers, then Content-Length bytes of body).
+  static bool ReadRequest(int fd, std::string& buffer, std::string& request) {
+    size_t header_end;
+    while ((header_end = buffer.find("\r\n\r\n")) == std::string::npos) {
+      if (!ReadMore(fd, buffer)) return false;
+    }
+    size_t length = 0;
+    size_t at = buffer.find("Content-Length:");
+    if (at == std::string::npos) at = buffer.find("content-length:");
+    if (at != std::string::npos && at < header_end) {
+      length = std::strtoul(buffer.c_str() + at + 15, nullptr, 10);
+    }
+    while (buffer.size() < header_end + 4 + length) {
+      if (!ReadMore(fd, buffer)) return false;
+    }
+    request = buffer.substr(0, header_end + 4 + length);
+    buffer.erase(0, request.size());
+    return true;
+  }
+  static bool ReadMore(int fd, std::string& buffer) {
+    char chunk[65536];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buffer.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  void Serve(int fd) {
+    std::string buffer, request;
+    while (ReadRequest(fd, buffer, request)) {
+      Reply reply = handler_(requests_++, request);
+      size_t off = 0;
+      while (off < reply.bytes.size()) {
+        ssize_t n = send(fd, reply.bytes.data() + off, reply.bytes.size() - off,
+                         MSG_NOSIGNAL);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      if (reply.close) break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& open : open_fds_) {
+      if (open == fd) open = -1;
+    }
+    close(fd);
+  }
+
+  Handler handler_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> requests_{0};
+  std::atomic<int> connections_{0};
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::vector<int> open_fds_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace steps::test_support
+
+#endif  // STEPS_TESTS_COMMON_RAW_HTTP_SERVER_H_
