@@ -191,4 +191,36 @@ TEST_F(WorkspaceCliTest, LargeFilesCostOnlyTheStepsThatDeclareThem) {
   EXPECT_LT(took, std::chrono::seconds(15)) << r.output;
 }
 
+// A task plants a hard link to a file outside the workspace; the agent's
+// file tools refuse it, say why, and the outside file keeps its bytes.
+TEST_F(WorkspaceCliTest, FileToolsRefuseAHardLinkPlantedByATask) {
+  Write("outside.txt", "secret\n");
+  Write("p.yaml",
+        "agents:\n- name: coder\n  source: { model: mock/coder }\n"
+        "  tools: [read_file, write_file]\n"
+        "jobs:\n- name: j\n  plan:\n"
+        "  - task: plant\n    run: ln '" +
+            dir_ +
+            "/outside.txt' \"$STEPS_ARTIFACTS/notes.txt\"\n"
+            "  - agent: coder\n    messages: [edit the notes]\n"
+            "    attempts: 1\n"
+            "  assert: { outcome: succeeded }\n"
+            "mock:\n  coder:\n"
+            "  - call: {name: read_file, arguments: {path: notes.txt}}\n"
+            "  - expect: {tool_result: true, last_contains: 'has 2 hard "
+            "links'}\n"
+            "    call: {name: write_file, arguments: {path: notes.txt, "
+            "content: pwned}}\n"
+            "  - expect: {tool_result: true, last_contains: 'write_file: "
+            "refused'}\n"
+            "    say: done\n");
+  Result r = Steps("test p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+  std::ifstream in(dir_ + "/outside.txt");
+  std::string kept((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(kept, "secret\n");
+  EXPECT_EQ(r.output.find("secret"), std::string::npos) << r.output;
+}
+
 }  // namespace
