@@ -106,6 +106,57 @@ bool WorkspaceKept(const std::string& workspace,
   return now.ok() && SnapshotDigest(*now) == before->snapshot;
 }
 
+// The step's result from its attempts: the last one's outcome, with the
+// spec's STEP_TIMEOUT / STEP_RETRY_EXHAUSTED messages.
+// REQUIRES: `attempts` is not empty.
+StepResult JudgeAttempts(const std::string& step,
+                         const std::vector<AttemptRecord>& attempts,
+                         bool stopped_by_timeout, bool exhausted_by_total,
+                         Millis last_limit) {
+  const AttemptRecord& last = attempts.back();
+  StepResult r;
+  r.outcome = last.outcome;
+  r.output = last.output;
+  const int tried = static_cast<int>(attempts.size());
+  if (r.outcome == Outcome::kSucceeded) return r;
+  if (r.outcome == Outcome::kAborted) {
+    r.error = last.error.empty() ? "aborted" : last.error;
+  } else if (stopped_by_timeout) {
+    r.outcome =
+        Outcome::kFailed;  // An expired timeout is a failure, never errored.
+    r.error =
+        "STEP_TIMEOUT: Step '" + step + "' timed out after " + Ms(last_limit);
+  } else if (tried > 1 || exhausted_by_total) {
+    r.error = "STEP_RETRY_EXHAUSTED: Step '" + step + "' failed after " +
+              std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
+              (last.error.empty() ? "" : " (last: " + last.error + ")");
+    if (last.timed_out) r.outcome = Outcome::kFailed;
+  } else {
+    r.error = last.error;
+  }
+  return r;
+}
+
+// Workspace work before the first attempt (hashing, copying inputs) is part
+// of it: it runs under the step's timeout counted from the step's start,
+// the retry block's total and the job's deadline, and stops on abort.
+// `limit` is set to the step's own limit (for messages; 0 when none).
+WorkLimit PrepLimit(const Clock& clock, const CancelToken& token,
+                    const ResolvedStep& rs, SteadyTime start,
+                    const Deadline& job_deadline, Millis* limit) {
+  WorkLimit prep{&clock, token, Deadline()};
+  if (rs.dials.timeout.value)
+    prep.deadline = Deadline::At(start + *rs.dials.timeout.value);
+  if (rs.total_timeout)
+    prep.deadline =
+        Earliest(prep.deadline, Deadline::At(start + *rs.total_timeout));
+  *limit = prep.deadline.is_set()
+               ? std::chrono::duration_cast<Millis>(prep.deadline.at() - start)
+               : Millis(0);
+  prep.deadline = Earliest(prep.deadline, job_deadline);
+  return prep;
+}
+
 }  // namespace
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
@@ -126,21 +177,9 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
     return r;
   };
 
-  // Workspace work before the first attempt (hashing, copying inputs) is
-  // part of it: it runs under the step's timeout counted from the step's
-  // start, the retry block's total and the job's deadline, and stops on
-  // abort.
-  WorkLimit prep{&clock_, scope.token, Deadline()};
-  if (rs.dials.timeout.value)
-    prep.deadline = Deadline::At(start + *rs.dials.timeout.value);
-  if (rs.total_timeout)
-    prep.deadline =
-        Earliest(prep.deadline, Deadline::At(start + *rs.total_timeout));
-  const Millis prep_limit =
-      prep.deadline.is_set()
-          ? std::chrono::duration_cast<Millis>(prep.deadline.at() - start)
-          : Millis(0);
-  prep.deadline = Earliest(prep.deadline, job_deadline_);
+  Millis prep_limit{0};
+  const WorkLimit prep =
+      PrepLimit(clock_, scope.token, rs, start, job_deadline_, &prep_limit);
 
   // The step cache: a task or agent step whose key matches an earlier
   // succeeded one is not run; its output and output folders are restored.
@@ -370,29 +409,9 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     }
   }
 
-  const AttemptRecord& last = rec.attempts.back();
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
-  StepResult r;
-  r.outcome = last.outcome;
-  r.output = last.output;
-  const int tried = static_cast<int>(rec.attempts.size());
-  if (r.outcome == Outcome::kSucceeded) return r;
-  if (r.outcome == Outcome::kAborted) {
-    r.error = last.error.empty() ? "aborted" : last.error;
-  } else if (stopped_by_timeout) {
-    r.outcome =
-        Outcome::kFailed;  // An expired timeout is a failure, never errored.
-    r.error = "STEP_TIMEOUT: Step '" + step.name + "' timed out after " +
-              Ms(last_limit);
-  } else if (tried > 1 || exhausted_by_total) {
-    r.error = "STEP_RETRY_EXHAUSTED: Step '" + step.name + "' failed after " +
-              std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
-              (last.error.empty() ? "" : " (last: " + last.error + ")");
-    if (last.timed_out) r.outcome = Outcome::kFailed;
-  } else {
-    r.error = last.error;
-  }
-  return r;
+  return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
+                       exhausted_by_total, last_limit);
 }
 
 AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
