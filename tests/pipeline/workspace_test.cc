@@ -83,6 +83,36 @@ TEST(WorkspaceTest, WorkStopsWhenCancelledOrPastTheDeadline) {
             StatusCode::kDeadlineExceeded);
 }
 
+// Within one large file the limit is checked between chunks, and a FIFO
+// swapped in for a listed file is refused, never opened for a blocking read.
+TEST(WorkspaceTest, FileDigestStopsInsideAFileAndNeverBlocksOnAFifo) {
+  TempDir dir;
+  {
+    int fd = ::open((dir / "big").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 64 << 20), 0);
+    ::close(fd);
+  }
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir.path(), WorkLimit(), false);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  ContentDigests digests;
+  WorkLimit aborted;
+  aborted.token.Cancel(CancelReason::kAbort);
+  EXPECT_EQ(
+      digests.FileDigest(dir.path(), (*entries)[0], aborted).status().code(),
+      StatusCode::kCancelled);
+  ASSERT_EQ(::unlink((dir / "big").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir / "big").c_str(), 0600), 0);
+  Result<std::string> fifo =
+      digests.FileDigest(dir.path(), (*entries)[0], WorkLimit());
+  EXPECT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.status().message().find("no longer a regular file"),
+            std::string::npos)
+      << fifo.status().ToString();
+}
+
 TEST(WorkspaceTest, DigestsReadAFileOnceAndSeeWrites) {
   TempDir dir;
   dir.Write("f", "one");
