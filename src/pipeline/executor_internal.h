@@ -10,6 +10,7 @@
 
 #include "pipeline/executor.h"
 #include "process/sandbox_bwrap.h"
+#include "pipeline/workspace.h"
 
 namespace steps::pipeline {
 
@@ -104,6 +105,20 @@ class JobRunner {
   // unset reference is logged (WRN env.unset) and gives "".
   std::map<std::string, std::string> PipelineEnv(const Step& step,
                                                  const StepRef& ref);
+  // A cache hit restored (outputs copied back, the step finished), or
+  // nullopt on a miss.
+  std::optional<StepResult> RestoreCached(const Step& step, const StepRef& ref,
+                                          StepRecord& rec, SteadyTime start,
+                                          const WorkLimit& limit);
+  Status PrepareWorkDir(const Step& step, const std::string& workdir,
+                        const WorkLimit& limit);
+  // The attempt loop of a task, get or put (waits, per-attempt deadline,
+  // fix); `last_deadline` is set to the last attempt's. The first attempt's
+  // time counts from `start`, the step's.
+  StepResult RunAttempts(const Step& step, const Scope& scope,
+                         const StepRef& ref, const std::string& workdir,
+                         SteadyTime start, StepRecord& rec,
+                         Deadline& last_deadline);
   // One attempt of a task, get or put: its process(es) and the assert.
   AttemptRecord RunAttempt(const Step& step, const Scope& scope,
                            const StepRef& ref, const std::string& workdir,
@@ -133,6 +148,8 @@ class JobRunner {
   std::string job_dir_;
   Deadline job_deadline_;
   std::shared_ptr<agent::BudgetMeter> job_budget_;
+  // Digests of the workspace's files, each unchanged file read once.
+  ContentDigests digests_;
   std::mutex mu_;
   JobRecord record_;
 };

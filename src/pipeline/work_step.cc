@@ -3,13 +3,14 @@
 // runs.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <set>
 
 #include "core/hash.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
+#include "pipeline/workspace.h"
 
 namespace steps::pipeline::internal {
 
@@ -21,49 +22,6 @@ std::string Ms(Millis d) { return std::to_string(d.count()) + "ms"; }
 
 // Bytes of stdout kept for asserts, records and critique.
 constexpr size_t kMaxStepOutput = 1 << 20;
-
-Status CopyTree(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::remove_all(to, ec);
-  fs::create_directories(to.parent_path(), ec);
-  fs::copy(from, to,
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-  if (ec)
-    return IoError("copy " + from.string() + " to " + to.string() + ": " +
-                   ec.message());
-  return Status::Ok();
-}
-
-// The contents of a folder tree: every entry's relative path, type and
-// bytes (a symlink's target, never followed), in sorted order. A missing
-// folder hashes as an empty one.
-std::string HashTree(const fs::path& root) {
-  std::vector<fs::path> entries;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    entries.push_back(it->path());
-  }
-  std::sort(entries.begin(), entries.end());
-  FieldHasher h;
-  for (const fs::path& p : entries) {
-    const std::string rel = p.lexically_relative(root).string();
-    const fs::file_status st = fs::symlink_status(p, ec);
-    if (fs::is_symlink(st)) {
-      h.Add("link:" + rel, fs::read_symlink(p, ec).string());
-    } else if (fs::is_directory(st)) {
-      h.Add("dir", rel);
-    } else {
-      Sha256 content;
-      std::ifstream in(p, std::ios::binary);
-      char buf[1 << 16];
-      while (in.read(buf, sizeof buf) || in.gcount() > 0)
-        content.Update(std::string_view(buf, in.gcount()));
-      h.Add("file:" + rel, content.HexDigest());
-    }
-  }
-  return h.HexDigest();
-}
 
 // The step cache key (step_cache.h): the identity with what the step sees
 // at run time.
@@ -81,6 +39,123 @@ std::string CacheKey(const std::string& identity,
   }
   h.Add("workspace", workspace);
   return h.HexDigest();
+}
+
+// The earlier of two deadlines (an unset one is no deadline).
+Deadline Earliest(const Deadline& a, const Deadline& b) {
+  if (!a.is_set()) return b;
+  if (!b.is_set()) return a;
+  return a.at() < b.at() ? a : b;
+}
+
+// The end of a step whose workspace work was cut by `cut` (abort or the
+// deadline) while `doing` something.
+StepResult CutShort(const Status& cut, const std::string& step, Millis limit,
+                    const std::string& doing) {
+  if (cut.code() == StatusCode::kCancelled)
+    return {Outcome::kAborted, "aborted while " + doing};
+  if (cut.code() == StatusCode::kDeadlineExceeded) {
+    return {Outcome::kFailed, "STEP_TIMEOUT: Step '" + step +
+                                  "' timed out after " + Ms(limit) + " while " +
+                                  doing};
+  }
+  return {Outcome::kErrored, cut.message()};
+}
+
+bool IsCut(const Status& s) {
+  return s.code() == StatusCode::kCancelled ||
+         s.code() == StatusCode::kDeadlineExceeded;
+}
+
+// What the step cache knows of the workspace before a step runs.
+struct WorkspaceBefore {
+  std::string snapshot;  // SnapshotDigest: to tell whether the step kept it.
+  std::string contents;  // TreeDigest: part of the cache key.
+};
+
+// Files of the workspace larger than this that a step does not declare as
+// inputs are keyed by their identity (size, inode, times), not read: an
+// unrelated large file costs a later step nothing, at worst a cache miss.
+constexpr uint64_t kUnreadAbove = 8 << 20;
+
+// The key covers the bytes of the step's declared inputs and of every
+// other file up to kUnreadAbove, each unchanged file read once per job
+// (ContentDigests).
+Result<WorkspaceBefore> ReadWorkspace(const std::string& workspace,
+                                      const Step& step, ContentDigests& digests,
+                                      const WorkLimit& limit) {
+  Result<std::vector<TreeEntry>> entries = ListTree(workspace, limit, true);
+  if (!entries.ok()) return entries.status();
+  std::set<std::string> inputs;
+  for (const std::string& in : step.inputs) inputs.insert(SafeName(in));
+  auto read_contents = [&](const TreeEntry& e) {
+    return e.size <= kUnreadAbove ||
+           inputs.count(e.rel.substr(0, e.rel.find('/'))) > 0;
+  };
+  Result<std::string> contents =
+      TreeDigest(workspace, *entries, read_contents, digests, limit);
+  if (!contents.ok()) return contents.status();
+  return WorkspaceBefore{SnapshotDigest(*entries), *contents};
+}
+
+// Whether the workspace is as `before` found it (never when unknown).
+bool WorkspaceKept(const std::string& workspace,
+                   const std::optional<WorkspaceBefore>& before,
+                   const WorkLimit& limit) {
+  if (!before) return false;
+  Result<std::vector<TreeEntry>> now = ListTree(workspace, limit, false);
+  return now.ok() && SnapshotDigest(*now) == before->snapshot;
+}
+
+// The step's result from its attempts: the last one's outcome, with the
+// spec's STEP_TIMEOUT / STEP_RETRY_EXHAUSTED messages.
+// REQUIRES: `attempts` is not empty.
+StepResult JudgeAttempts(const std::string& step,
+                         const std::vector<AttemptRecord>& attempts,
+                         bool stopped_by_timeout, bool exhausted_by_total,
+                         Millis last_limit) {
+  const AttemptRecord& last = attempts.back();
+  StepResult r;
+  r.outcome = last.outcome;
+  r.output = last.output;
+  const int tried = static_cast<int>(attempts.size());
+  if (r.outcome == Outcome::kSucceeded) return r;
+  if (r.outcome == Outcome::kAborted) {
+    r.error = last.error.empty() ? "aborted" : last.error;
+  } else if (stopped_by_timeout) {
+    r.outcome =
+        Outcome::kFailed;  // An expired timeout is a failure, never errored.
+    r.error =
+        "STEP_TIMEOUT: Step '" + step + "' timed out after " + Ms(last_limit);
+  } else if (tried > 1 || exhausted_by_total) {
+    r.error = "STEP_RETRY_EXHAUSTED: Step '" + step + "' failed after " +
+              std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
+              (last.error.empty() ? "" : " (last: " + last.error + ")");
+    if (last.timed_out) r.outcome = Outcome::kFailed;
+  } else {
+    r.error = last.error;
+  }
+  return r;
+}
+
+// Workspace work before the first attempt (hashing, copying inputs) is part
+// of it: it runs under the step's timeout counted from the step's start,
+// the retry block's total and the job's deadline, and stops on abort.
+// `limit` is set to the step's own limit (for messages; 0 when none).
+WorkLimit PrepLimit(const Clock& clock, const CancelToken& token,
+                    const ResolvedStep& rs, SteadyTime start,
+                    const Deadline& job_deadline, Millis* limit) {
+  WorkLimit prep{&clock, token, Deadline()};
+  if (rs.dials.timeout.value)
+    prep.deadline = Deadline::At(start + *rs.dials.timeout.value);
+  if (rs.total_timeout)
+    prep.deadline =
+        Earliest(prep.deadline, Deadline::At(start + *rs.total_timeout));
+  *limit = prep.deadline.is_set()
+               ? std::chrono::duration_cast<Millis>(prep.deadline.at() - start)
+               : Millis(0);
+  prep.deadline = Earliest(prep.deadline, job_deadline);
+  return prep;
 }
 
 // Makes `req` (a script run in req.working_dir) run under bwrap with that
@@ -109,73 +184,6 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   rec.identity = rs.identity;
   rec.started = clock_.WallNow();
   const SteadyTime start = clock_.Now();
-
-  // The step cache: a task or agent step whose key matches an earlier
-  // succeeded one is not run; its output and output folders are restored.
-  // Only what a step leaves in its output folders and stdout can be
-  // restored, so a step that changed the job's workspace any other way
-  // (an agent writing files, a task writing to $STEPS_ARTIFACTS) is not
-  // remembered. Gets, puts and hooks are never cached: a get must see new
-  // versions, and puts and hooks (notify, clean up) exist for their effects.
-  const fs::path workspace = fs::path(job_dir_) / "artifacts";
-  std::string workspace_before;
-  if (ex_.opts.cache && !ref.hook &&
-      (step.kind == StepKind::kTask || step.kind == StepKind::kAgent)) {
-    std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
-    for (const auto& [k, v] : ex_.opts.env) env[k] = v;
-    for (const auto& [k, v] : step.env) env[k] = v;
-    workspace_before = HashTree(workspace);
-    rec.identity = CacheKey(rs.identity, env, scope, workspace_before);
-    if (std::optional<CachedStep> hit = ex_.opts.cache->Find(rec.identity)) {
-      bool restored = true;
-      for (const std::string& out : step.outputs) {
-        auto saved = hit->outputs.find(out);
-        restored = restored && saved != hit->outputs.end() &&
-                   CopyTree(saved->second, ArtifactDir(out)).ok();
-      }
-      if (restored) {
-        ex_.observer().OnStepStart(ref, std::nullopt);
-        ex_.observer().OnAttemptStart(ref, 1, 1, std::nullopt);
-        AttemptRecord a;
-        a.started = rec.started;
-        a.output = hit->output;
-        a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-        ex_.observer().OnAttemptEnd(ref, a);
-        rec.attempts.push_back(a);
-        rec.cached = true;
-        rec.output = hit->output;
-        rec.duration = a.duration;
-        Finish(std::move(rec), true);
-        return {Outcome::kSucceeded, "", hit->output};
-      }
-    }
-  }
-  // Whether the step left the workspace as it found it (cache on only).
-  auto workspace_kept = [&] {
-    return !workspace_before.empty() && HashTree(workspace) == workspace_before;
-  };
-  // REQUIRES: the workspace was kept. Not for a success that needed a fix.
-  auto remember = [&](const StepResult& r) {
-    if (!r.ok() || rec.attempts.empty() || rec.attempts.back().fixed) return;
-    std::map<std::string, std::string> outputs;
-    for (const std::string& out : step.outputs) outputs[out] = ArtifactDir(out);
-    ex_.opts.cache->Remember(rec.identity, ref, r.output, outputs);
-  };
-
-  if (step.kind == StepKind::kAgent) {
-    StepResult r = RunAgent(step, scope, ref, rec);
-    if (r.ok() && workspace_kept()) remember(r);
-    rec.outcome = r.outcome;
-    rec.error = r.error;
-    rec.output = r.output;
-    rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-    Finish(std::move(rec), true);
-    return r;
-  }
-
-  ex_.observer().OnStepStart(ref, std::nullopt);
-  const std::string workdir = WorkDir(ref);
-  StepResult result;
   auto finish = [&](StepResult r) {
     rec.outcome = r.outcome;
     rec.error = r.error;
@@ -186,37 +194,158 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
     return r;
   };
 
+  Millis prep_limit{0};
+  const WorkLimit prep =
+      PrepLimit(clock_, scope.token, rs, start, job_deadline_, &prep_limit);
+
+  // The step cache: a task or agent step whose key matches an earlier
+  // succeeded one is not run; its output and output folders are restored.
+  // Only what a step leaves in its output folders and stdout can be
+  // restored, so a step that changed the job's workspace any other way
+  // (an agent writing files, a task writing to $STEPS_ARTIFACTS) is not
+  // remembered. Gets, puts and hooks are never cached: a get must see new
+  // versions, and puts and hooks (notify, clean up) exist for their effects.
+  const std::string workspace = (fs::path(job_dir_) / "artifacts").string();
+  std::optional<WorkspaceBefore> before;
+  if (ex_.opts.cache && !ref.hook &&
+      (step.kind == StepKind::kTask || step.kind == StepKind::kAgent)) {
+    Result<WorkspaceBefore> read =
+        ReadWorkspace(workspace, step, digests_, prep);
+    if (!read.ok() && IsCut(read.status())) {
+      ex_.observer().OnStepStart(ref, std::nullopt);
+      return finish(CutShort(read.status(), step.name, prep_limit,
+                             "hashing the workspace"));
+    }
+    if (!read.ok()) {
+      LogEvent(LogLevel::kWarn, "workspace.unreadable",
+               {{"step", ref.id}, {"error", read.status().message()}});
+    } else {
+      before = *read;
+      std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
+      for (const auto& [k, v] : ex_.opts.env) env[k] = v;
+      for (const auto& [k, v] : step.env) env[k] = v;
+      rec.identity = CacheKey(rs.identity, env, scope, before->contents);
+      if (std::optional<StepResult> hit =
+              RestoreCached(step, ref, rec, start, prep))
+        return *hit;
+    }
+  }
+  // REQUIRES: the workspace was kept. Not for a success that needed a fix.
+  auto remember = [&](const StepResult& r) {
+    if (!r.ok() || rec.attempts.empty() || rec.attempts.back().fixed) return;
+    std::map<std::string, std::string> outputs;
+    for (const std::string& out : step.outputs) outputs[out] = ArtifactDir(out);
+    ex_.opts.cache->Remember(rec.identity, ref, r.output, outputs);
+  };
+  const WorkLimit after{nullptr, scope.token, Deadline()};
+
+  if (step.kind == StepKind::kAgent) {
+    StepResult r = RunAgent(step, scope, ref, rec);
+    if (r.ok() && WorkspaceKept(workspace, before, after)) remember(r);
+    rec.outcome = r.outcome;
+    rec.error = r.error;
+    rec.output = r.output;
+    rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    Finish(std::move(rec), true);
+    return r;
+  }
+
+  ex_.observer().OnStepStart(ref, std::nullopt);
   if (rs.dials.sandbox.value.bwrap()) {
     if (Status s = ex_.SandboxReady(); !s.ok())
       return finish({Outcome::kErrored, s.message()});
   }
+  const std::string workdir = WorkDir(ref);
+  if (Status s = PrepareWorkDir(step, workdir, prep); !s.ok()) {
+    return finish(IsCut(s) ? CutShort(s, step.name, prep_limit, s.message())
+                           : StepResult{Outcome::kErrored, s.message()});
+  }
 
-  // The working directory, shared by every attempt (and a fixer): inputs
-  // copied in, output folders made.
+  Deadline last_deadline;
+  StepResult r =
+      RunAttempts(step, scope, ref, workdir, start, rec, last_deadline);
+  if (r.outcome == Outcome::kSucceeded) {
+    // Judged before the outputs land in the workspace: those are restored.
+    const bool kept = WorkspaceKept(workspace, before, after);
+    const WorkLimit publish{&clock_, scope.token, last_deadline};
+    for (const std::string& out : step.outputs) {
+      Status s = CopyTree((fs::path(workdir) / out).string(), ArtifactDir(out),
+                          publish);
+      if (IsCut(s)) {
+        r = CutShort(
+            s, step.name,
+            std::chrono::duration_cast<Millis>(last_deadline.at() - start),
+            "publishing its outputs");
+        break;
+      }
+      if (!s.ok()) r = {Outcome::kErrored, s.message()};
+    }
+    if (kept) remember(r);
+  }
+  return finish(std::move(r));
+}
+
+std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
+                                                   const StepRef& ref,
+                                                   StepRecord& rec,
+                                                   SteadyTime start,
+                                                   const WorkLimit& limit) {
+  std::optional<CachedStep> hit = ex_.opts.cache->Find(rec.identity);
+  if (!hit) return std::nullopt;
+  for (const std::string& out : step.outputs) {
+    auto saved = hit->outputs.find(out);
+    if (saved == hit->outputs.end() ||
+        !CopyTree(saved->second, ArtifactDir(out), limit).ok())
+      return std::nullopt;
+  }
+  ex_.observer().OnStepStart(ref, std::nullopt);
+  ex_.observer().OnAttemptStart(ref, 1, 1, std::nullopt);
+  AttemptRecord a;
+  a.started = rec.started;
+  a.output = hit->output;
+  a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  ex_.observer().OnAttemptEnd(ref, a);
+  rec.attempts.push_back(a);
+  rec.cached = true;
+  rec.output = hit->output;
+  rec.duration = a.duration;
+  Finish(std::move(rec), true);
+  return StepResult{Outcome::kSucceeded, "", hit->output};
+}
+
+// The working directory, shared by every attempt (and a fixer): inputs
+// copied in, output folders made. A copy cut by `limit` answers its
+// kCancelled or kDeadlineExceeded with what it was doing as the message.
+Status JobRunner::PrepareWorkDir(const Step& step, const std::string& workdir,
+                                 const WorkLimit& limit) {
   std::error_code ec;
   fs::create_directories(workdir, ec);
-  if (ec)
-    return finish(
-        {Outcome::kErrored, "cannot create " + workdir + ": " + ec.message()});
+  if (ec) return IoError("cannot create " + workdir + ": " + ec.message());
   for (const std::string& in : step.inputs) {
-    fs::path artifact = ArtifactDir(in);
-    if (!fs::exists(artifact)) {
-      return finish({Outcome::kErrored,
-                     "input '" + in + "' is missing: no earlier step of job '" +
-                         job_.name + "' produced it"});
+    const std::string artifact = ArtifactDir(in);
+    if (!fs::exists(fs::symlink_status(artifact, ec))) {
+      return IoError("input '" + in + "' is missing: no earlier step of job '" +
+                     job_.name + "' produced it");
     }
-    if (Status s = CopyTree(artifact, fs::path(workdir) / in); !s.ok()) {
-      return finish({Outcome::kErrored, s.message()});
-    }
+    Status s = CopyTree(artifact, (fs::path(workdir) / in).string(), limit);
+    if (IsCut(s)) return Status(s.code(), "copying input '" + in + "'");
+    if (!s.ok()) return s;
   }
   for (const std::string& out : step.outputs)
     fs::create_directories(fs::path(workdir) / out, ec);
+  return Status::Ok();
+}
 
+StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
+                                  const StepRef& ref,
+                                  const std::string& workdir, SteadyTime start,
+                                  StepRecord& rec, Deadline& last_deadline) {
+  const ResolvedStep& rs = ex_.plan.For(step);
   const int attempts = rs.dials.attempts.value;
   const std::optional<Millis> timeout = rs.dials.timeout.value;
   const bool retry_on_timeout = step.retry && step.retry->on_timeout;
   Deadline total;
-  if (rs.total_timeout) total = Deadline::After(clock_, *rs.total_timeout);
+  if (rs.total_timeout) total = Deadline::At(start + *rs.total_timeout);
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
   Millis last_limit{0};
@@ -242,18 +371,26 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
         break;
       }
     }
+    // The first attempt's time counts from the step's start: it includes
+    // the workspace work done for it.
+    const SteadyTime from = k == 1 ? start : clock_.Now();
     Deadline deadline;
     std::optional<Millis> clipped;
-    if (timeout) deadline = Deadline::After(clock_, *timeout);
+    if (timeout) deadline = Deadline::At(from + *timeout);
     if (total.is_set() && (!deadline.is_set() || total.at() < deadline.at())) {
       deadline = total;
-      clipped = total.Remaining(clock_);
+      clipped = std::chrono::duration_cast<Millis>(total.at() - from);
     }
-    last_limit = deadline.is_set() ? *deadline.Remaining(clock_) : Millis(0);
+    last_limit = deadline.is_set()
+                     ? std::chrono::duration_cast<Millis>(deadline.at() - from)
+                     : Millis(0);
+    last_deadline = deadline;
     ex_.observer().OnAttemptStart(ref, k, attempts,
                                   deadline.is_set()
                                       ? std::optional<SteadyTime>(deadline.at())
                                       : std::nullopt);
+    const Millis prepared =
+        std::chrono::duration_cast<Millis>(clock_.Now() - from);
     AttemptRecord a = RunAttempt(step, scope, ref, workdir, deadline, k);
     if (a.outcome == Outcome::kFailed && !a.timed_out && step.fix &&
         !scope.token.cancelled()) {
@@ -267,6 +404,10 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
         rerun.fixed = true;
         a = std::move(rerun);
       }
+    }
+    if (k == 1) {
+      a.started = rec.started;
+      a.duration += prepared;
     }
     a.number = k;
     a.of = attempts;
@@ -289,38 +430,9 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
     }
   }
 
-  const AttemptRecord& last = rec.attempts.back();
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
-  StepResult r;
-  r.outcome = last.outcome;
-  r.output = last.output;
-  const int tried = static_cast<int>(rec.attempts.size());
-  if (r.outcome == Outcome::kSucceeded) {
-    // Judged before the outputs land in the workspace: those are restored.
-    const bool kept = workspace_kept();
-    for (const std::string& out : step.outputs) {
-      if (Status s = CopyTree(fs::path(workdir) / out, ArtifactDir(out));
-          !s.ok()) {
-        r = {Outcome::kErrored, s.message()};
-      }
-    }
-    if (kept) remember(r);
-  } else if (r.outcome == Outcome::kAborted) {
-    r.error = last.error.empty() ? "aborted" : last.error;
-  } else if (stopped_by_timeout) {
-    r.outcome =
-        Outcome::kFailed;  // An expired timeout is a failure, never errored.
-    r.error = "STEP_TIMEOUT: Step '" + step.name + "' timed out after " +
-              Ms(last_limit);
-  } else if (tried > 1 || exhausted_by_total) {
-    r.error = "STEP_RETRY_EXHAUSTED: Step '" + step.name + "' failed after " +
-              std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
-              (last.error.empty() ? "" : " (last: " + last.error + ")");
-    if (last.timed_out) r.outcome = Outcome::kFailed;
-  } else {
-    r.error = last.error;
-  }
-  return finish(std::move(r));
+  return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
+                       exhausted_by_total, last_limit);
 }
 
 std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,

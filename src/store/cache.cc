@@ -6,6 +6,7 @@
 
 #include "core/json_text.h"
 #include "core/log.h"
+#include "pipeline/workspace.h"
 
 namespace steps::store {
 
@@ -82,20 +83,24 @@ void StoreStepCache::Remember(
   fs::remove_all(staging, ec);
   fs::create_directories(staging, ec);
   nlohmann::json names = nlohmann::json::array();
+  // The workspace's copy: regular files, folders and links only (never a
+  // FIFO opened), holes kept.
+  Status copied = Status::Ok();
   for (const auto& [name, from] : outputs) {
-    fs::copy(from, staging / EntryName(name),
-             fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-    if (ec) break;
+    copied = pipeline::CopyTree(from, (staging / EntryName(name)).string(),
+                                pipeline::WorkLimit());
+    if (!copied.ok()) break;
     names.push_back(name);
   }
-  if (!ec) {
+  if (copied.ok()) {
     fs::remove_all(entry, ec);
     fs::rename(staging, entry, ec);
+    if (ec) copied = IoError("save " + entry.string() + ": " + ec.message());
   }
-  if (ec) {
+  if (!copied.ok()) {
     fs::remove_all(staging, ec);
     LogEvent(LogLevel::kWarn, "store.cache_failed",
-             {{"step", step.id}, {"error", ec.message()}});
+             {{"step", step.id}, {"error", copied.message()}});
     return;
   }
   Status s = store_.Write([&](Db& db) -> Status {

@@ -69,6 +69,24 @@ Status CheckFilePath(std::string_view path) {
   return Status::Ok();
 }
 
+// A regular file with more than one hard link may be the same file as one
+// outside the root (a task can plant `ln /outside/file workspace/x`): no
+// path check can tell, so the tools open only files with a single link.
+Status CheckSingleLink(const struct stat& st, std::string_view path) {
+  if (st.st_nlink <= 1) return Status::Ok();
+  return Refused(Quoted(path) + " has " + std::to_string(st.st_nlink) +
+                 " hard links, so it may be a file outside the working "
+                 "directory; the file tools open only files with one link "
+                 "(copy it to a new file with run_shell if you need it)");
+}
+
+// Whether `opened` (fstat of a descriptor) is the file `checked` (lstat at
+// resolution) was: a name swapped since then, for instance for a hard link
+// to an outside file whose inside name was removed again, is not.
+bool SameFile(const struct stat& checked, const struct stat& opened) {
+  return checked.st_dev == opened.st_dev && checked.st_ino == opened.st_ino;
+}
+
 }  // namespace
 
 Result<Sandbox> Sandbox::Open(const std::string& root) {
@@ -187,6 +205,7 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
   if (!S_ISREG(loc->st.st_mode)) {
     return InvalidArgument(shown + " is not a regular file");
   }
+  if (Status s = CheckSingleLink(loc->st, path); !s.ok()) return s;
   int fd = openat(loc->dir.get(), loc->leaf.c_str(),
                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
@@ -198,6 +217,11 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
   if (fstat(file.get(), &st) != 0) return ErrnoStatus(shown, errno);
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(shown + " is not a regular file");
+  }
+  // Again on what was opened: a link made since the check counts too.
+  if (Status s = CheckSingleLink(st, path); !s.ok()) return s;
+  if (!SameFile(loc->st, st)) {
+    return Refused(shown + " changed while being opened");
   }
   return file;
 }
@@ -213,12 +237,20 @@ Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
   if (loc->exists && !S_ISREG(loc->st.st_mode)) {
     return InvalidArgument(shown + " is not a regular file");
   }
-  int fd = openat(loc->dir.get(), loc->leaf.c_str(),
-                  O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC |
-                      O_NOCTTY | O_NONBLOCK,
-                  0644);
+  if (loc->exists) {
+    if (Status s = CheckSingleLink(loc->st, path); !s.ok()) return s;
+  }
+  // A new file is created with O_EXCL, so the descriptor is a file made
+  // here; an existing one is opened without O_TRUNC and emptied only once
+  // the descriptor is known to be the file checked, with one link. A name
+  // swapped in between (a hard link to an outside file, a symlink) is
+  // refused before anything is written.
+  int flags = O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  if (!loc->exists) flags |= O_CREAT | O_EXCL;
+  int fd = openat(loc->dir.get(), loc->leaf.c_str(), flags, 0644);
   if (fd < 0) {
-    if (errno == ELOOP) return Refused(shown + " changed while being opened");
+    if (errno == ELOOP || errno == EEXIST || errno == ENOENT)
+      return Refused(shown + " changed while being opened");
     if (errno == EISDIR) return InvalidArgument(shown + " is a directory");
     return ErrnoStatus(shown, errno);
   }
@@ -228,6 +260,11 @@ Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(shown + " is not a regular file");
   }
+  if (Status s = CheckSingleLink(st, path); !s.ok()) return s;
+  if (loc->exists && !SameFile(loc->st, st)) {
+    return Refused(shown + " changed while being opened");
+  }
+  if (ftruncate(file.get(), 0) != 0) return ErrnoStatus(shown, errno);
   return file;
 }
 

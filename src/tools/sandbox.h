@@ -23,6 +23,12 @@ namespace steps {
 //  - symlinks (anywhere on the path, the last component included) whose
 //    target lies outside the root; an absolute target is accepted only
 //    when it points inside the root's canonical path.
+//  - regular files with more than one hard link, for reading and for
+//    writing: a hard link planted in the root may be the very file of one
+//    outside it, and no path check can tell (checked before the open and
+//    again on the opened descriptor; a write empties the file only after
+//    both checks);
+//  - FIFOs, sockets and devices ("is not a regular file"; never blocking).
 // Symlinks that stay inside are followed (at most 40 per path).
 //
 // Resolution walks one component at a time from a descriptor of the root

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -149,6 +150,82 @@ TEST_F(SandboxEscapeTest, SymlinkLoopIsRefusedNotHung) {
   ToolResult r = Read("a");
   EXPECT_TRUE(r.is_error);
   EXPECT_THAT(r.content, HasSubstr("too many symlinks"));
+  for (const ToolResult& other : {Write("a", "x"), List("a")}) {
+    EXPECT_TRUE(other.is_error);
+    EXPECT_THAT(other.content, HasSubstr("too many symlinks"));
+  }
+  // A loop on the way to a file, and a link to itself.
+  ScratchTree::Symlink("self", InRoot("self"));
+  EXPECT_THAT(Write("a/new.txt", "x").content, HasSubstr("too many symlinks"));
+  EXPECT_THAT(Read("self").content, HasSubstr("too many symlinks"));
+}
+
+// A hard link planted in the working directory is the outside file itself:
+// neither read nor written (nor emptied) through it.
+TEST_F(SandboxEscapeTest, HardLinkedFileIsRefused) {
+  ASSERT_EQ(::link((tree_.outside() + "/secret.txt").c_str(),
+                   InRoot("planted").c_str()),
+            0);
+  ToolResult r = Read("planted");
+  EXPECT_TRUE(r.is_error);
+  EXPECT_THAT(r.content,
+              StartsWith("read_file: refused: 'planted' has 2 hard links"));
+  ToolResult w = Write("planted", "overwritten");
+  EXPECT_TRUE(w.is_error);
+  EXPECT_THAT(w.content,
+              StartsWith("write_file: refused: 'planted' has 2 hard links"));
+  EXPECT_EQ(ScratchTree::Read(tree_.outside() + "/secret.txt"), "secret");
+  // Through a directory and a symlink that stay inside, all the same.
+  std::filesystem::create_directory(InRoot("d"));
+  ASSERT_EQ(::link((tree_.outside() + "/secret.txt").c_str(),
+                   InRoot("d/deep").c_str()),
+            0);
+  ScratchTree::Symlink("d/deep", InRoot("alias"));
+  EXPECT_THAT(Read("alias").content, HasSubstr("hard links"));
+  EXPECT_THAT(Write("d/./deep", "x").content, HasSubstr("hard links"));
+  EXPECT_EQ(ScratchTree::Read(tree_.outside() + "/secret.txt"), "secret");
+  // Once the extra link is gone the file is an ordinary one again.
+  ASSERT_EQ(::unlink((tree_.outside() + "/secret.txt").c_str()), 0);
+  ASSERT_EQ(::unlink(InRoot("d/deep").c_str()), 0);
+  EXPECT_FALSE(Write("planted", "mine").is_error);
+  EXPECT_EQ(Read("planted").content, "mine");
+}
+
+// A hard link made between the check and the open is caught on the opened
+// descriptor, before the write empties anything.
+TEST_F(SandboxEscapeTest, HardLinkPlantedDuringAWriteNeverLosesTheFile) {
+  const std::string secret = tree_.outside() + "/secret.txt";
+  std::atomic<bool> stop{false};
+  std::thread planter([&] {
+    while (!stop) {
+      ::link(secret.c_str(), InRoot("target").c_str());
+      ::unlink(InRoot("target").c_str());
+    }
+  });
+  bool read_secret = false;
+  for (int i = 0; i < 5000 && !read_secret; ++i) {
+    Write("target", "x");
+    read_secret = Read("target").content == "secret";
+  }
+  stop = true;
+  planter.join();
+  EXPECT_EQ(ScratchTree::Read(secret), "secret");
+  EXPECT_FALSE(read_secret);
+}
+
+TEST_F(SandboxEscapeTest, AbsoluteAndEscapingPathsOnEveryTool) {
+  std::filesystem::create_directory(InRoot("a"));
+  for (const std::string& path :
+       {std::string("/etc/passwd"), std::string("../outside/secret.txt"),
+        std::string("a/../../outside/secret.txt"), std::string("..")}) {
+    ExpectRefusedEverywhere(path);
+  }
+  // Long but legal paths still resolve or say what is missing.
+  std::string deep;
+  for (int i = 0; i < 1000; ++i) deep += "d/";
+  EXPECT_THAT(Read(deep + "f").content, HasSubstr("does not exist"));
+  ToolResult too_long = Write(std::string(4097, 'a'), "x");
+  EXPECT_THAT(too_long.content, HasSubstr("longer than 4096"));
 }
 
 TEST_F(SandboxEscapeTest, NulBytesInPaths) {

@@ -1,0 +1,326 @@
+#include "pipeline/workspace.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace steps::pipeline {
+
+namespace {
+
+// Bytes read or written between two checks of the limit.
+constexpr size_t kChunk = 1 << 20;
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string Join(const std::string& a, const std::string& b) {
+  return b.empty() ? a : a + "/" + b;
+}
+
+int64_t Nanos(const timespec& t) {
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+// The name of a type that is never touched, or nullptr for one that is.
+const char* SkippedType(mode_t mode) {
+  if (S_ISFIFO(mode)) return "fifo";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device";
+  if (S_ISDIR(mode) || S_ISREG(mode) || S_ISLNK(mode)) return nullptr;
+  return "unknown";
+}
+
+void WarnSkipped(const std::string& path, const char* type) {
+  LogEvent(LogLevel::kWarn, "workspace.skipped",
+           {{"path", path}, {"type", type}});
+}
+
+Result<std::string> ReadLink(const std::string& path, size_t size) {
+  std::string target(std::max<size_t>(size, 255) + 1, '\0');
+  ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+  if (n < 0) return ErrnoStatus("readlink " + path, errno);
+  target.resize(static_cast<size_t>(n));
+  return target;
+}
+
+// Lists `dir` (the folder at root/rel) into `out`, depth first.
+Status ListInto(const std::string& root, const std::string& rel,
+                const WorkLimit& limit, bool warn,
+                std::vector<TreeEntry>& out) {
+  const std::string dir = Join(root, rel);
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+  if (!d) return ErrnoStatus("list " + dir, errno);
+  while (dirent* e = ::readdir(d.get())) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (Status s = limit.Check(); !s.ok()) return s;
+    TreeEntry entry;
+    entry.rel = rel.empty() ? name : rel + "/" + name;
+    const std::string path = Join(root, entry.rel);
+    struct stat st;
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // Removed while listing.
+      return ErrnoStatus("stat " + path, errno);
+    }
+    if (const char* skipped = SkippedType(st.st_mode)) {
+      if (warn) WarnSkipped(path, skipped);
+      continue;
+    }
+    entry.size = static_cast<uint64_t>(st.st_size);
+    entry.device = st.st_dev;
+    entry.inode = st.st_ino;
+    entry.mtime_ns = Nanos(st.st_mtim);
+    entry.ctime_ns = Nanos(st.st_ctim);
+    if (S_ISLNK(st.st_mode)) {
+      entry.type = TreeEntry::Type::kSymlink;
+      Result<std::string> target = ReadLink(path, entry.size);
+      if (!target.ok()) return target.status();
+      entry.link_target = *target;
+    } else if (S_ISDIR(st.st_mode)) {
+      entry.type = TreeEntry::Type::kDirectory;
+    }
+    out.push_back(entry);
+    if (entry.type == TreeEntry::Type::kDirectory) {
+      if (Status s = ListInto(root, entry.rel, limit, warn, out); !s.ok())
+        return s;
+    }
+  }
+  return Status::Ok();
+}
+
+// Opens a regular file for reading, never blocking on (or following) what
+// was swapped in since it was listed.
+Result<int> OpenRegular(const std::string& path) {
+  int fd = ::open(path.c_str(),
+                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError(path + " is no longer a regular file");
+  }
+  return fd;
+}
+
+Status CopyFile(const std::string& from, const std::string& to,
+                const WorkLimit& limit) {
+  Result<int> in_fd = OpenRegular(from);
+  if (!in_fd.ok()) return in_fd.status();
+  Fd in(*in_fd);
+  struct stat st;
+  ::fstat(in.get(), &st);
+  Fd out(::open(to.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                st.st_mode & 07777));
+  if (out.get() < 0) return ErrnoStatus("create " + to, errno);
+  std::string buf(kChunk, '\0');
+  const off_t size = st.st_size;
+  off_t pos = 0;
+  while (pos < size) {
+    // Skip holes: a sparse file costs what it holds, not its length.
+    off_t data = ::lseek(in.get(), pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // Only a hole is left.
+    off_t hole = data < 0 ? size : ::lseek(in.get(), data, SEEK_HOLE);
+    if (data < 0) data = pos;  // No hole support: copy every byte.
+    if (hole < 0) hole = size;
+    for (pos = data; pos < hole;) {
+      if (Status s = limit.Check(); !s.ok()) return s;
+      size_t want = static_cast<size_t>(std::min<off_t>(hole - pos, kChunk));
+      ssize_t n = ::pread(in.get(), buf.data(), want, pos);
+      if (n < 0) return ErrnoStatus("read " + from, errno);
+      if (n == 0) break;
+      for (ssize_t done = 0; done < n;) {
+        ssize_t w = ::pwrite(out.get(), buf.data() + done,
+                             static_cast<size_t>(n - done), pos + done);
+        if (w < 0) return ErrnoStatus("write " + to, errno);
+        done += w;
+      }
+      pos += n;
+    }
+    pos = std::max(pos, hole);
+  }
+  if (::ftruncate(out.get(), size) != 0)
+    return ErrnoStatus("write " + to, errno);
+  return Status::Ok();
+}
+
+Status CopyEntry(const std::string& from, const std::string& to,
+                 const TreeEntry& e, const WorkLimit& limit) {
+  switch (e.type) {
+    case TreeEntry::Type::kDirectory:
+      if (::mkdir(to.c_str(), 0755) != 0 && errno != EEXIST)
+        return ErrnoStatus("create " + to, errno);
+      return Status::Ok();
+    case TreeEntry::Type::kSymlink:
+      if (::symlink(e.link_target.c_str(), to.c_str()) != 0)
+        return ErrnoStatus("create " + to, errno);
+      return Status::Ok();
+    case TreeEntry::Type::kFile:
+      return CopyFile(from, to, limit);
+  }
+  return Status::Ok();
+}
+
+Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return IoError("remove " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WorkLimit::Check() const {
+  if (token.cancelled()) return Status(StatusCode::kCancelled, "aborted");
+  if (clock && deadline.Expired(*clock))
+    return Status(StatusCode::kDeadlineExceeded, "timed out");
+  return Status::Ok();
+}
+
+Result<std::vector<TreeEntry>> ListTree(const std::string& root,
+                                        const WorkLimit& limit, bool warn) {
+  std::vector<TreeEntry> entries;
+  struct stat st;
+  if (::lstat(root.c_str(), &st) != 0) {
+    if (errno == ENOENT) return entries;
+    return ErrnoStatus("stat " + root, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return entries;
+  if (Status s = ListInto(root, "", limit, warn, entries); !s.ok()) return s;
+  std::sort(
+      entries.begin(), entries.end(),
+      [](const TreeEntry& a, const TreeEntry& b) { return a.rel < b.rel; });
+  return entries;
+}
+
+std::string SnapshotDigest(const std::vector<TreeEntry>& entries) {
+  FieldHasher h;
+  for (const TreeEntry& e : entries) {
+    h.Add("path", e.rel);
+    h.Add("meta", std::to_string(static_cast<int>(e.type)) + " " +
+                      std::to_string(e.size) + " " + std::to_string(e.device) +
+                      " " + std::to_string(e.inode) + " " +
+                      std::to_string(e.mtime_ns) + " " +
+                      std::to_string(e.ctime_ns));
+    h.Add("target", e.link_target);
+  }
+  return h.HexDigest();
+}
+
+Result<std::string> ContentDigests::FileDigest(const std::string& root,
+                                               const TreeEntry& entry,
+                                               const WorkLimit& limit) {
+  const Key key{entry.device, entry.inode, entry.size, entry.mtime_ns,
+                entry.ctime_ns};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = digests_.find(key); it != digests_.end()) return it->second;
+  }
+  const std::string path = Join(root, entry.rel);
+  Result<int> fd = OpenRegular(path);
+  if (!fd.ok()) return fd.status();
+  Fd in(*fd);
+  Sha256 sha;
+  std::string buf(kChunk, '\0');
+  for (;;) {
+    if (Status s = limit.Check(); !s.ok()) return s;
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0) return ErrnoStatus("read " + path, errno);
+    if (n == 0) break;
+    sha.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+  }
+  std::string digest = sha.HexDigest();
+  std::lock_guard<std::mutex> lock(mu_);
+  digests_[key] = digest;
+  return digest;
+}
+
+Result<std::string> TreeDigest(
+    const std::string& root, const std::vector<TreeEntry>& entries,
+    const std::function<bool(const TreeEntry& entry)>& read_contents,
+    ContentDigests& digests, const WorkLimit& limit) {
+  FieldHasher h;
+  for (const TreeEntry& e : entries) {
+    switch (e.type) {
+      case TreeEntry::Type::kDirectory:
+        h.Add("dir", e.rel);
+        break;
+      case TreeEntry::Type::kSymlink:
+        h.Add("link:" + e.rel, e.link_target);
+        break;
+      case TreeEntry::Type::kFile:
+        if (read_contents(e)) {
+          Result<std::string> d = digests.FileDigest(root, e, limit);
+          if (!d.ok()) return d.status();
+          h.Add("file:" + e.rel, *d);
+        } else {
+          h.Add("unread:" + e.rel,
+                std::to_string(e.size) + " " + std::to_string(e.device) + " " +
+                    std::to_string(e.inode) + " " + std::to_string(e.mtime_ns) +
+                    " " + std::to_string(e.ctime_ns));
+        }
+        break;
+    }
+  }
+  return h.HexDigest();
+}
+
+Status CopyTree(const std::string& from, const std::string& to,
+                const WorkLimit& limit) {
+  if (Status s = RemoveTree(to); !s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(to).parent_path(),
+                                      ec);
+  if (ec) return IoError("create " + to + ": " + ec.message());
+  struct stat st;
+  if (::lstat(from.c_str(), &st) != 0)
+    return ErrnoStatus("copy " + from, errno);
+  if (const char* skipped = SkippedType(st.st_mode)) {
+    WarnSkipped(from, skipped);
+    return Status::Ok();
+  }
+  TreeEntry top;
+  top.type = S_ISDIR(st.st_mode)   ? TreeEntry::Type::kDirectory
+             : S_ISLNK(st.st_mode) ? TreeEntry::Type::kSymlink
+                                   : TreeEntry::Type::kFile;
+  if (top.type == TreeEntry::Type::kSymlink) {
+    Result<std::string> target =
+        ReadLink(from, static_cast<size_t>(st.st_size));
+    if (!target.ok()) return target.status();
+    top.link_target = *target;
+  }
+  if (Status s = CopyEntry(from, to, top, limit); !s.ok()) return s;
+  if (top.type != TreeEntry::Type::kDirectory) return Status::Ok();
+  Result<std::vector<TreeEntry>> entries = ListTree(from, limit, true);
+  if (!entries.ok()) return entries.status();
+  for (const TreeEntry& e : *entries) {
+    if (Status s = limit.Check(); !s.ok()) return s;
+    if (Status s = CopyEntry(Join(from, e.rel), Join(to, e.rel), e, limit);
+        !s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace steps::pipeline

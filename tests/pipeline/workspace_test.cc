@@ -1,0 +1,142 @@
+// The workspace's file work (workspace.h) on real folders: what it skips,
+// what it keeps, and where it stops.
+#include "pipeline/workspace.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/temp_dir.h"
+
+namespace steps::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::TempDir;
+
+std::vector<std::string> Names(const std::vector<TreeEntry>& entries) {
+  std::vector<std::string> out;
+  for (const TreeEntry& e : entries) out.push_back(e.rel);
+  return out;
+}
+
+TEST(WorkspaceTest, ListingSkipsFifosAndNeverFollowsLinks) {
+  TempDir dir;
+  fs::create_directories(dir / "sub");
+  dir.Write("sub/a.txt", "a");
+  ASSERT_EQ(::mkfifo((dir / "sub/pipe").c_str(), 0600), 0);
+  fs::create_symlink("/etc", dir / "link");
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir.path(), WorkLimit(), false);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(Names(*entries),
+            (std::vector<std::string>{"link", "sub", "sub/a.txt"}));
+  EXPECT_EQ((*entries)[0].type, TreeEntry::Type::kSymlink);
+  EXPECT_EQ((*entries)[0].link_target, "/etc");
+}
+
+TEST(WorkspaceTest, MissingRootIsAnEmptyTree) {
+  TempDir dir;
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir / "absent", WorkLimit(), false);
+  ASSERT_TRUE(entries.ok());
+  EXPECT_TRUE(entries->empty());
+}
+
+TEST(WorkspaceTest, CopySkipsFifosKeepsLinksAndHoles) {
+  TempDir dir;
+  fs::create_directories(dir / "from/deep");
+  dir.Write("from/deep/f", "bytes");
+  ASSERT_EQ(::mkfifo((dir / "from/pipe").c_str(), 0600), 0);
+  fs::create_symlink("deep/f", dir / "from/link");
+  {
+    int fd = ::open((dir / "from/sparse").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "end", 3, (1 << 30) - 3), 3);
+    ::close(fd);
+  }
+  ASSERT_TRUE(CopyTree(dir / "from", dir / "to", WorkLimit()).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir / "to/pipe")));
+  EXPECT_EQ(fs::read_symlink(dir / "to/link"), "deep/f");
+  EXPECT_EQ(fs::file_size(dir / "to/deep/f"), 5u);
+  EXPECT_EQ(fs::file_size(dir / "to/sparse"), 1u << 30);
+  struct stat st;
+  ASSERT_EQ(::stat((dir / "to/sparse").c_str(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, 1 << 20) << "the copy stays sparse";
+}
+
+TEST(WorkspaceTest, WorkStopsWhenCancelledOrPastTheDeadline) {
+  TempDir dir;
+  dir.Write("f", "x");
+  WorkLimit aborted;
+  aborted.token.Cancel(CancelReason::kAbort);
+  EXPECT_EQ(ListTree(dir.path(), aborted, false).status().code(),
+            StatusCode::kCancelled);
+  EXPECT_EQ(CopyTree(dir.path(), dir / "copy", aborted).code(),
+            StatusCode::kCancelled);
+  FakeClock clock;
+  WorkLimit expired{&clock, CancelToken(), Deadline::At(clock.Now())};
+  EXPECT_EQ(ListTree(dir.path(), expired, false).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
+// Within one large file the limit is checked between chunks, and a FIFO
+// swapped in for a listed file is refused, never opened for a blocking read.
+TEST(WorkspaceTest, FileDigestStopsInsideAFileAndNeverBlocksOnAFifo) {
+  TempDir dir;
+  {
+    int fd = ::open((dir / "big").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 64 << 20), 0);
+    ::close(fd);
+  }
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir.path(), WorkLimit(), false);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  ContentDigests digests;
+  WorkLimit aborted;
+  aborted.token.Cancel(CancelReason::kAbort);
+  EXPECT_EQ(
+      digests.FileDigest(dir.path(), (*entries)[0], aborted).status().code(),
+      StatusCode::kCancelled);
+  ASSERT_EQ(::unlink((dir / "big").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir / "big").c_str(), 0600), 0);
+  Result<std::string> fifo =
+      digests.FileDigest(dir.path(), (*entries)[0], WorkLimit());
+  EXPECT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.status().message().find("no longer a regular file"),
+            std::string::npos)
+      << fifo.status().ToString();
+}
+
+TEST(WorkspaceTest, DigestsReadAFileOnceAndSeeWrites) {
+  TempDir dir;
+  dir.Write("f", "one");
+  ContentDigests digests;
+  auto digest = [&] {
+    Result<std::vector<TreeEntry>> e = ListTree(dir.path(), WorkLimit(), false);
+    return *TreeDigest(
+        dir.path(), *e, [](const TreeEntry&) { return true; }, digests,
+        WorkLimit());
+  };
+  const std::string first = digest();
+  EXPECT_EQ(digest(), first);
+  dir.Write("f", "two");
+  EXPECT_NE(digest(), first);
+  // Left unread, a file is still told apart by its identity.
+  Result<std::vector<TreeEntry>> e = ListTree(dir.path(), WorkLimit(), false);
+  auto unread = [&] {
+    return *TreeDigest(
+        dir.path(), *e, [](const TreeEntry&) { return false; }, digests,
+        WorkLimit());
+  };
+  EXPECT_EQ(unread(), unread());
+  EXPECT_NE(unread(), first);
+}
+
+}  // namespace
+}  // namespace steps::pipeline
