@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/yaml_limits.h"
+
 namespace steps {
 namespace {
 
@@ -352,6 +354,10 @@ Result<MockScript> ParseMockScript(const YAML::Node& node) {
 }
 
 Result<MockScript> ParseMockScriptText(const std::string& text) {
+  if (auto problem = CheckYamlLimits(text)) {
+    return InvalidArgument(std::to_string(problem->line) + ": " +
+                           problem->message);
+  }
   YAML::Node node;
   try {
     node = YAML::Load(text);
