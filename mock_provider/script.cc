@@ -55,6 +55,12 @@ json YamlToJson(const YAML::Node& node) {
   return s;
 }
 
+// JSON text of `value`; bytes that are not UTF-8 (a script may hold any)
+// become U+FFFD instead of an exception.
+std::string DumpJson(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 Result<std::string> ScalarString(const YAML::Node& node, const char* key) {
   if (!node.IsScalar()) {
     return Error(node, std::string("'") + key + "' must be a string");
@@ -108,7 +114,7 @@ Result<MockToolCall> ParseCall(const YAML::Node& node) {
         call.arguments = kv.second.Scalar();
       } else if (kv.second.IsMap() || kv.second.IsNull()) {
         json args = YamlToJson(kv.second);
-        call.arguments = args.is_null() ? "{}" : args.dump();
+        call.arguments = args.is_null() ? "{}" : DumpJson(args);
       } else if (kv.second.IsScalar()) {
         call.arguments = kv.second.Scalar();
       } else {
@@ -243,7 +249,7 @@ Result<MockEntry> ParseEntry(const YAML::Node& node) {
                                    h.second.as<std::string>());
       }
     } else if (key == "body") {
-      entry.body = v.IsScalar() ? v.Scalar() : YamlToJson(v).dump();
+      entry.body = v.IsScalar() ? v.Scalar() : DumpJson(YamlToJson(v));
       has_body = true;
     } else if (key == "delay") {
       auto s = ScalarString(v, "delay");
@@ -349,6 +355,8 @@ Result<MockScript> ParseMockScript(const YAML::Node& node) {
     }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::to_string(LineOf(node)) + ": " + e.what());
   }
   return script;
 }

@@ -1,6 +1,7 @@
-// Alias bombs and recursive aliases through the real `steps` binary:
-// validate, explain and run refuse them with FILE:LINE, exit 65, quickly
-// and in bounded memory.
+// Hostile pipeline files through the real `steps` binary: alias bombs and
+// recursive aliases are refused by validate, explain and run with
+// FILE:LINE, exit 65, quickly and in bounded memory; bytes that are not
+// UTF-8 never crash the loader.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -159,6 +160,22 @@ TEST(YamlLimitsCliTest, AliasesWithinTheLimitsStillLoad) {
             "  - {do: [*t, *t]}\n");
   Finished f = RunSteps(dir, {"validate", dir / "ok.yaml"});
   EXPECT_EQ(f.exit_code, 0) << f.output;
+}
+
+TEST(YamlLimitsCliTest, MockArgumentsThatAreNotUtf8AreReadNotFatal) {
+  // A raw 0xFF in a scripted tool call's arguments made the JSON writer
+  // throw, and validate abort.
+  TempDir dir;
+  dir.Write("bytes.yaml",
+            "agents: [{ name: a, source: { model: mock/a }, tools: "
+            "[read_file] }]\n"
+            "jobs:\n- name: j\n  plan:\n  - { agent: a, messages: [go] }\n"
+            "mock:\n  a:\n  - call: {name: read_file, arguments: {path: "
+            "\"\xff\"}}\n  - say: done\n");
+  Finished f = RunSteps(dir, {"validate", dir / "bytes.yaml"});
+  EXPECT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("Valid: bytes (1 step)"), std::string::npos)
+      << f.output;
 }
 
 }  // namespace
