@@ -6,6 +6,12 @@
 namespace steps::pipeline {
 namespace {
 
+// JSON text of a value; bytes that are not UTF-8 (a resource version or a
+// param may hold any) become U+FFFD instead of an exception.
+std::string DumpJson(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);
@@ -75,7 +81,7 @@ Result<std::string> Evaluate(const Expression& e,
     }
     v = &(*v)[name];
   }
-  std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  std::string text = v->is_string() ? v->get<std::string>() : DumpJson(*v);
   for (const std::string& pipe : e.pipes) {
     if (pipe == "shellquote") {
       if (text.find('\0') != std::string::npos) {
@@ -85,7 +91,7 @@ Result<std::string> Evaluate(const Expression& e,
       }
       text = ShellQuote(text);
     } else if (pipe == "json") {
-      text = v->dump();
+      text = DumpJson(*v);
     }
   }
   return text;
