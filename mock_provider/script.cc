@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/json_text.h"
+#include "core/yaml_limits.h"
 
 namespace steps {
 namespace {
@@ -53,6 +54,12 @@ json YamlToJson(const YAML::Node& node) {
   json number = json::parse(s, nullptr, /*allow_exceptions=*/false);
   if (!number.is_discarded() && number.is_number()) return number;
   return s;
+}
+
+// JSON text of `value`; bytes that are not UTF-8 (a script may hold any)
+// become U+FFFD instead of an exception.
+std::string DumpJson(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Result<std::string> ScalarString(const YAML::Node& node, const char* key) {
@@ -349,11 +356,17 @@ Result<MockScript> ParseMockScript(const YAML::Node& node) {
     }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::to_string(LineOf(node)) + ": " + e.what());
   }
   return script;
 }
 
 Result<MockScript> ParseMockScriptText(const std::string& text) {
+  if (auto problem = CheckYamlLimits(text)) {
+    return InvalidArgument(std::to_string(problem->line) + ": " +
+                           problem->message);
+  }
   YAML::Node node;
   try {
     node = YAML::Load(text);

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/yaml_limits.h"
 #include "mock_provider/script.h"
 #include "pipeline/loader_internal.h"
 #include "pipeline/yaml_reader.h"
@@ -514,6 +515,12 @@ LoadResult LoadPipelineText(const std::string& text, const std::string& file) {
     d.Error(line,
             "the file holds more than one YAML document; a pipeline is one "
             "document");
+    return result;
+  }
+  // Alias bombs and recursive aliases are refused before any node exists:
+  // every walk below may then follow aliases without a budget of its own.
+  if (auto problem = CheckYamlLimits(text)) {
+    d.Error(problem->line, problem->message);
     return result;
   }
   YAML::Node root;

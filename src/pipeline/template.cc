@@ -8,6 +8,12 @@
 namespace steps::pipeline {
 namespace {
 
+// JSON text of a value; bytes that are not UTF-8 (a resource version or a
+// param may hold any) become U+FFFD instead of an exception.
+std::string DumpJson(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);

@@ -36,37 +36,34 @@ MapReader::MapReader(const YAML::Node& map, std::string what,
   for (auto it = map.begin(); it != map.end(); ++it) {
     std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
     int line = LineOf(it->first);
-    for (const Entry& e : entries_) {
-      if (e.key == key) {
-        diags_.Error(line, "duplicate key '" + key + "' in " + what_ +
-                               " (first at line " + std::to_string(e.line) +
-                               ")");
-      }
+    auto [first, inserted] = first_.emplace(key, entries_.size());
+    if (!inserted) {
+      diags_.Error(
+          line, "duplicate key '" + key + "' in " + what_ + " (first at line " +
+                    std::to_string(entries_[first->second].line) + ")");
     }
     entries_.push_back({key, line, it->second});
   }
 }
 
+const MapReader::Entry* MapReader::Find(const std::string& key) const {
+  auto it = first_.find(key);
+  return it == first_.end() ? nullptr : &entries_[it->second];
+}
+
 YAML::Node MapReader::Take(const std::string& key) {
   taken_.insert(key);
-  for (const Entry& e : entries_) {
-    if (e.key == key) return e.value;
-  }
+  if (const Entry* e = Find(key)) return e->value;
   return YAML::Node(YAML::NodeType::Undefined);
 }
 
 bool MapReader::Has(const std::string& key) const {
-  for (const Entry& e : entries_) {
-    if (e.key == key) return true;
-  }
-  return false;
+  return Find(key) != nullptr;
 }
 
 int MapReader::KeyLine(const std::string& key) const {
-  for (const Entry& e : entries_) {
-    if (e.key == key) return e.line;
-  }
-  return 0;
+  const Entry* e = Find(key);
+  return e ? e->line : 0;
 }
 
 std::vector<std::string> MapReader::Untaken() const {

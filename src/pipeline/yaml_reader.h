@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/duration.h"
@@ -51,7 +52,12 @@ class MapReader {
     int line;
     YAML::Node value;
   };
-  std::vector<Entry> entries_;
+  const Entry* Find(const std::string& key) const;
+
+  std::vector<Entry> entries_;  // In file order.
+  // Key -> its first entry: a mapping may have 100,000 keys, and looking
+  // each one up by a scan made reading it quadratic.
+  std::unordered_map<std::string, size_t> first_;
   std::set<std::string> taken_;
   std::string what_;
   Diagnostics& diags_;

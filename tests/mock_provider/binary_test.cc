@@ -165,6 +165,42 @@ TEST(MockProviderBinaryTest, RefusesABadScriptWithItsLine) {
   std::filesystem::remove(script);
 }
 
+TEST(MockProviderBinaryTest, RefusesARecursiveAliasWithItsLine) {
+  // yaml-cpp makes this a cyclic node graph; reading it used to recurse
+  // until the stack ran out.
+  std::string script =
+      WriteScript("loop", "reviewer: &r\n  - say: hi\n    expect: *r\n");
+  Child child = Spawn({"--script", script});
+  std::string err = ReadAll(child.err);
+  EXPECT_EQ(WaitExit(child.pid), 65);
+  EXPECT_EQ(err.rfind(script + ":3: alias *r is inside the node it names", 0),
+            0u)
+      << err;
+  close(child.out);
+  close(child.err);
+  std::filesystem::remove(script);
+}
+
+TEST(MockProviderBinaryTest, RefusesAnAliasBomb) {
+  std::string text = "l0: &l0 [{say: hi}]\n";
+  for (int i = 1; i <= 8; ++i) {
+    std::string prev = "*l" + std::to_string(i - 1);
+    text += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) text += (k ? "," : "") + prev;
+    text += "]\n";
+  }
+  std::string script = WriteScript("bomb", text);
+  Child child = Spawn({"--script", script});
+  std::string err = ReadAll(child.err);
+  EXPECT_EQ(WaitExit(child.pid), 65);
+  EXPECT_NE(err.find(":6: alias *l4 takes the document past 200000 YAML nodes"),
+            std::string::npos)
+      << err;
+  close(child.out);
+  close(child.err);
+  std::filesystem::remove(script);
+}
+
 TEST(MockProviderBinaryTest, RefusesABadCommandLine) {
   Child child = Spawn({"--bogus"});
   ReadAll(child.err);

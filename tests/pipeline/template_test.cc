@@ -61,5 +61,13 @@ TEST(TemplateTest, RootsLeaveForeignBracesAlone) {
   EXPECT_EQ(*r, "echo x {{ .Other }} {{ not a template }}");
 }
 
+TEST(TemplateTest, ValuesThatAreNotUtf8RenderAsJson) {
+  // Found by fuzz/template: the JSON writer threw on the byte 0xFF.
+  nlohmann::json ctx = {{"params", {{"path", "\xff"}}}};
+  auto r = RenderTemplate("{{ .params | json }} {{ .params }}", ctx);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, "{\"path\":\"\xEF\xBF\xBD\"} {\"path\":\"\xEF\xBF\xBD\"}");
+}
+
 }  // namespace
 }  // namespace steps::pipeline
