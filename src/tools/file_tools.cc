@@ -43,16 +43,6 @@ Result<std::string> ReadUpTo(int fd, size_t max, const std::string& path) {
   return data;
 }
 
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(Quoted(path), errno);
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::Ok();
-}
-
 // Closes a DIR* (and the descriptor it owns).
 struct DirCloser {
   void operator()(DIR* dir) const { closedir(dir); }
@@ -84,6 +74,8 @@ ToolResult ReadFileTool::Run(const nlohmann::json& arguments,
   size_t want = limit < SIZE_MAX ? limit + 1 : limit;
   Result<std::string> data = ReadUpTo(file->get(), want, *path);
   if (!data.ok()) return ErrorFrom(name(), data.status());
+  if (Status s = sandbox->CheckStillSingle(*path, file->get()); !s.ok())
+    return ErrorFrom(name(), s);
   size = std::max<uint64_t>(size, data->size());
 
   if (LooksBinary(*data)) {
@@ -125,9 +117,7 @@ ToolResult WriteFileTool::Run(const nlohmann::json& arguments,
   }
   Result<Sandbox> sandbox = Sandbox::Open(context.working_dir);
   if (!sandbox.ok()) return ErrorFrom(name(), sandbox.status());
-  Result<UniqueFd> file = sandbox->CreateFileForWrite(*path);
-  if (!file.ok()) return ErrorFrom(name(), file.status());
-  if (Status s = WriteAll(file->get(), *content, *path); !s.ok()) {
+  if (Status s = sandbox->WriteFile(*path, *content); !s.ok()) {
     return ErrorFrom(name(), s);
   }
   return ToolResult::Ok("wrote " + DescribeSize(content->size()) + " to " +

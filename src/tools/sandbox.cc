@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <random>
 #include <deque>
 #include <vector>
 
@@ -85,6 +89,40 @@ Status CheckSingleLink(const struct stat& st, std::string_view path) {
 // to an outside file whose inside name was removed again, is not.
 bool SameFile(const struct stat& checked, const struct stat& opened) {
   return checked.st_dev == opened.st_dev && checked.st_ino == opened.st_ino;
+}
+
+// A new file beside `leaf` in `dir`, named so no tool or listing mistakes
+// it for the user's (".LEAF.steps-RANDOM"), created with O_EXCL.
+struct TempFile {
+  UniqueFd fd;
+  std::string name;
+};
+
+Result<TempFile> CreateTempBeside(int dir, const std::string& leaf,
+                                  const std::string& shown) {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  for (int tries = 0; tries < 16; ++tries) {
+    char suffix[17];
+    std::snprintf(suffix, sizeof suffix, "%016llx",
+                  static_cast<unsigned long long>(random()));
+    // Within NAME_MAX whatever the leaf's length.
+    std::string name = "." + leaf.substr(0, 200) + ".steps-" + suffix;
+    int fd = openat(dir, name.c_str(),
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) return TempFile{UniqueFd(fd), name};
+    if (errno != EEXIST) return ErrnoStatus(shown, errno);
+  }
+  return ErrnoStatus(shown, EEXIST);
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& shown) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(shown, errno);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -226,7 +264,19 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
   return file;
 }
 
-Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
+Status Sandbox::CheckStillSingle(std::string_view path, int fd) const {
+  const std::string shown = Quoted(path);
+  struct stat opened;
+  if (fstat(fd, &opened) != 0) return ErrnoStatus(shown, errno);
+  if (Status s = CheckSingleLink(opened, path); !s.ok()) return s;
+  Result<Location> loc = Resolve(path, Mode::kExisting);
+  if (!loc.ok() || !loc->exists || !SameFile(loc->st, opened))
+    return Refused(shown + " changed while being read");
+  return CheckSingleLink(loc->st, path);
+}
+
+Status Sandbox::WriteFile(std::string_view path,
+                          std::string_view content) const {
   if (Status s = CheckFilePath(path); !s.ok()) return s;
   Result<Location> loc = Resolve(path, Mode::kCreate);
   if (!loc.ok()) return loc.status();
@@ -240,32 +290,31 @@ Result<UniqueFd> Sandbox::CreateFileForWrite(std::string_view path) const {
   if (loc->exists) {
     if (Status s = CheckSingleLink(loc->st, path); !s.ok()) return s;
   }
-  // A new file is created with O_EXCL, so the descriptor is a file made
-  // here; an existing one is opened without O_TRUNC and emptied only once
-  // the descriptor is known to be the file checked, with one link. A name
-  // swapped in between (a hard link to an outside file, a symlink) is
-  // refused before anything is written.
-  int flags = O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-  if (!loc->exists) flags |= O_CREAT | O_EXCL;
-  int fd = openat(loc->dir.get(), loc->leaf.c_str(), flags, 0644);
-  if (fd < 0) {
-    if (errno == ELOOP || errno == EEXIST || errno == ENOENT)
-      return Refused(shown + " changed while being opened");
-    if (errno == EISDIR) return InvalidArgument(shown + " is a directory");
-    return ErrnoStatus(shown, errno);
+  // The content goes into a new file made here (O_EXCL) beside the name,
+  // which is then renamed over the name. The file the name pointed at is
+  // never opened for writing, so a hard link to a file outside planted
+  // after the check above (st_nlink can read 1 while another process is
+  // unlinking a second name) loses nothing: the rename replaces the name
+  // only.
+  const int dir = loc->dir.get();
+  Result<TempFile> tmp = CreateTempBeside(dir, loc->leaf, shown);
+  if (!tmp.ok()) return tmp.status();
+  auto discard = [&](Status s) {
+    unlinkat(dir, tmp->name.c_str(), 0);
+    return s;
+  };
+  if (Status s = WriteAll(tmp->fd.get(), content, shown); !s.ok())
+    return discard(s);
+  const mode_t mode = loc->exists ? (loc->st.st_mode & 0777) : 0644;
+  if (fchmod(tmp->fd.get(), mode) != 0)
+    return discard(ErrnoStatus(shown, errno));
+  if (renameat(dir, tmp->name.c_str(), dir, loc->leaf.c_str()) != 0) {
+    int err = errno;
+    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST)
+      return discard(InvalidArgument(shown + " is a directory"));
+    return discard(ErrnoStatus(shown, err));
   }
-  UniqueFd file(fd);
-  struct stat st;
-  if (fstat(file.get(), &st) != 0) return ErrnoStatus(shown, errno);
-  if (!S_ISREG(st.st_mode)) {
-    return InvalidArgument(shown + " is not a regular file");
-  }
-  if (Status s = CheckSingleLink(st, path); !s.ok()) return s;
-  if (loc->exists && !SameFile(loc->st, st)) {
-    return Refused(shown + " changed while being opened");
-  }
-  if (ftruncate(file.get(), 0) != 0) return ErrnoStatus(shown, errno);
-  return file;
+  return Status::Ok();
 }
 
 Result<UniqueFd> Sandbox::OpenDirectory(std::string_view path) const {

@@ -50,10 +50,20 @@ class Sandbox {
 
   // An existing regular file, open for reading.
   Result<UniqueFd> OpenFileForRead(std::string_view path) const;
-  // A regular file open for writing, created (mode 0644) or truncated;
-  // missing directories on the way are created (mode 0755). A dangling
-  // symlink is written through only when its target is inside the root.
-  Result<UniqueFd> CreateFileForWrite(std::string_view path) const;
+  // After reading `fd` (from OpenFileForRead(path)): refused unless `path`
+  // still names that file and it has one link. A second name being
+  // unlinked at the moment of the first check can make a planted hard link
+  // read as single (st_nlink drops before the name goes); checking again
+  // after the read closes most of that window. Text read from a file that
+  // fails this must not be shown.
+  Status CheckStillSingle(std::string_view path, int fd) const;
+  // Writes `content` as the regular file `path`, created (mode 0644) or
+  // replaced (keeping its mode); missing directories on the way are created
+  // (mode 0755). A dangling symlink is written through only when its target
+  // is inside the root. The content is written to a new file beside the
+  // name and renamed over it, so a file the name pointed at is never
+  // written (see docs/security.md), and a reader never sees half of it.
+  Status WriteFile(std::string_view path, std::string_view content) const;
   // An existing directory, open for reading its entries. "" and "." are
   // the root.
   Result<UniqueFd> OpenDirectory(std::string_view path) const;
