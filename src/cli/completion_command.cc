@@ -60,7 +60,9 @@ Command CompletionCommand() {
                 ->check(CLI::IsMember({"bash"}))
                 ->capture_default_str();
             const CLI::App* self = &app;
-            return [self] {
+            // `shell` is bound to the option: it lives as long as the
+            // command does.
+            return [self, shell] {
               std::cout << BashCompletion(*self->get_parent());
               return kExitOk;
             };
