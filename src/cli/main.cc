@@ -8,6 +8,7 @@
 #include "cli/suggest.h"
 #include "core/redact.h"
 #include "pipeline/environment.h"
+#include "process/guardian.h"
 #include "process/limits.h"
 
 namespace {
@@ -34,6 +35,8 @@ std::optional<int> RefuseUnknownCommand(int argc, char** argv,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == steps::kGuardianCommand)
+    return RunGuardianCommand(argc, argv);
   const std::vector<Command> commands = {
       RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
       ShowCommand(), RunsCommand(), UiCommand(),       InitCommand(),

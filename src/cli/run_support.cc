@@ -1,6 +1,7 @@
 #include "cli/run_support.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include "agent/runner.h"
 #include "cli/commands.h"
@@ -10,6 +11,7 @@
 #include "mock_provider/script.h"
 #include "pipeline/environment.h"
 #include "pipeline/redacting.h"
+#include "process/guardian.h"
 #include "process/local_launcher.h"
 #include "process/recorded_group.h"
 #include "process/subreaper.h"
@@ -47,6 +49,19 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   } else {
     LogEvent(LogLevel::kWarn, "run.lock_failed",
              {{"error", locked.status().message()}});
+  }
+  // Ends what this run leaves running if this process dies without doing
+  // so itself (process/guardian.h); it holds the lock until that is done.
+  // Declared after the lock: it says the run ended, and is reaped, first.
+  std::unique_ptr<RunGuardian> guardian;
+  if (auto started = RunGuardian::Start(
+          {setup.state_dir, opts.run_id, std::to_string(getpid())},
+          run_lock ? run_lock->fd() : -1);
+      started.ok()) {
+    guardian = std::move(*started);
+  } else {
+    LogEvent(LogLevel::kWarn, "run.no_guardian",
+             {{"error", started.status().message()}});
   }
   // The run store (STATE_DIR/steps.db) records the run beside the printer
   // and holds the step cache. Without it the run still runs, unrecorded.

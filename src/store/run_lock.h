@@ -28,6 +28,10 @@ class RunLock {
   // Removes the file and releases the lock.
   ~RunLock();
 
+  // The locked descriptor: a process given a duplicate of it (the run's
+  // guardian, process/guardian.h) holds the lock as long as it keeps it.
+  int fd() const { return fd_.get(); }
+
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
 

@@ -10,6 +10,7 @@
 // broken binary from hanging the test.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,15 +104,17 @@ StepsRun RunSteps(const std::vector<std::string>& args,
 // A task that starts four daemons outside its process group and writes
 // their pids to DIR/NAME.pid: setsid in the background, setsid -f (which
 // forks), a double fork whose grandchild has its own session, and one that
-// clears its environment.
-std::string DaemonScript(const std::string& dir) {
+// clears its environment (unless `cleared_env` is false).
+std::string DaemonScript(const std::string& dir, bool cleared_env = true) {
   return "setsid sleep 300 >/dev/null 2>&1 & echo $! > " + dir + "/a.pid\n" +
          "setsid -f bash -c 'echo $$ > " + dir +
          "/b.pid; exec sleep 300' </dev/null >/dev/null 2>&1\n" +
          "( setsid bash -c '( exec sleep 300 ) & echo $! > " + dir +
          "/c.pid' & ) </dev/null >/dev/null 2>&1\n" +
-         "setsid env -i /bin/sleep 300 >/dev/null 2>&1 & echo $! > " + dir +
-         "/d.pid\n" +
+         (cleared_env ? "setsid env -i /bin/sleep 300 >/dev/null 2>&1 & "
+                        "echo $! > " +
+                            dir + "/d.pid\n"
+                      : std::string()) +
          "for i in $(seq 3000); do\n"
          "  [ -s " +
          dir + "/b.pid ] && [ -s " + dir +
@@ -294,16 +297,40 @@ std::string QueryStore(const std::string& state_dir, const std::string& sql) {
   return rows;
 }
 
-TEST(OrphansTest, TheNextRunEndsTheGroupsOfARunKilledWithSigkill) {
+// True while some run holds its lock in STATE/runs (store/run_lock.h).
+bool AnyRunLocked(const std::string& state) {
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(state + "/runs", ec)) {
+    if (entry.path().extension() != ".lock") continue;
+    int fd = open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    bool locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    close(fd);
+    if (locked) return true;
+  }
+  return false;
+}
+
+// A run killed with SIGKILL: its guardian ends the twelve running task
+// groups and the daemons one task started outside its group, and only then
+// lets the run's lock go. So a read-only `steps runs` right after finds the
+// run interrupted and nothing of it running.
+TEST(OrphansTest, ARunKilledWithSigkillLeavesNoProcess) {
   TempDir dir;
   constexpr int kTasks = 12;
   std::string yaml =
       "jobs:\n- name: j\n  plan:\n  - in_parallel:\n      limit: 12\n"
       "      steps:\n";
   for (int i = 0; i < kTasks; ++i) {
-    yaml += "      - task: t" + std::to_string(i) +
-            "\n        run: echo $$ > " +
-            dir / ("t" + std::to_string(i) + ".pid") + "; exec sleep 300\n";
+    yaml += "      - task: t" + std::to_string(i) + "\n        run: |\n";
+    // One task also leaves daemons outside its group (not the one that
+    // clears its environment: see the test below).
+    if (i == 0) {
+      yaml += Indented(DaemonScript(dir.path(), /*cleared_env=*/false), 10);
+    }
+    yaml += "          echo $$ > " + dir / ("t" + std::to_string(i) + ".pid") +
+            "; exec sleep 300\n";
   }
   dir.Write("slow.yaml", yaml);
   dir.Write("other.yaml",
@@ -325,38 +352,92 @@ TEST(OrphansTest, TheNextRunEndsTheGroupsOfARunKilledWithSigkill) {
   bool recorded = WaitFor([&] {
     return QueryStore(state, "SELECT count(*) FROM process_groups") == "12\n";
   });
+  std::vector<pid_t> daemons = DaemonPids(dir.path());
+  daemons.pop_back();  // No d.pid: that daemon was not started.
   kill(steps, SIGKILL);
   EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
   ASSERT_TRUE(started && recorded) << ReadWhole(dir / "log");
+  for (pid_t pid : daemons) ASSERT_GT(pid, 0) << ReadWhole(dir / "log");
 
-  // The tasks outlived their runner; a read-only command leaves them be.
-  for (pid_t pid : pids) EXPECT_FALSE(Dead(pid)) << pid;
+  // The guardian holds the lock until it is done.
+  EXPECT_TRUE(WaitFor([&] { return !AnyRunLocked(state); }));
   StepsRun runs = RunSteps({"runs", "--state-dir", state}, dir / "runs.log");
   EXPECT_EQ(runs.exit_code, 0) << runs.output;
   EXPECT_NE(runs.output.find("interrupted"), std::string::npos) << runs.output;
+  for (pid_t pid : pids) EXPECT_TRUE(Dead(pid)) << pid;
+  for (pid_t pid : daemons) EXPECT_TRUE(Dead(pid)) << pid;
+  const std::string log = ReadWhole(dir / "log");
+  EXPECT_NE(log.find("WRN run.orphans_killed run="), std::string::npos) << log;
+  EXPECT_NE(log.find(" groups=12 escaped=3"), std::string::npos) << log;
+  EXPECT_EQ(QueryStore(state, "SELECT DISTINCT status FROM process_groups"),
+            "killed\n");
+  EXPECT_EQ(QueryStore(state, "PRAGMA integrity_check"), "ok\n");
+
+  // Said once: the next run finds nothing left to end.
+  StepsRun next =
+      RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
+               dir / "next.log");
+  EXPECT_EQ(next.exit_code, 0) << next.output;
+  EXPECT_EQ(next.output.find("orphans_killed"), std::string::npos)
+      << next.output;
+  KillAll(pids);
+  KillAll(daemons);
+}
+
+// When the guardian is gone too (killed with the run, as a whole cgroup
+// would be), the next `steps run` on the state folder ends the recorded
+// groups, never a read-only command.
+TEST(OrphansTest, WithoutItsGuardianTheNextRunEndsTheGroupsOfADeadRun) {
+  TempDir dir;
+  constexpr int kTasks = 3;
+  std::string yaml =
+      "jobs:\n- name: j\n  plan:\n  - in_parallel:\n      steps:\n";
+  for (int i = 0; i < kTasks; ++i) {
+    yaml += "      - task: t" + std::to_string(i) +
+            "\n        run: echo $$ > " +
+            dir / ("t" + std::to_string(i) + ".pid") + "; exec sleep 300\n";
+  }
+  dir.Write("slow.yaml", yaml);
+  dir.Write("other.yaml",
+            "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
+  const std::string state = dir / "state";
+  pid_t steps = StartSteps(
+      {"run", dir / "slow.yaml", "--plain", "--state-dir", state}, dir / "log");
+  std::vector<pid_t> pids(kTasks, 0);
+  bool started = WaitFor([&] {
+    for (int i = 0; i < kTasks; ++i) {
+      pids[i] = PidIn(dir / ("t" + std::to_string(i) + ".pid"));
+      if (pids[i] == 0) return false;
+    }
+    return QueryStore(state, "SELECT count(*) FROM process_groups") == "3\n";
+  });
+  // The guardian is the child of steps in a session of its own.
+  pid_t guardian = 0;
+  for (const ProcStat& p : ListProcesses()) {
+    if (p.ppid == steps && p.session == p.pid) guardian = p.pid;
+  }
+  ASSERT_TRUE(started) << ReadWhole(dir / "log");
+  ASSERT_GT(guardian, 0);
+  kill(guardian, SIGKILL);
+  kill(steps, SIGKILL);
+  EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
+
+  StepsRun runs = RunSteps({"runs", "--state-dir", state}, dir / "runs.log");
+  EXPECT_NE(runs.output.find("interrupted"), std::string::npos) << runs.output;
   for (pid_t pid : pids) EXPECT_FALSE(Dead(pid)) << pid;
 
-  // The next run, of another pipeline, ends them and says so once.
   StepsRun next =
       RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
                dir / "next.log");
   EXPECT_EQ(next.exit_code, 0) << next.output;
   EXPECT_NE(next.output.find("WRN run.orphans_killed run="), std::string::npos)
       << next.output;
-  EXPECT_NE(next.output.find(" groups=12"), std::string::npos) << next.output;
+  EXPECT_NE(next.output.find(" groups=3"), std::string::npos) << next.output;
   for (pid_t pid : pids) {
     EXPECT_TRUE(WaitFor([&] { return Dead(pid); })) << pid;
   }
   EXPECT_EQ(QueryStore(state, "SELECT DISTINCT status FROM process_groups"),
             "killed\n");
-  EXPECT_EQ(QueryStore(state, "PRAGMA integrity_check"), "ok\n");
-
-  // Said once: a later run finds nothing left to end.
-  StepsRun again =
-      RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
-               dir / "again.log");
-  EXPECT_EQ(again.output.find("orphans_killed"), std::string::npos)
-      << again.output;
   KillAll(pids);
 }
 

@@ -1,0 +1,156 @@
+#include "process/guardian.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "process/proc_stat.h"
+#include "process/recorded_group.h"
+#include "process/subreaper.h"
+
+extern char** environ;
+
+namespace steps {
+namespace {
+
+// The one byte the run sends when it ended as it should.
+constexpr char kCleanEnd = 'd';
+// How often EndLeftovers looks again while something it killed is dying.
+constexpr std::chrono::milliseconds kPoll{5};
+
+// Our environment without STEPS_PROCESS_SCOPE: the guardian belongs to no
+// step, and must not be taken for one by an outer run's guardian.
+std::vector<std::string> GuardianEnvironment() {
+  const std::string scope = std::string(kProcessScopeVar) + "=";
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (entry.compare(0, scope.size(), scope) != 0) env.push_back(entry);
+  }
+  return env;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+bool StartsWith(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
+    const std::vector<std::string>& args, int pass_fd) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return ErrnoStatus("socketpair", errno);
+  }
+  UniqueFd ours(pair[0]);
+  UniqueFd theirs(pair[1]);
+  std::vector<std::string> argv_strings{"steps", kGuardianCommand};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> env_strings = GuardianEnvironment();
+  std::vector<char*> argv = Pointers(argv_strings);
+  std::vector<char*> envp = Pointers(env_strings);
+
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_init(&actions);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(
+      &attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), STDIN_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&actions, pass_fd, 3);
+  pid_t pid = 0;
+  int err;
+  {
+    SpawnGuard guard;  // No sweep sees it before it is registered.
+    err = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argv.data(),
+                      envp.data());
+    if (err == 0) guard.Register(pid);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) return ErrnoStatus("starting the run's guardian", err);
+  return std::unique_ptr<RunGuardian>(new RunGuardian(pid, std::move(ours)));
+}
+
+RunGuardian::~RunGuardian() {
+  // MSG_NOSIGNAL: a guardian that is gone already is no reason to die.
+  (void)send(socket_.get(), &kCleanEnd, 1, MSG_NOSIGNAL);
+  socket_.Reset();
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  UnregisterChild(pid_);
+}
+
+bool RunEndedCleanly(int fd) {
+  char buffer[64];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buffer[i] == kCleanEnd) return true;
+    }
+  }
+}
+
+LeftoverEnd EndLeftovers(pid_t starter,
+                         const std::vector<ProcessGroupId>& groups,
+                         Millis max_wait, std::vector<bool>* ended) {
+  LeftoverEnd result;
+  std::set<pid_t> killed_groups;
+  ended->assign(groups.size(), false);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (KillRecordedGroup(groups[i]) == RecordedGroupEnd::kKilled) {
+      (*ended)[i] = true;
+      ++result.groups_killed;
+      killed_groups.insert(groups[i].pgid);
+    }
+  }
+  const std::string scope_prefix = std::to_string(starter) + ".";
+  std::set<pid_t> escaped;
+  const auto give_up = std::chrono::steady_clock::now() + max_wait;
+  while (true) {
+    bool running = false;
+    for (const ProcStat& p : ListProcesses()) {
+      if (p.state == 'Z' || p.state == 'X' || p.pid == getpid()) continue;
+      bool ours = killed_groups.count(p.pgid) > 0;
+      if (!ours) {
+        std::optional<std::string> scope = ReadProcEnv(p.pid, kProcessScopeVar);
+        ours = scope && StartsWith(*scope, scope_prefix);
+      }
+      if (!ours) continue;
+      kill(p.pid, SIGKILL);
+      if (killed_groups.count(p.pgid) == 0) escaped.insert(p.pid);
+      running = true;
+    }
+    if (!running || std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(kPoll);
+  }
+  result.escaped_killed = static_cast<int>(escaped.size());
+  return result;
+}
+
+}  // namespace steps
