@@ -11,6 +11,7 @@
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
 #include "pipeline/workspace.h"
+#include "process/limits.h"
 
 namespace steps::pipeline::internal {
 
@@ -495,7 +496,14 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     req.on_line = [&](OutputStream stream, std::string_view line) {
       ex_.observer().OnOutput(ref, stream, line);
     };
-    ProcessResult pr = ex_.opts.launcher->Run(req);
+    ProcessResult pr;
+    {
+      // Like a conversation, a running script holds a descriptor slot: a
+      // fan-out wider than the descriptor limit allows waits here instead
+      // of failing to start with EMFILE.
+      DescriptorGate::Lease slot = DescriptorGate::Process().Acquire(req.cancel);
+      pr = ex_.opts.launcher->Run(req);
+    }
     if (captured) *captured = pr.out.text;
     a.exit_code = pr.exit_code;
     switch (pr.end) {

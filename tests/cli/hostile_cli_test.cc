@@ -174,4 +174,28 @@ TEST_F(HostileCliTest, AWideFanOutWaitsForDescriptorsInsteadOfFailing) {
   EXPECT_EQ(r.output.find("descriptors"), std::string::npos);
 }
 
+// Tasks hold descriptors too (pipes, pidfd, eventfd): 400 of them at once
+// under a limit of 256 wait for a slot, none fails to start with EMFILE.
+TEST_F(HostileCliTest, AWideTaskFanOutWaitsForDescriptorsInsteadOfFailing) {
+  std::string values;
+  for (int i = 1; i <= 400; ++i) {
+    values += (i > 1 ? ", " : "") + std::to_string(i);
+  }
+  Result r = Run("jobs:\n- name: j\n  plan:\n"
+                 "  - across: [{ var: i, values: [" +
+                     values +
+                     "] }]\n"
+                     "    do:\n"
+                     "    - { task: t, run: \"sleep 0.05; echo cell {{ .i }}\" }\n",
+                 "ulimit -n 256");
+  EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
+  EXPECT_EQ(r.output.find("Too many open files"), std::string::npos);
+  size_t cells = 0;
+  for (size_t at = r.output.find("| cell "); at != std::string::npos;
+       at = r.output.find("| cell ", at + 1)) {
+    ++cells;
+  }
+  EXPECT_EQ(cells, 400u);
+}
+
 }  // namespace
