@@ -1,10 +1,11 @@
 // `steps run FILE [--job NAME]... [--mock] [--no-cache]
-//   [--ui [--ui-listen A] [--allow-host H]...]`
+//   [--ui [--ui-listen A] [--allow-host H]...] [--summary FILE]`
 #include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
+#include "cli/ci_report.h"
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
@@ -24,12 +25,18 @@ struct RunOptions {
   bool ui = false;
   std::string ui_listen = "127.0.0.1:8080";
   std::vector<std::string> allow_hosts;
+  std::string summary;  // --summary FILE
 };
 
 int RunRun(const RunOptions& opts) {
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
   std::cerr << r.diagnostics.FormatAll();
-  if (!r.pipeline) return kExitRefused;
+  CiReport report("steps run " + opts.file);
+  if (!r.pipeline) {
+    report.AddRefusal(r.diagnostics);
+    PublishCiReport(report, opts.summary);
+    return kExitRefused;
+  }
   for (const std::string& job : opts.jobs) {
     if (!r.pipeline->FindJob(job)) {
       std::cerr << "steps run: no job named '" << job << "' in " << opts.file
@@ -84,6 +91,8 @@ int RunRun(const RunOptions& opts) {
   }
   for (const std::string& p : outcome.mock_problems)
     std::cerr << "mock: " << p << "\n";
+  report.AddRun(*r.pipeline, outcome.record);
+  PublishCiReport(report, opts.summary);
   int code = ExitCodeFor(outcome);
   if (!outcome.mock_problems.empty() && code == kExitOk) code = kExitJobFailed;
   return code;
@@ -109,6 +118,10 @@ Command RunCommand() {
             ->envname("STEPS_STATE_DIR")
             ->capture_default_str();
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        app.add_option("--summary", opts->summary,
+                       "Also write a Markdown summary of the run to this file "
+                       "(under GitHub Actions it also goes to "
+                       "$GITHUB_STEP_SUMMARY)");
         app.add_flag("--ui", opts->ui,
                      "Serve the web UI of this run while it runs");
         app.add_option("--ui-listen", opts->ui_listen,
