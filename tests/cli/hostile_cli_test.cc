@@ -2,23 +2,19 @@
 // a hostile answer errors its step (exit 2) with its hooks run and the
 // process alive; a dropped keep-alive request is sent once, as counted.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "common/raw_http_server.h"
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+namespace test_support = steps::test_support;
 using steps::test_support::RawHttpServer;
-
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
 
 std::string ReadCorpus(const std::string& name) {
   std::ifstream in(std::string(STEPS_SOURCE_DIR) + "/fuzz/corpus/" + name,
@@ -30,15 +26,6 @@ std::string ReadCorpus(const std::string& name) {
 
 class HostileCliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-hostile-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   struct Result {
     int exit_code = -1;
     bool signalled = false;
@@ -48,24 +35,14 @@ class HostileCliTest : public ::testing::Test {
   // Writes p.yml and runs `steps run p.yml` in the temporary folder, after
   // `prelude` (a shell command, e.g. a ulimit).
   Result Run(const std::string& yaml, const std::string& prelude = "true") {
-    std::ofstream(dir_ + "/p.yml") << yaml;
-    std::string cmd = "cd '" + dir_ + "' && " + prelude + " && '" + kSteps +
-                      "' run p.yml 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-      r.output.append(buf.data(), n);
-    }
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    // popen's shell reports a signalled child as 128+N.
-    r.signalled = r.exit_code > 128;
-    return r;
+    dir_.Write("p.yml", yaml);
+    test_support::CliResult ran =
+        test_support::RunInShell(dir_.path(), prelude + " && $STEPS run p.yml");
+    // A signalled child is reported as 128+N.
+    return {ran.exit_code, ran.exit_code > 128, ran.out};
   }
 
-  std::string dir_;
+  test_support::TempDir dir_;
 };
 
 std::string AgentPipeline(const std::string& model, const std::string& url,

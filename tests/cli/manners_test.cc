@@ -13,57 +13,26 @@
 #include <fstream>
 #include <string>
 
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
 
 class MannersTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-manners-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  struct Result {
-    int exit_code = -1;
-    std::string out;  // stdout and stderr, in order
-  };
+  using Result = steps::test_support::CliResult;
 
   // Runs `command` with bash in the temporary folder; $STEPS names the
   // binary.
   Result Sh(const std::string& command) {
-    std::string cmd = "cd '" + dir_ + "' && STEPS='" + kSteps +
-                      "' bash -c '" + Quote(command) + "' 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.out.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return steps::test_support::RunInShell(dir_, command);
   }
 
-  static std::string Quote(const std::string& s) {
-    std::string q;
-    for (char c : s) {
-      if (c == '\'') {
-        q += "'\\''";
-      } else {
-        q += c;
-      }
-    }
-    return q;
-  }
-
-  std::string dir_;
+  steps::test_support::TempDir temp_;
+  const std::string& dir_ = temp_.path();
 };
 
 bool Has(const std::string& text, const std::string& part) {

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
 extern char** environ;
 
 namespace {
@@ -24,21 +27,13 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+namespace test_support = steps::test_support;
+using test_support::kStepsBinary;
 
 class WorkspaceCliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-ws-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   void Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ + "/" + name) << text;
+    temp_.Write(name, text);
   }
 
   struct Result {
@@ -50,20 +45,13 @@ class WorkspaceCliTest : public ::testing::Test {
   // hangs (the defect these tests guard against) is killed after 120 s so
   // the suite reports it instead of hanging.
   Result Steps(const std::string& args) {
-    std::string cmd = "cd '" + dir_ + "' && timeout -s KILL 120 '" + kSteps +
-                      "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    test_support::CliResult r = test_support::RunInShell(
+        dir_, "timeout -s KILL 120 \"$STEPS\" " + args);
+    return {r.exit_code, r.out};
   }
 
-  std::string dir_;
+  test_support::TempDir temp_;
+  const std::string& dir_ = temp_.path();
 };
 
 // The duration printed on the line "task: NAME OUTCOME in D", in ms; -1
@@ -115,7 +103,7 @@ TEST_F(WorkspaceCliTest, FifoAndSigtermEndPromptly) {
         "  - task: a\n    run: mkfifo \"$STEPS_ARTIFACTS/p\"\n"
         "  - task: b\n    run: |\n      echo $$ > '" +
             dir_ + "/started'\n      sleep 1000\n");
-  std::vector<std::string> args = {kSteps, "run", "p.yaml", "--plain"};
+  std::vector<std::string> args = {kStepsBinary, "run", "p.yaml", "--plain"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -128,7 +116,7 @@ TEST_F(WorkspaceCliTest, FifoAndSigtermEndPromptly) {
   posix_spawn_file_actions_addchdir_np(&fa, dir_.c_str());
   pid_t pid = 0;
   ASSERT_EQ(
-      posix_spawn(&pid, kSteps.c_str(), &fa, nullptr, argv.data(), environ), 0);
+      posix_spawn(&pid, kStepsBinary.c_str(), &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   // Polls (bounded) for the later step to start: it never did while
   // hashing blocked in open() on the FIFO.
