@@ -33,7 +33,7 @@ Command UiCommand();
 Command InitCommand();
 Command CompletionCommand();
 
-// `steps __guard STATE_DIR RUN_ID PID`: the run guardian's side
+// `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: the run guardian's side
 // (process/guardian.h), started by `steps run` and `steps test`, never by a
 // user. Not in the command table, so neither help nor completion lists it.
 int RunGuardianCommand(int argc, char** argv);

@@ -1,4 +1,4 @@
-// `steps __guard STATE_DIR RUN_ID PID`: waits for the run (process PID) to
+// `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: waits for the run (process PID) to
 // end; if it died without saying it ended as it should, ends what it left
 // running and records that in the store. See process/guardian.h.
 #include <signal.h>
@@ -41,10 +41,12 @@ std::vector<store::RecordedGroup> RecordedGroupsOf(store::Store* db,
 }  // namespace
 
 int RunGuardianCommand(int argc, char** argv) {
-  if (argc != 5) return kExitUsage;
+  if (argc != 6) return kExitUsage;
   const std::string state_dir = argv[2];
   const std::string run_id = argv[3];
   const pid_t starter = static_cast<pid_t>(std::atol(argv[4]));
+  // Descriptor 3 is the run's lock only when the run got one.
+  const bool holds_lock = std::string(argv[5]) == "locked";
   // In a session of its own already; a stray SIGINT or SIGHUP sent to it
   // by name still must not leave a dead run's processes running.
   signal(SIGINT, SIG_IGN);
@@ -73,8 +75,10 @@ int RunGuardianCommand(int argc, char** argv) {
   }
   // The run is over and nothing of it runs: its lock (descriptor 3, held
   // until we exit) has no more use.
-  std::error_code ec;
-  std::filesystem::remove(store::RunLockPath(state_dir, run_id), ec);
+  if (holds_lock) {
+    std::error_code ec;
+    std::filesystem::remove(store::RunLockPath(state_dir, run_id), ec);
+  }
   return kExitOk;
 }
 

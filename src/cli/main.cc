@@ -1,4 +1,6 @@
 // `steps`: runs agent pipelines. See `steps --help`.
+#include <fcntl.h>
+
 #include <iostream>
 #include <optional>
 #include <string>
@@ -35,6 +37,12 @@ std::optional<int> RefuseUnknownCommand(int argc, char** argv,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Descriptors 0-2 are always open (on /dev/null if we were started
+  // without them), so nothing opened later lands there and is taken for
+  // standard input or output by us or a child.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 70;
+  }
   if (argc >= 2 && std::string(argv[1]) == steps::kGuardianCommand)
     return RunGuardianCommand(argc, argv);
   const std::vector<Command> commands = {

@@ -135,7 +135,7 @@ Command RunCommand() {
         app.footer(
             "Exit codes: 0 all jobs succeeded; 1 a job failed; 2 a job failed "
             "because a\n"
-            "step errored; 130/143 aborted by SIGINT/SIGTERM; 64 bad command "
+            "step errored; 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM; 64 bad command "
             "line;\n"
             "65 the pipeline was refused at load.");
         return [opts] { return RunRun(*opts); };

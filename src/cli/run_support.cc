@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "agent/runner.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
@@ -55,7 +57,8 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   // Declared after the lock: it says the run ended, and is reaped, first.
   std::unique_ptr<RunGuardian> guardian;
   if (auto started = RunGuardian::Start(
-          {setup.state_dir, opts.run_id, std::to_string(getpid())},
+          {setup.state_dir, opts.run_id, std::to_string(getpid()),
+           run_lock ? "locked" : "unlocked"},
           run_lock ? run_lock->fd() : -1);
       started.ok()) {
     guardian = std::move(*started);
@@ -112,6 +115,12 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
+  if (guardian && guardian->Lost()) {
+    LogEvent(LogLevel::kWarn, "run.guardian_lost",
+             {{"run", opts.run_id},
+              {"error", "the run's guardian exited early: had steps died, "
+                        "nothing would have ended what the run started"}});
+  }
   pipeline::RedactRecord(*redactor, outcome.record);
   outcome.signal = signals.first_signal();
   for (const std::string& problem : agents->MockExpectationFailures())
@@ -133,7 +142,12 @@ void EndOrphanedRuns(const std::string& state_dir) {
   size_t i = 0;
   while (i < groups->size()) {
     const std::string run_id = (*groups)[i].run_id;
-    const bool alive = store::RunIsLocked(state_dir, run_id);
+    // A run whose lock file is gone cannot be told from a live one whose
+    // file was removed by hand: only a free lock says the run died.
+    std::error_code ec;
+    const bool alive =
+        store::RunIsLocked(state_dir, run_id) ||
+        !std::filesystem::exists(store::RunLockPath(state_dir, run_id), ec);
     int killed = 0;
     for (; i < groups->size() && (*groups)[i].run_id == run_id; ++i) {
       if (alive) continue;
@@ -152,6 +166,7 @@ void EndOrphanedRuns(const std::string& state_dir) {
 int ExitCodeFor(const RunOutcome& outcome) {
   if (outcome.signal == SIGINT) return 130;
   if (outcome.signal == SIGTERM) return 143;
+  if (outcome.signal == SIGHUP) return 129;
   bool failed = false, errored = false;
   for (const pipeline::JobRecord& job : outcome.record.jobs) {
     if (job.outcome == Outcome::kAborted) return 130;

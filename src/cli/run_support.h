@@ -53,7 +53,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 void EndOrphanedRuns(const std::string& state_dir);
 
 // 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;
-// 130/143 aborted by SIGINT/SIGTERM.
+// 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM.
 int ExitCodeFor(const RunOutcome& outcome);
 
 }  // namespace steps::cli

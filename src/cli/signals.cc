@@ -33,6 +33,7 @@ SignalWatcher::SignalWatcher(CancelToken abort, CancelToken cleanup)
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   thread_ = std::thread([this] { Watch(); });
 }
 
@@ -40,6 +41,7 @@ SignalWatcher::~SignalWatcher() {
   if (pipe_[1] < 0) return;
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
   g_signal_fd = -1;
   unsigned char stop = 0;
   (void)!write(pipe_[1], &stop, 1);

@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM for a run: the first signal aborts (cancels the run's
+// SIGINT/SIGTERM/SIGHUP for a run: the first signal aborts (cancels the run's
 // token), a second cuts the on_abort and ensure hooks that run after it.
 #ifndef STEPS_CLI_SIGNALS_H_
 #define STEPS_CLI_SIGNALS_H_
@@ -17,7 +17,7 @@ class SignalWatcher {
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
-  // The first signal received (SIGINT or SIGTERM), or 0.
+  // The first signal received (SIGINT, SIGTERM or SIGHUP), or 0.
   int first_signal() const { return first_signal_.load(); }
 
  private:

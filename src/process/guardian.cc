@@ -25,6 +25,15 @@ namespace {
 constexpr char kCleanEnd = 'd';
 // How often EndLeftovers looks again while something it killed is dying.
 constexpr std::chrono::milliseconds kPoll{5};
+// EndLeftovers stops after this many looks in a row that find nothing: a
+// process seen between fork and exit (one that keeps forking a new copy
+// of itself) is missed by one look, not by several.
+constexpr int kQuietLooks = 5;
+// Descriptors the spawn moves into place are first moved at least here.
+constexpr int kFirstFreeFd = 10;
+// How long a run waits at its end for the guardian to exit before it kills
+// it (a stopped guardian must not hold the run).
+constexpr std::chrono::milliseconds kGuardianExitWait{2000};
 
 // Our environment without STEPS_PROCESS_SCOPE: the guardian belongs to no
 // step, and must not be taken for one by an outer run's guardian.
@@ -58,7 +67,16 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
     return ErrnoStatus("socketpair", errno);
   }
   UniqueFd ours(pair[0]);
-  UniqueFd theirs(pair[1]);
+  // Above the standard descriptors, so that the dup2s below never clobber
+  // one source with another (a run started with stdin closed would have
+  // its lock on descriptor 0).
+  UniqueFd theirs(fcntl(pair[1], F_DUPFD_CLOEXEC, kFirstFreeFd));
+  close(pair[1]);
+  UniqueFd lock;
+  if (pass_fd >= 0) lock.Reset(fcntl(pass_fd, F_DUPFD_CLOEXEC, kFirstFreeFd));
+  if (!theirs.valid() || (pass_fd >= 0 && !lock.valid())) {
+    return ErrnoStatus("starting the run's guardian", errno);
+  }
   std::vector<std::string> argv_strings{"steps", kGuardianCommand};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings = GuardianEnvironment();
@@ -79,7 +97,9 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   posix_spawn_file_actions_adddup2(&actions, theirs.get(), STDIN_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
                                    O_WRONLY, 0);
-  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&actions, pass_fd, 3);
+  if (lock.valid()) posix_spawn_file_actions_adddup2(&actions, lock.get(), 3);
+  // Nothing else we were given (a caller's stray descriptors) goes along.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
   pid_t pid = 0;
   int err;
   {
@@ -94,12 +114,27 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   return std::unique_ptr<RunGuardian>(new RunGuardian(pid, std::move(ours)));
 }
 
+bool RunGuardian::Lost() {
+  if (exited_) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) exited_ = true;
+  return exited_;
+}
+
 RunGuardian::~RunGuardian() {
   // MSG_NOSIGNAL: a guardian that is gone already is no reason to die.
   (void)send(socket_.get(), &kCleanEnd, 1, MSG_NOSIGNAL);
   socket_.Reset();
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  const auto give_up = std::chrono::steady_clock::now() + kGuardianExitWait;
+  while (!Lost()) {
+    if (std::chrono::steady_clock::now() >= give_up) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   UnregisterChild(pid_);
 }
@@ -132,6 +167,7 @@ LeftoverEnd EndLeftovers(pid_t starter,
   const std::string scope_prefix = std::to_string(starter) + ".";
   std::set<pid_t> escaped;
   const auto give_up = std::chrono::steady_clock::now() + max_wait;
+  int quiet = 0;
   while (true) {
     bool running = false;
     for (const ProcStat& p : ListProcesses()) {
@@ -146,7 +182,9 @@ LeftoverEnd EndLeftovers(pid_t starter,
       if (killed_groups.count(p.pgid) == 0) escaped.insert(p.pid);
       running = true;
     }
-    if (!running || std::chrono::steady_clock::now() >= give_up) break;
+    quiet = running ? 0 : quiet + 1;
+    if (quiet >= kQuietLooks || std::chrono::steady_clock::now() >= give_up)
+      break;
     std::this_thread::sleep_for(kPoll);
   }
   result.escaped_killed = static_cast<int>(escaped.size());

@@ -41,8 +41,13 @@ class RunGuardian {
   static Result<std::unique_ptr<RunGuardian>> Start(
       const std::vector<std::string>& args, int pass_fd);
 
-  // Tells the guardian the run ended as it should, and reaps it.
+  // Tells the guardian the run ended as it should, and reaps it; one that
+  // has not exited 2 s later (stopped, say) is killed.
   ~RunGuardian();
+
+  // True when the guardian has exited (been killed) although the run has
+  // not said it ended: nothing would end the run's processes if it died.
+  bool Lost();
 
   RunGuardian(const RunGuardian&) = delete;
   RunGuardian& operator=(const RunGuardian&) = delete;
@@ -55,6 +60,7 @@ class RunGuardian {
 
   pid_t pid_;
   UniqueFd socket_;
+  bool exited_ = false;
 };
 
 // In the guardian: blocks on `fd` until the run says it ended as it should

@@ -182,6 +182,9 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
   posix_spawn_file_actions_adddup2(
       actions, request.merge_stderr ? out_write.get() : err_write.get(),
       STDERR_FILENO);
+  // A child gets its three standard descriptors and nothing else, even
+  // what whoever started `steps` left open without close-on-exec.
+  posix_spawn_file_actions_addclosefrom_np(actions, 3);
   if (!request.working_dir.empty()) {
     posix_spawn_file_actions_addchdir_np(actions, request.working_dir.c_str());
   }

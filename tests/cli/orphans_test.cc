@@ -441,6 +441,143 @@ TEST(OrphansTest, WithoutItsGuardianTheNextRunEndsTheGroupsOfADeadRun) {
   KillAll(pids);
 }
 
+// The guardian of a run started by steps `pid`: its child in a session of
+// its own; 0 when there is none.
+pid_t GuardianOf(pid_t pid) {
+  for (const ProcStat& p : ListProcesses()) {
+    if (p.ppid == pid && p.session == p.pid) return p.pid;
+  }
+  return 0;
+}
+
+// A one-task pipeline whose task writes its pid to DIR/t.pid, prints lines
+// that hold the letter the guardian's protocol uses, and waits for DIR/go.
+std::string GatedTask(const std::string& dir) {
+  return "jobs:\n- name: j\n  plan:\n  - task: t\n    run: |\n"
+         "      echo $$ > " + dir + "/t.pid\n"
+         "      echo done and dusted\n"
+         "      while [ ! -e " + dir + "/go ]; do sleep 0.01; done\n";
+}
+
+// Started with standard input and output closed, steps opens its lock and
+// the guardian's socket where they were; the run's output must not reach
+// the guardian, nor the guardian lose the lock.
+TEST(OrphansTest, ARunStartedWithoutStandardDescriptorsIsStillGuarded) {
+  TempDir dir;
+  dir.Write("p.yaml", GatedTask(dir.path()));
+  const std::string state = dir / "state";
+  pid_t steps = fork();
+  if (steps == 0) {
+    int log = open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(log, STDERR_FILENO);
+    close(log);
+    close(STDIN_FILENO);
+    close(STDOUT_FILENO);
+    execl(kSteps.c_str(), kSteps.c_str(), "run", (dir / "p.yaml").c_str(),
+          "--plain", "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t task = 0;
+  bool started = WaitFor([&] {
+    task = PidIn(dir / "t.pid");
+    return task > 0 &&
+           QueryStore(state, "SELECT count(*) FROM process_groups") == "1\n";
+  });
+  ASSERT_TRUE(started) << ReadWhole(dir / "log");
+  pid_t guardian = GuardianOf(steps);
+  EXPECT_GT(guardian, 0);
+  kill(steps, SIGKILL);
+  EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return !AnyRunLocked(state); }));
+  EXPECT_TRUE(Dead(task)) << ReadWhole(dir / "log");
+  KillAll({task});
+}
+
+// A guardian that cannot exit (stopped) holds the run's end for at most
+// its bound, and one that is gone is said at the end of the run.
+TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
+  for (int sig : {SIGSTOP, SIGKILL}) {
+    TempDir dir;
+    dir.Write("p.yaml", GatedTask(dir.path()));
+    pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
+                              dir / "state"},
+                             dir / "log");
+    pid_t guardian = 0;
+    ASSERT_TRUE(WaitFor([&] {
+      guardian = GuardianOf(steps);
+      return guardian > 0 && PidIn(dir / "t.pid") > 0;
+    })) << ReadWhole(dir / "log");
+    kill(guardian, sig);
+    dir.Write("go", "");
+    int status = 0;
+    // 2 s for the guardian, and plenty for a loaded machine.
+    bool ended = WaitFor([&] { return waitpid(steps, &status, WNOHANG) == steps; },
+                         std::chrono::seconds(20));
+    if (!ended) kill(steps, SIGKILL);
+    ASSERT_TRUE(ended) << sig;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    const std::string log = ReadWhole(dir / "log");
+    if (sig == SIGKILL) {
+      EXPECT_NE(log.find("WRN run.guardian_lost"), std::string::npos) << log;
+    }
+    EXPECT_TRUE(Dead(guardian)) << sig;
+  }
+}
+
+// SIGHUP (a closed terminal) aborts like SIGTERM: hooks and cleanup run,
+// the daemons go, exit 129.
+TEST(OrphansTest, SighupAbortsTheRunAndEndsWhatItStarted) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n"
+            "  - task: start\n    run: |\n" +
+                Indented(DaemonScript(dir.path()), 6) + "      echo ready > " +
+                dir / "ready" + "\n" + "      sleep 300\n" +
+                "  on_abort:\n    task: bye\n    run: echo hook ran\n");
+  pid_t steps = StartSteps(
+      {"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+      dir / "log");
+  bool ready = WaitFor([&] { return !ReadWhole(dir / "ready").empty(); });
+  EXPECT_TRUE(ready) << ReadWhole(dir / "log");
+  kill(steps, SIGHUP);
+  EXPECT_EQ(WaitExit(steps), 129) << ReadWhole(dir / "log");
+  EXPECT_NE(ReadWhole(dir / "log").find("hook ran"), std::string::npos)
+      << ReadWhole(dir / "log");
+  std::vector<pid_t> pids = DaemonPids(dir.path());
+  for (pid_t pid : pids) EXPECT_TRUE(Dead(pid)) << pid;
+  KillAll(pids);
+}
+
+// A live run whose lock file was removed by hand is not taken for dead by
+// the next run.
+TEST(OrphansTest, ALiveRunWithoutItsLockFileIsLeftAlone) {
+  TempDir dir;
+  const std::string state = dir / "state";
+  dir.Write("p.yaml", GatedTask(dir.path()));
+  dir.Write("other.yaml",
+            "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
+  pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
+                            state},
+                           dir / "log");
+  pid_t task = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    task = PidIn(dir / "t.pid");
+    return task > 0 &&
+           QueryStore(state, "SELECT count(*) FROM process_groups") == "1\n";
+  })) << ReadWhole(dir / "log");
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/runs", ec))
+    if (e.path().extension() == ".lock") std::filesystem::remove(e.path(), ec);
+  StepsRun next =
+      RunSteps({"run", dir / "other.yaml", "--plain", "--state-dir", state},
+               dir / "next.log");
+  EXPECT_EQ(next.output.find("orphans_killed"), std::string::npos)
+      << next.output;
+  EXPECT_FALSE(Dead(task));
+  dir.Write("go", "");
+  EXPECT_EQ(WaitExit(steps), 0) << ReadWhole(dir / "log");
+}
+
 // A process in a group of its own, as a task's leader is.
 pid_t StartGroupLeader() {
   pid_t pid = fork();
@@ -485,6 +622,9 @@ TEST(OrphansTest, ARecordedGroupWhosePidIsAnotherProcessIsLeftAlone) {
   });
   ASSERT_TRUE(s.ok()) << s.message();
   store->reset();
+  // Its lock file is left, and free: the run died with its guardian.
+  std::filesystem::create_directories(state + "/runs");
+  dir.Write("state/runs/20200101-000000-dead.lock", "");
 
   StepsRun next =
       RunSteps({"run", dir / "ok.yaml", "--plain", "--state-dir", state},
