@@ -152,9 +152,11 @@ void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
 void TerminalPrinter::OnStepEnd(const pipeline::StepRecord& step) {
   std::lock_guard<std::mutex> lock(mu_);
   running_.erase(step.ref.id);
-  std::string line = StepLabel(step.ref) + " " +
-                     std::string(OutcomeName(step.outcome)) + " in " +
-                     FormatDuration(step.duration);
+  std::string line =
+      StepLabel(step.ref) + " " + std::string(OutcomeName(step.outcome));
+  // A step that never started has no duration, only a reason.
+  if (step.outcome != Outcome::kNotStarted)
+    line += " in " + FormatDuration(step.duration);
   if (step.cached) line += " (cached)";
   if (!step.error.empty()) line += ": " + step.error;
   PrintLocked(line);

@@ -12,6 +12,8 @@ std::string_view OutcomeName(Outcome o) {
       return "errored";
     case Outcome::kAborted:
       return "aborted";
+    case Outcome::kNotStarted:
+      return "not started";
   }
   return "unknown";
 }

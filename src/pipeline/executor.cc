@@ -161,12 +161,19 @@ JobRecord JobRunner::Run() {
   } else {
     body = RunSequence(job_.plan, scope, "");
   }
+  // The job's hooks follow the job's outcome: a step that errored fails
+  // its job, so the job's on_failure fires (a job-level on_error never
+  // does; the loader warns about one).
+  if (body.outcome == Outcome::kErrored) {
+    body.outcome = Outcome::kFailed;
+    body.caused_by_error = true;
+  }
   StepResult result = RunHooks(job_.hooks, body, scope, "job");
   record_.outcome = result.outcome;
   record_.error = result.error;
   record_.caused_by_error =
       result.caused_by_error && result.outcome == Outcome::kFailed;
-  // A job ends succeeded, failed or aborted: an errored step fails its job.
+  // A job ends succeeded, failed or aborted: an errored hook fails its job.
   if (record_.outcome == Outcome::kErrored) {
     record_.outcome = Outcome::kFailed;
     record_.caused_by_error = true;
@@ -176,17 +183,48 @@ JobRecord JobRunner::Run() {
   return record_;
 }
 
-bool JobRunner::JobDeadlinePassed() const {
-  return job_deadline_.Expired(clock_);
+void StopNote::Set(const std::string& why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (why_.empty()) why_ = why;
+}
+
+std::string StopNote::Why() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!why_.empty()) return why_;
+  }
+  return outer_ ? outer_->Why() : "";
+}
+
+bool JobRunner::JobDeadlineStops(const Scope& scope) const {
+  return !scope.in_hook && job_deadline_.Expired(clock_);
+}
+
+std::string JobRunner::JobTimedOut() const {
+  return "job '" + job_.name + "' passed its timeout of " +
+         FormatDuration(*job_.timeout);
+}
+
+std::string JobRunner::CancelledWhy(const Scope& scope) const {
+  std::string why = scope.stop_note ? scope.stop_note->Why() : "";
+  return why.empty() ? "aborted" : why;
+}
+
+void JobRunner::NotStarted(const Step& step, const std::string& id,
+                           const std::string& why) {
+  StepRecord rec;
+  rec.ref = MakeRef(step, id, std::nullopt);
+  rec.outcome = Outcome::kNotStarted;
+  rec.error = why;
+  rec.started = clock_.WallNow();
+  Finish(std::move(rec), false);
 }
 
 StepResult JobRunner::JobDeadlineResult(const std::string& next_step) const {
   StepResult r;
   r.outcome = Outcome::kFailed;
   r.job_level = true;
-  r.error = "job '" + job_.name + "' passed its timeout of " +
-            FormatDuration(*job_.timeout) + "; '" + next_step +
-            "' was not started";
+  r.error = JobTimedOut() + "; '" + next_step + "' was not started";
   return r;
 }
 
@@ -212,10 +250,12 @@ std::string JobRunner::ArtifactDir(const std::string& name) const {
   return (fs::path(job_dir_) / "artifacts" / SafeName(name)).string();
 }
 
-Scope JobRunner::CleanupScope(const Scope& scope) const {
+Scope JobRunner::HookScope(const Scope& scope) const {
   Scope s = scope;
-  s.token = ex_.opts.cleanup_abort.Child();
-  s.in_cleanup = true;
+  s.token = ex_.opts.abort.cancelled() ? ex_.opts.cleanup_abort.Child()
+                                       : ex_.opts.abort.Child();
+  s.in_hook = true;
+  s.stop_note = nullptr;
   return s;
 }
 
@@ -238,15 +278,18 @@ StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
       job_.max_visits.has_value() ? *job_.max_visits : kDefaultMaxVisits;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& step = *steps[i];
+    std::string id = id_prefix + std::to_string(i + 1);
+    if (visits[i] > 0) id += "#" + std::to_string(visits[i] + 1);
     if (scope.token.cancelled()) {
+      NotStarted(step, id, CancelledWhy(scope));
       return {Outcome::kAborted, "aborted before '" + step.name + "' started"};
     }
     // The job deadline is checked between steps, never during one.
-    if (!scope.in_cleanup && JobDeadlinePassed())
+    if (JobDeadlineStops(scope)) {
+      NotStarted(step, id, JobTimedOut());
       return JobDeadlineResult(step.name);
+    }
     ++visits[i];
-    std::string id = id_prefix + std::to_string(i + 1);
-    if (visits[i] > 1) id += "#" + std::to_string(visits[i]);
     Scope step_scope = scope;
     step_scope.critique = std::move(critique);
     critique.reset();
@@ -315,9 +358,8 @@ StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
 StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
                                const Scope& scope, const std::string& id) {
   if (hooks.empty()) return body;
-  // After an abort (or a fail_fast cancellation) hooks still run, under the
-  // cleanup token that only a second signal cancels.
-  Scope hook_scope = scope.token.cancelled() ? CleanupScope(scope) : scope;
+  // Hooks run to the end after a failure, the job's deadline or a sibling's
+  // fail_fast; after an abort, until a second signal (HookScope).
   HookKind outcome_hook = HookKind::kOnSuccess;
   switch (body.outcome) {
     case Outcome::kSucceeded:
@@ -332,10 +374,13 @@ StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
     case Outcome::kAborted:
       outcome_hook = HookKind::kOnAbort;
       break;
+    case Outcome::kNotStarted:
+      return body;  // Nothing ran: nothing to follow up or clean up.
   }
   if (const StepPtr& h = hooks.Get(outcome_hook)) {
-    StepResult hr = RunStep(
-        *h, hook_scope, id + "/" + HookKindName(outcome_hook), outcome_hook);
+    StepResult hr =
+        RunStep(*h, HookScope(scope), id + "/" + HookKindName(outcome_hook),
+                outcome_hook);
     // A failing on_success hook fails the step.
     if (outcome_hook == HookKind::kOnSuccess && !hr.ok()) {
       body.outcome = hr.outcome == Outcome::kAborted ? Outcome::kAborted
@@ -348,7 +393,8 @@ StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
     }
   }
   if (const StepPtr& e = hooks.ensure) {
-    StepResult er = RunStep(*e, hook_scope, id + "/ensure", HookKind::kEnsure);
+    StepResult er =
+        RunStep(*e, HookScope(scope), id + "/ensure", HookKind::kEnsure);
     if (!er.ok() && body.ok()) {
       body.outcome = er.outcome == Outcome::kAborted ? Outcome::kAborted
                                                      : Outcome::kFailed;
@@ -362,40 +408,52 @@ StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
   return body;
 }
 
-StepResult JobRunner::FanOut(
-    size_t count, size_t limit, bool fail_fast, const Scope& scope,
-    const std::function<bool()>& admit,
-    const std::function<StepResult(size_t, const Scope&)>& unit) {
+StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
   Scope block = scope;
   block.token = scope.token.Child();
+  auto note = std::make_shared<StopNote>(scope.stop_note);
+  block.stop_note = note;
+  const size_t count = units.count;
   std::mutex mu;
   std::vector<StepResult> results(count);
   std::vector<bool> ran(count, false);
   std::atomic<size_t> next{0};
   std::atomic<bool> deadline_hit{false};
-  std::string not_admitted;
   auto worker = [&] {
     while (true) {
       size_t i = next.fetch_add(1);
       if (i >= count) return;
-      if (block.token.cancelled()) continue;
-      // A fan-out is checked per unit of work: no unit is admitted once the
-      // job's deadline has passed.
-      if (!scope.in_cleanup && JobDeadlinePassed()) {
-        deadline_hit = true;
+      // Every unit that is not run gets a record saying why.
+      if (block.token.cancelled()) {
+        units.not_started(i, CancelledWhy(block));
         continue;
       }
-      if (!admit()) continue;
-      StepResult r = unit(i, block);
+      // A fan-out is checked per unit of work: no unit is admitted once the
+      // job's deadline has passed.
+      if (JobDeadlineStops(scope)) {
+        deadline_hit = true;
+        units.not_started(i, JobTimedOut());
+        continue;
+      }
+      if (std::optional<std::string> refused = units.refuse()) {
+        units.not_started(i, *refused);
+        continue;
+      }
+      StepResult r = units.run(i, block);
       std::lock_guard<std::mutex> lock(mu);
       ran[i] = true;
-      if (fail_fast && !r.ok() && r.outcome != Outcome::kAborted) {
+      if (units.fail_fast && !r.ok() && r.outcome != Outcome::kAborted &&
+          !block.token.cancelled()) {
+        // The note is written before the cancel, so whoever sees the
+        // cancel reads it.
+        note->Set("fail_fast: sibling " + units.label(i) + " " +
+                  std::string(OutcomeName(r.outcome)));
         block.token.Cancel(CancelReason::kParent);
       }
       results[i] = std::move(r);
     }
   };
-  size_t threads = std::min(limit, count);
+  size_t threads = std::min(units.limit, count);
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   if (threads > 0) worker();
@@ -425,9 +483,7 @@ StepResult JobRunner::FanOut(
   } else if (deadline_hit) {
     out.outcome = Outcome::kFailed;
     out.job_level = true;
-    out.error = "job '" + job_.name + "' passed its timeout of " +
-                FormatDuration(*job_.timeout) +
-                " inside a fan-out; the rest were not admitted";
+    out.error = JobTimedOut() + " inside a fan-out; the rest were not admitted";
   } else if (first_aborted) {
     out = *first_aborted;
   }
@@ -436,14 +492,22 @@ StepResult JobRunner::FanOut(
 
 StepResult JobRunner::RunParallel(const Step& step, const Scope& scope,
                                   const std::string& id) {
-  size_t n = step.steps.size();
-  size_t limit = step.limit.has_value() ? static_cast<size_t>(*step.limit) : n;
-  return FanOut(
-      n, std::max<size_t>(limit, 1), step.fail_fast, scope, [] { return true; },
-      [&](size_t i, const Scope& s) {
-        return RunStep(*step.steps[i], s, id + "." + std::to_string(i + 1),
-                       std::nullopt);
-      });
+  const size_t n = step.steps.size();
+  auto branch_id = [&](size_t i) { return id + "." + std::to_string(i + 1); };
+  FanOutUnits units;
+  units.count = n;
+  units.limit = std::max<size_t>(
+      step.limit.has_value() ? static_cast<size_t>(*step.limit) : n, 1);
+  units.fail_fast = step.fail_fast;
+  units.label = [&](size_t i) { return "'" + step.steps[i]->name + "'"; };
+  units.refuse = [] { return std::nullopt; };
+  units.run = [&](size_t i, const Scope& s) {
+    return RunStep(*step.steps[i], s, branch_id(i), std::nullopt);
+  };
+  units.not_started = [&](size_t i, const std::string& why) {
+    NotStarted(*step.steps[i], branch_id(i), why);
+  };
+  return FanOut(units, scope);
 }
 
 StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
@@ -471,27 +535,49 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     across_budget = std::make_shared<agent::BudgetMeter>(
         agent::BudgetLimit{step.budget->tokens, step.budget->usd}, "across");
   }
+  // "cell os=linux arch=arm": a cell by its values.
+  auto cell_label = [&](size_t i) {
+    std::string label = "cell";
+    for (size_t v = 0; v < step.across.size(); ++v) {
+      label +=
+          " " + step.across[v].var + "=" + step.across[v].values[cells[i][v]];
+    }
+    return label;
+  };
+  auto cell_prefix = [&](size_t i) {
+    return id + ".c" + std::to_string(i + 1) + ".";
+  };
   std::atomic<size_t> not_admitted{0};
-  StepResult r = FanOut(
-      cells.size(), std::max<size_t>(in_flight, 1), step.fail_fast, scope,
-      [&] {
-        // A spent across budget degrades: no new cells; running ones finish.
-        if (across_budget && across_budget->Spent()) {
-          ++not_admitted;
-          return false;
-        }
-        return true;
-      },
-      [&](size_t i, const Scope& s) {
-        Scope cell = s;
-        for (size_t v = 0; v < step.across.size(); ++v) {
-          cell.vars[step.across[v].var] = step.across[v].values[cells[i][v]];
-          cell.var_names.insert(step.across[v].var);
-        }
-        if (across_budget) cell.charge_only.push_back(across_budget);
-        return RunSequence(step.steps, cell,
-                           id + ".c" + std::to_string(i + 1) + ".");
-      });
+  FanOutUnits units;
+  units.count = cells.size();
+  units.limit = std::max<size_t>(in_flight, 1);
+  units.fail_fast = step.fail_fast;
+  units.label = cell_label;
+  units.refuse = [&]() -> std::optional<std::string> {
+    // A spent across budget degrades: no new cells; running ones finish.
+    if (across_budget && across_budget->Spent()) {
+      ++not_admitted;
+      return "across budget spent: " + across_budget->DescribeSpent();
+    }
+    return std::nullopt;
+  };
+  units.run = [&](size_t i, const Scope& s) {
+    Scope cell = s;
+    for (size_t v = 0; v < step.across.size(); ++v) {
+      cell.vars[step.across[v].var] = step.across[v].values[cells[i][v]];
+      cell.var_names.insert(step.across[v].var);
+    }
+    if (across_budget) cell.charge_only.push_back(across_budget);
+    return RunSequence(step.steps, cell, cell_prefix(i));
+  };
+  // A cell that never started is recorded as its first step, named by the
+  // cell's values.
+  units.not_started = [&](size_t i, const std::string& why) {
+    if (!step.steps.empty())
+      NotStarted(*step.steps.front(), cell_prefix(i) + "1",
+                 cell_label(i) + ": " + why);
+  };
+  StepResult r = FanOut(units, scope);
   if (not_admitted > 0) {
     LogEvent(LogLevel::kWarn, "across.budget_spent",
              {{"job", job_.name},

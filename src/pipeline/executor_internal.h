@@ -2,6 +2,8 @@
 #ifndef STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
 #define STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
 
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,8 +11,8 @@
 #include <string>
 
 #include "pipeline/executor.h"
-#include "process/sandbox_bwrap.h"
 #include "pipeline/workspace.h"
+#include "process/sandbox_bwrap.h"
 
 namespace steps::pipeline {
 
@@ -57,6 +59,25 @@ struct StepResult {
   bool ok() const { return outcome == Outcome::kSucceeded; }
 };
 
+// Why a block's units were cancelled when no abort did it: set once, by the
+// fan-out whose fail_fast cancelled them, before it cancels; read for the
+// records of the steps that then never started. Chained to the enclosing
+// block's note, since cancelling a block cancels the blocks inside it.
+class StopNote {
+ public:
+  explicit StopNote(std::shared_ptr<const StopNote> outer)
+      : outer_(std::move(outer)) {}
+  // The first reason wins.
+  void Set(const std::string& why) const;
+  // This block's reason, else the enclosing block's, else "".
+  std::string Why() const;
+
+ private:
+  std::shared_ptr<const StopNote> outer_;
+  mutable std::mutex mu_;
+  mutable std::string why_;
+};
+
 // What surrounds a step: cancellation, across variables, shared budgets.
 struct Scope {
   CancelToken token;
@@ -66,7 +87,12 @@ struct Scope {
   // Charged with what agent steps spent, but never stop one: an across
   // block's budget only decides whether more cells are admitted.
   std::vector<std::shared_ptr<agent::BudgetMeter>> charge_only;
-  bool in_cleanup = false;  // Hooks after an abort.
+  // Inside a hook: the job's deadline is not checked (hooks run to the end
+  // after it passed, each step bounded by its own timeout), and a sibling's
+  // fail_fast does not cut it.
+  bool in_hook = false;
+  // Why `token` was cancelled if no abort did it (fail_fast); may be null.
+  std::shared_ptr<const StopNote> stop_note;
   // `to:` routing: the output of the step that routed here, handed to the
   // agent steps of the target as critique in a fresh conversation.
   std::optional<std::string> critique;
@@ -89,12 +115,23 @@ class JobRunner {
                          const std::string& id);
   StepResult RunAcross(const Step& step, const Scope& scope,
                        const std::string& id);
-  // Runs `count` units with at most `limit` at a time, admitting each only
-  // while the job deadline has not passed and nothing cancelled the block.
-  StepResult FanOut(
-      size_t count, size_t limit, bool fail_fast, const Scope& scope,
-      const std::function<bool()>& admit,
-      const std::function<StepResult(size_t, const Scope&)>& unit);
+  // The units of a fan-out (in_parallel branches, across cells).
+  struct FanOutUnits {
+    size_t count = 0;
+    size_t limit = 1;
+    bool fail_fast = false;
+    // Names unit i in its siblings' records: "'lint'", "cell os=linux".
+    std::function<std::string(size_t)> label;
+    // Why no further unit is admitted (a spent budget); nullopt admits.
+    std::function<std::optional<std::string>()> refuse;
+    std::function<StepResult(size_t, const Scope&)> run;
+    // Records unit i as never started, and why.
+    std::function<void(size_t, const std::string&)> not_started;
+  };
+  // Runs the units with at most `limit` at a time, admitting each only
+  // while the job deadline has not passed and nothing cancelled the block;
+  // every unit not admitted gets a record that says why.
+  StepResult FanOut(const FanOutUnits& units, const Scope& scope);
 
   // Leaf steps (work_step.cc, agent_step.cc).
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
@@ -132,15 +169,28 @@ class JobRunner {
                       const StepRef& task_ref, const std::string& workdir,
                       const AttemptRecord& failed);
 
-  bool JobDeadlinePassed() const;
+  // Whether the job's deadline keeps work of `scope` from starting now
+  // (never inside a hook).
+  bool JobDeadlineStops(const Scope& scope) const;
   StepResult JobDeadlineResult(const std::string& next_step) const;
+  // "job 'J' passed its timeout of 300ms".
+  std::string JobTimedOut() const;
+  // Why `scope`'s token is cancelled: its fail_fast note, else "aborted".
+  std::string CancelledWhy(const Scope& scope) const;
+  // Records a step that never started (outcome `not started`, error `why`);
+  // it fires no hook and is not added to `execution`.
+  void NotStarted(const Step& step, const std::string& id,
+                  const std::string& why);
   // Appends a finished leaf step to the record and tells the observer.
   void Finish(StepRecord record, bool add_to_execution);
   StepRef MakeRef(const Step& step, const std::string& id,
                   std::optional<HookKind> hook) const;
   std::string WorkDir(const StepRef& ref) const;
   std::string ArtifactDir(const std::string& name) const;
-  Scope CleanupScope(const Scope& scope) const;
+  // Where a hook of `scope` runs: under the run's abort token (or, once the
+  // run is aborted, the cleanup token only a second signal cancels), never
+  // the block's, and past the job's deadline.
+  Scope HookScope(const Scope& scope) const;
 
   Executor::Impl& ex_;
   const Job& job_;

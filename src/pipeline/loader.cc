@@ -363,6 +363,14 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
     }
   }
   internal::ReadHooks(r, job.hooks, StepContext{d});
+  if (job.hooks.on_error) {
+    d.Warn(r.KeyLine("on_error"),
+           "job '" + job.name +
+               "': a job-level 'on_error' never fires: a job ends succeeded, "
+               "failed or aborted (a step that errored fails its job, which "
+               "fires the job's 'on_failure'); move it to 'on_failure', or "
+               "onto the step whose error it handles");
+  }
   ReadJobAssert(r.Take("assert"), job, d);
   r.Finish();
   AddUnlessNamedTwice(p.jobs, std::move(job), "job", d);

@@ -196,8 +196,10 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   };
 
   Millis prep_limit{0};
+  // A hook's workspace work is not cut by the job's deadline (HookScope).
   const WorkLimit prep =
-      PrepLimit(clock_, scope.token, rs, start, job_deadline_, &prep_limit);
+      PrepLimit(clock_, scope.token, rs, start,
+                scope.in_hook ? Deadline() : job_deadline_, &prep_limit);
 
   // The step cache: a task or agent step whose key matches an earlier
   // succeeded one is not run; its output and output folders are restored.

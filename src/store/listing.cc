@@ -90,7 +90,9 @@ void FormatStep(std::ostringstream& out, const StoredStep& s, int number) {
       out << "       " << OneLine(a.error) << "\n";
   }
   FormatAgent(out, s);
-  if (s.status != "succeeded" && !s.error.empty()) {
+  if (s.status == "not started") {
+    out << "     not started: " << OneLine(s.error, 400) << "\n";
+  } else if (s.status != "succeeded" && !s.error.empty()) {
     out << "     " << OneLine(s.error, 400) << "\n";
   } else if (s.status != "succeeded" && s.attempts.empty()) {
     out << "     " << s.status << "\n";
