@@ -10,6 +10,7 @@
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
+#include "pipeline/source_check.h"
 #include "ui/server.h"
 
 namespace steps::cli {
@@ -49,8 +50,25 @@ int RunRun(const RunOptions& opts) {
               << " (see docs/mock.md)\n";
     return kExitUsage;
   }
-  EndOrphanedRuns(opts.state_dir);
   pipeline::ResolvedPlan plan(r.pipeline);
+  // A source that cannot be served refuses the run before any step starts;
+  // under --mock the mock: block serves every source.
+  if (!opts.mock) {
+    auto problems = pipeline::CheckSourceEnvironment(
+        plan, opts.jobs, pipeline::ProcessEnvLookup());
+    for (const pipeline::SourceProblem& p : problems) {
+      r.diagnostics.Error(p.line, p.message);
+      std::cerr << r.diagnostics.Format(r.diagnostics.all().back()) << "\n";
+    }
+    if (!problems.empty()) {
+      std::cerr << "steps run: refused before the first step: "
+                << problems.size()
+                << (problems.size() == 1 ? " agent source" : " agent sources")
+                << " cannot be served in this environment\n";
+      return kExitRefused;
+    }
+  }
+  EndOrphanedRuns(opts.state_dir);
   RunSetup setup;
   // --ui: the web UI of this run, served while it runs.
   std::unique_ptr<ui::UiServer> server;

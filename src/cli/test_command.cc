@@ -17,6 +17,7 @@
 #include "core/redact.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader.h"
+#include "pipeline/source_check.h"
 
 namespace steps::cli {
 namespace {
@@ -214,6 +215,24 @@ void TestFile(const std::string& file, const std::string& state_dir,
     return;
   }
   pipeline::ResolvedPlan plan(r.pipeline);
+  // Without a mock: block the sources run as written: each must be
+  // servable here before the first step runs.
+  if (!r.pipeline->mock) {
+    auto problems = pipeline::CheckSourceEnvironment(
+        plan, {}, pipeline::ProcessEnvLookup());
+    if (!problems.empty()) {
+      CaseResult c{file, "(environment)"};
+      c.verdict = CaseResult::kFail;
+      c.reason = "refused before the first step: " + problems[0].message;
+      for (const pipeline::SourceProblem& p : problems) {
+        r.diagnostics.Error(p.line, p.message);
+      }
+      c.log = r.diagnostics.FormatAll();
+      c.duration = elapsed();
+      cases.push_back(c);
+      return;
+    }
+  }
   char* buf = nullptr;
   size_t len = 0;
   FILE* mem = open_memstream(&buf, &len);

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "pipeline/loader.h"
+#include "pipeline/source_check.h"
 #include "process/local_launcher.h"
 #include "process/sandbox_bwrap.h"
 
@@ -34,11 +35,24 @@ void WarnIfBwrapUnusable(pipeline::LoadResult& r) {
     r.diagnostics.Warn(line, s.message());
 }
 
+// Agent sources `steps run` would refuse here (a key variable not set): a
+// warning each, since the file may be run elsewhere. A file with a mock:
+// block is meant for steps test and --mock, where no key is needed.
+void WarnIfSourcesUnservable(pipeline::LoadResult& r) {
+  if (!r.pipeline || r.pipeline->mock) return;
+  pipeline::ResolvedPlan plan(r.pipeline);
+  for (const pipeline::SourceProblem& p : pipeline::CheckSourceEnvironment(
+           plan, {}, pipeline::ProcessEnvLookup())) {
+    r.diagnostics.Warn(p.line, p.message + "; steps run refuses to start");
+  }
+}
+
 int RunValidate(const ValidateOptions& opts) {
   int exit_code = kExitOk;
   for (const std::string& file : opts.files) {
     pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
     WarnIfBwrapUnusable(r);
+    WarnIfSourcesUnservable(r);
     std::cerr << r.diagnostics.FormatAll();
     std::string name = std::filesystem::path(file).stem().string();
     const int errors = r.diagnostics.error_count();

@@ -3,12 +3,45 @@
 #include <algorithm>
 #include <sstream>
 
+#include "pipeline/executor.h"
+
 namespace steps::pipeline {
 namespace {
 
-std::string Fmt(Millis d) { return FormatDuration(d); }
+// Bounds saturate here instead of overflowing: 80 exponential retries or a
+// million attempts are "over 100 years", never a wrapped or absurd number.
+constexpr Millis kForever = Millis::max();
+constexpr Millis kHundredYears{int64_t{36525} * 24 * 3600 * 1000};
+
+Millis Add(Millis a, Millis b) {
+  return a > kForever - b ? kForever : a + b;
+}
+
+Millis Times(Millis a, int64_t n) {
+  if (n <= 0) return Millis(0);
+  return a.count() > kForever.count() / n ? kForever : a * n;
+}
+
+std::string Fmt(Millis d) {
+  return d >= kHundredYears ? "over 100 years" : FormatDuration(d);
+}
+
+// How long a timed-out task, get or put attempt may still take: its process
+// group gets SIGTERM at the deadline and SIGKILL this much later.
+Millis KillGrace() {
+  static const Millis grace = ExecutorOptions().kill_grace;
+  return grace;
+}
 
 Bound Unbounded(std::string why) { return Bound{std::nullopt, std::move(why)}; }
+
+// What a bound depends on besides the step: the job it runs in.
+struct BoundContext {
+  const ResolvedPlan& plan;
+  int max_visits = kDefaultMaxVisits;  // Runs of one step via `to:`.
+};
+
+Bound StepBoundIn(const BoundContext& c, const Step& s);
 
 // Worst case of running `bounds` with at most `limit` at a time: never more
 // than all in sequence, and for greedy scheduling never more than the total
@@ -20,29 +53,53 @@ Bound Parallel(const std::vector<Bound>& bounds, size_t limit,
   for (const Bound& b : bounds) {
     if (!b.bounded())
       return Unbounded("one of its " + what + " is unbounded: " + b.why);
-    sum += *b.value;
+    sum = Add(sum, *b.value);
     longest = std::max(longest, *b.value);
   }
   if (limit >= bounds.size()) {
     return Bound{longest, std::to_string(bounds.size()) + " " + what +
                               " at once: the longest of them"};
   }
-  Millis spread = Millis(sum.count() / static_cast<int64_t>(limit)) + longest;
+  Millis spread =
+      Add(Millis(sum.count() / static_cast<int64_t>(limit)), longest);
   Millis v = std::min(sum, spread);
   return Bound{v, std::to_string(bounds.size()) + " " + what + ", " +
                       std::to_string(limit) + " at a time: at most total/" +
                       std::to_string(limit) + " + longest"};
 }
 
-Bound Sequence(const std::vector<StepPtr>& steps, const ResolvedPlan& plan) {
-  Millis sum(0);
-  for (const StepPtr& s : steps) {
-    Bound b = StepBound(plan, *s);
-    if (!b.bounded())
-      return Unbounded("step '" + s->name + "' is unbounded: " + b.why);
-    sum += *b.value;
+// For each step of a sequence, whether `to:` routing can run it again: a
+// step between a route's target and its source (both included) runs up to
+// max_visits times, as the executor counts; any other step once.
+std::vector<bool> Revisited(const std::vector<StepPtr>& steps) {
+  std::vector<bool> again(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i] || !steps[i]->route_to) continue;
+    size_t target = steps.size();
+    for (size_t j = 0; j < steps.size(); ++j) {
+      if (steps[j] && steps[j]->name == *steps[i]->route_to) target = j;
+    }
+    for (size_t k = target; k <= i && k < steps.size(); ++k) again[k] = true;
   }
-  return Bound{sum, "the sum of its steps"};
+  return again;
+}
+
+Bound Sequence(const std::vector<StepPtr>& steps, const BoundContext& c) {
+  const std::vector<bool> again = Revisited(steps);
+  Millis sum(0);
+  int routed = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Bound b = StepBoundIn(c, *steps[i]);
+    if (!b.bounded())
+      return Unbounded("step '" + steps[i]->name + "' is unbounded: " + b.why);
+    routed += again[i];
+    sum = Add(sum, Times(*b.value, again[i] ? c.max_visits : 1));
+  }
+  if (routed == 0) return Bound{sum, "the sum of its steps"};
+  return Bound{sum, "the sum of its steps, " + std::to_string(routed) +
+                        " of them run up to max_visits " +
+                        std::to_string(c.max_visits) +
+                        " times through to: routing"};
 }
 
 Bound WorkBound(const ResolvedPlan& plan, const Step& s) {
@@ -59,47 +116,54 @@ Bound WorkBound(const ResolvedPlan& plan, const Step& s) {
                  "tool call and fallback source"};
   }
   const int n = r.dials.attempts.value;
+  const std::string grace = "kill grace " + Fmt(KillGrace());
   if (!r.dials.timeout.value) {
     std::string why = std::string(StepKindName(s.kind)) +
                       " steps have no default timeout and this one sets none";
     if (r.total_timeout) {
-      return Bound{*r.total_timeout,
+      return Bound{Add(*r.total_timeout, KillGrace()),
                    "each attempt unbounded, but retry.total_timeout_seconds "
-                   "caps all attempts together"};
+                   "caps all attempts together (+ " +
+                       grace + ")"};
     }
     return Unbounded(why);
   }
-  Millis t = *r.dials.timeout.value;
+  // At its deadline an attempt's processes get SIGTERM, and SIGKILL only
+  // after the kill grace: that is how long a timed-out attempt can last.
+  Millis t = Add(*r.dials.timeout.value, KillGrace());
   Millis per_attempt = t;
-  std::string how = std::to_string(n) + " × " + Fmt(t);
+  std::string how = std::to_string(n) + " × (" +
+                    Fmt(*r.dials.timeout.value) + " + " + grace + ")";
   if (r.fix_dials) {
     if (!r.fix_dials->timeout.value) {
       return Unbounded("its fixer '" + s.fix->agent + "' has no deadline");
     }
-    per_attempt = 2 * t + *r.fix_dials->timeout.value;
+    per_attempt = Add(Times(t, 2), *r.fix_dials->timeout.value);
     how = std::to_string(n) + " × (" + Fmt(t) + " + fixer " +
-          Fmt(*r.fix_dials->timeout.value) + " + re-run " + Fmt(t) + ")";
+          Fmt(*r.fix_dials->timeout.value) + " + re-run " + Fmt(t) +
+          "), each run with its " + grace;
   }
-  Millis total = per_attempt * n;
+  Millis total = Times(per_attempt, n);
   Millis waits(0);
-  for (Millis w : r.retry_waits) waits += w;
+  for (Millis w : r.retry_waits) waits = Add(waits, w);
   if (waits.count() > 0) how += " + waits " + Fmt(waits);
-  total += waits;
-  if (r.total_timeout && *r.total_timeout < total) {
-    return Bound{
-        *r.total_timeout,
-        how + " = " + Fmt(total) + ", capped by retry.total_timeout_seconds"};
+  total = Add(total, waits);
+  if (r.total_timeout && Add(*r.total_timeout, KillGrace()) < total) {
+    return Bound{Add(*r.total_timeout, KillGrace()),
+                 how + " = " + Fmt(total) +
+                     ", capped by retry.total_timeout_seconds (+ " + grace +
+                     ")"};
   }
   return Bound{total, how};
 }
 
-Bound WithHooks(Bound body, const Hooks& hooks, const ResolvedPlan& plan) {
+Bound WithHooks(Bound body, const Hooks& hooks, const BoundContext& c) {
   if (!body.bounded()) return body;
   Millis worst_outcome_hook(0);
   for (HookKind k : {HookKind::kOnSuccess, HookKind::kOnFailure,
                      HookKind::kOnError, HookKind::kOnAbort}) {
     if (!hooks.Get(k)) continue;
-    Bound b = StepBound(plan, *hooks.Get(k));
+    Bound b = StepBoundIn(c, *hooks.Get(k));
     if (!b.bounded()) {
       return Unbounded(std::string("its ") + HookKindName(k) +
                        " hook is unbounded: " + b.why);
@@ -108,14 +172,94 @@ Bound WithHooks(Bound body, const Hooks& hooks, const ResolvedPlan& plan) {
   }
   Millis ensure(0);
   if (hooks.ensure) {
-    Bound b = StepBound(plan, *hooks.ensure);
+    Bound b = StepBoundIn(c, *hooks.ensure);
     if (!b.bounded())
       return Unbounded("its ensure hook is unbounded: " + b.why);
     ensure = *b.value;
   }
   if (worst_outcome_hook.count() == 0 && ensure.count() == 0) return body;
-  return Bound{*body.value + worst_outcome_hook + ensure,
+  return Bound{Add(Add(*body.value, worst_outcome_hook), ensure),
                body.why + ", plus its hooks"};
+}
+
+Bound StepBoundIn(const BoundContext& c, const Step& s) {
+  Bound body;
+  switch (s.kind) {
+    case StepKind::kTask:
+    case StepKind::kGet:
+    case StepKind::kPut:
+    case StepKind::kAgent:
+      body = WorkBound(c.plan, s);
+      break;
+    case StepKind::kDo:
+    case StepKind::kTry:
+      body = Sequence(s.steps, c);
+      break;
+    case StepKind::kInParallel: {
+      std::vector<Bound> branches;
+      for (const StepPtr& b : s.steps) branches.push_back(StepBoundIn(c, *b));
+      size_t limit =
+          s.limit.has_value() ? static_cast<size_t>(*s.limit) : branches.size();
+      body = Parallel(branches, std::max<size_t>(limit, 1), "branches");
+      break;
+    }
+    case StepKind::kAcross: {
+      Bound cell = Sequence(s.steps, c);
+      size_t cells = 1, in_flight = 1;
+      for (const AcrossVar& v : s.across) {
+        cells *= v.values.size();
+        in_flight *= v.max_in_flight.has_value()
+                         ? std::min<size_t>(*v.max_in_flight, v.values.size())
+                         : v.values.size();
+      }
+      body = Parallel(std::vector<Bound>(cells, cell),
+                      std::max<size_t>(in_flight, 1), "cells");
+      break;
+    }
+  }
+  return WithHooks(std::move(body), s.hooks, c);
+}
+
+// The longest stretch of `s` that can start before the job's deadline and
+// run on past it: the deadline is checked between steps and before each
+// branch or cell of a fan-out, so what passes it is one work step (its
+// hooks included), and a block's hooks after it.
+Bound Overrun(const BoundContext& c, const Step& s) {
+  if (!s.is_container()) return StepBoundIn(c, s);
+  Bound longest{Millis(0), ""};
+  for (const StepPtr& child : s.steps) {
+    Bound b = Overrun(c, *child);
+    if (!b.bounded()) return b;
+    if (*b.value >= *longest.value) longest = b;
+  }
+  return WithHooks(std::move(longest), s.hooks, c);
+}
+
+// `b` (of steps starting no earlier than the job) under the job's own
+// deadline: never more than the deadline plus what can overrun it.
+Bound UnderJobDeadline(Bound b, const BoundContext& c, const Job& job,
+                       const std::vector<const Step*>& steps) {
+  if (!job.timeout.has_value()) return b;
+  Millis overrun(0);
+  for (const Step* s : steps) {
+    Bound o = Overrun(c, *s);
+    if (!o.bounded()) return b;
+    overrun = std::max(overrun, *o.value);
+  }
+  Millis cap = Add(*job.timeout, overrun);
+  if (b.bounded() && *b.value <= cap) return b;
+  return Bound{cap, "the job timeout " + Fmt(*job.timeout) + " plus " +
+                        Fmt(overrun) +
+                        ", the longest step, branch or cell that can start "
+                        "before it (what runs at the deadline finishes)" +
+                        (b.bounded() ? "; less than " + Fmt(*b.value) +
+                                           " (" + b.why + ")"
+                                     : "")};
+}
+
+BoundContext ContextOf(const ResolvedPlan& plan, const Job& job) {
+  return BoundContext{plan, job.max_visits.has_value() ? *job.max_visits
+                                                       : kDefaultMaxVisits};
 }
 
 std::string Pad(const std::string& s, size_t width) {
@@ -177,6 +321,7 @@ class Printer {
         job.max_visits.has_value()
             ? "job (line " + std::to_string(job.max_visits.line) + ")"
             : "default; runs of one step through to: routing");
+    job_ = &job;
     Bound b = JobBound(plan_, job);
     Row(2, "bound", b.bounded() ? Fmt(*b.value) : "unbounded", b.why);
     int i = 1;
@@ -238,7 +383,7 @@ class Printer {
     }
     if (!r.identity.empty())
       Row(indent, "identity", r.identity.substr(0, 8), "cache key");
-    Bound b = StepBound(plan_, s);
+    Bound b = StepBound(plan_, *job_, s);
     Row(indent, "bound", b.bounded() ? Fmt(*b.value) : "unbounded", b.why);
     int i = 1;
     for (const StepPtr& child : s.steps) {
@@ -341,78 +486,32 @@ class Printer {
   }
 
   const ResolvedPlan& plan_;
+  const pipeline::Job* job_ = nullptr;  // The job being printed.
   std::ostringstream out_;
 };
 
 }  // namespace
 
 Bound StepBound(const ResolvedPlan& plan, const Step& s) {
-  Bound body;
-  switch (s.kind) {
-    case StepKind::kTask:
-    case StepKind::kGet:
-    case StepKind::kPut:
-    case StepKind::kAgent:
-      body = WorkBound(plan, s);
-      break;
-    case StepKind::kDo:
-    case StepKind::kTry:
-      body = Sequence(s.steps, plan);
-      break;
-    case StepKind::kInParallel: {
-      std::vector<Bound> branches;
-      for (const StepPtr& c : s.steps) branches.push_back(StepBound(plan, *c));
-      size_t limit =
-          s.limit.has_value() ? static_cast<size_t>(*s.limit) : branches.size();
-      body = Parallel(branches, std::max<size_t>(limit, 1), "branches");
-      break;
-    }
-    case StepKind::kAcross: {
-      Bound cell = Sequence(s.steps, plan);
-      size_t cells = 1, in_flight = 1;
-      for (const AcrossVar& v : s.across) {
-        cells *= v.values.size();
-        in_flight *= v.max_in_flight.has_value()
-                         ? std::min<size_t>(*v.max_in_flight, v.values.size())
-                         : v.values.size();
-      }
-      body = Parallel(std::vector<Bound>(cells, cell),
-                      std::max<size_t>(in_flight, 1), "cells");
-      break;
-    }
-  }
-  return WithHooks(std::move(body), s.hooks, plan);
+  return StepBoundIn(BoundContext{plan}, s);
+}
+
+Bound StepBound(const ResolvedPlan& plan, const Job& job, const Step& s) {
+  const BoundContext c = ContextOf(plan, job);
+  return UnderJobDeadline(StepBoundIn(c, s), c, job, {&s});
 }
 
 Bound JobBound(const ResolvedPlan& plan, const Job& job) {
-  Millis sum(0), longest(0);
-  std::optional<std::string> unbounded;
-  for (const StepPtr& s : job.plan) {
-    Bound b = StepBound(plan, *s);
-    if (!b.bounded()) {
-      unbounded = "step '" + s->name + "' is unbounded: " + b.why;
-      break;
-    }
-    sum += *b.value;
-    longest = std::max(longest, *b.value);
+  const BoundContext c = ContextOf(plan, job);
+  std::vector<const Step*> steps;
+  for (const StepPtr& s : job.plan) steps.push_back(s.get());
+  Bound body = UnderJobDeadline(Sequence(job.plan, c), c, job, steps);
+  if (!body.bounded() && job.timeout.has_value()) {
+    body.why +=
+        " (the job's timeout is checked between steps and cannot cut it "
+        "short)";
   }
-  Bound body;
-  if (unbounded) {
-    body = Unbounded(*unbounded);
-    if (job.timeout.has_value()) {
-      body.why +=
-          " (the job's timeout is checked between steps and cannot cut it "
-          "short)";
-    }
-  } else if (job.timeout.has_value() && *job.timeout + longest < sum) {
-    body = Bound{*job.timeout + longest,
-                 "the job timeout " + Fmt(*job.timeout) +
-                     " plus the longest step " + Fmt(longest) +
-                     ", since the step running at the deadline finishes"};
-  } else {
-    body = Bound{sum, "the sum of its steps"};
-  }
-  return WithHooks(std::move(body), job.hooks, plan);
+  return WithHooks(std::move(body), job.hooks, c);
 }
 
 std::string Explain(const ResolvedPlan& plan,

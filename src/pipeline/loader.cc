@@ -178,6 +178,7 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   }
   if (auto persona = ReadString(r.Take("persona"), "persona", d))
     a.persona = *persona;
+  a.tools_line = r.KeyLine("tools");
   if (auto tools = ReadStringList(r.Take("tools"), "tools", d))
     a.tools = *tools;
   ReadAgentDuration(r, "timeout", a.timeout, d);
@@ -231,6 +232,9 @@ void ReadResourceType(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
             "'config' must be a mapping of check, in and out scripts");
   } else {
     MapReader c(config, "a resource type's config", d);
+    t.check_line = c.KeyLine("check");
+    t.in_line = c.KeyLine("in");
+    t.out_line = c.KeyLine("out");
     if (auto s = ReadString(c.Take("check"), "check", d)) t.check = *s;
     if (auto s = ReadString(c.Take("in"), "in", d)) t.in = *s;
     if (auto s = ReadString(c.Take("out"), "out", d)) t.out = *s;
@@ -465,6 +469,7 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
     }
   }
   internal::CheckReferences(p, d);
+  internal::CheckTemplates(p, d);
 }
 
 // The line of a "---" or "..." marker that follows content, or 0.

@@ -44,6 +44,10 @@ void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 // inputs); run after everything is read.
 void CheckReferences(const Pipeline& p, Diagnostics& d);
 
+// Template expressions (template_checks.cc): every value they name exists
+// where they are rendered, and whatever a shell runs is shell-quoted.
+void CheckTemplates(const Pipeline& p, Diagnostics& d);
+
 }  // namespace steps::pipeline::internal
 
 #endif  // STEPS_PIPELINE_LOADER_INTERNAL_H_

@@ -78,6 +78,7 @@ struct AgentEntry {
   std::vector<ModelSource> fallback;
   std::string persona;
   std::vector<std::string> tools;
+  int tools_line = 0;
   Written<Millis> timeout;  // 0 means no deadline.
   Written<int> attempts;
   Written<int64_t> max_turns;          // 0 means no cap.
@@ -170,6 +171,7 @@ struct Step {
 
   // task
   std::string run;
+  int run_line = 0;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, std::string> env;
@@ -227,6 +229,7 @@ struct ResourceType {
   std::string check;  // Shell script printing a JSON list of versions.
   std::string in;     // Shell script fetching a version into the cwd.
   std::string out;    // Shell script publishing; prints the new version.
+  int check_line = 0, in_line = 0, out_line = 0;  // Of each key.
 };
 
 struct Resource {

@@ -3,6 +3,8 @@
 #include <set>
 
 #include "pipeline/loader_internal.h"
+#include "providers/registry.h"
+#include "tools/registry.h"
 
 namespace steps::pipeline::internal {
 namespace {
@@ -34,12 +36,120 @@ std::string KnownNames(const std::vector<std::string>& names) {
   return out;
 }
 
+// The provider prefixes a source may name: the built-in adapters and
+// `mock` (served from a mock: script).
+const ProviderRegistry& KnownProviders() {
+  static const ProviderRegistry* registry = [] {
+    auto* r = new ProviderRegistry();  // Never destroyed: no exit races.
+    RegisterBuiltinProviders(*r);
+    r->Register("mock", nullptr);
+    return r;
+  }();
+  return *registry;
+}
+
+void CheckSourceProvider(const ModelSource& s, Diagnostics& d) {
+  if (s.is_cli()) return;
+  const std::string provider = s.model.substr(0, s.model.find('/'));
+  if (provider.empty() || KnownProviders().Has(provider)) return;
+  d.Error(s.line, "model '" + s.model + "' names unknown provider '" +
+                      provider + "' — write PROVIDER/MODEL with a known "
+                      "provider (" + KnownNames(KnownProviders().Names()) +
+                      "; for another OpenAI-compatible server, openai/MODEL "
+                      "with base_url)");
+}
+
+// Tools an agent entry grants must exist; providers its sources name too.
+void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
+  if (p.defaults.source) CheckSourceProvider(*p.defaults.source, d);
+  const ToolRegistry& tools = ToolRegistry::BuiltIn();
+  for (const AgentEntry& a : p.agents) {
+    if (a.source) CheckSourceProvider(*a.source, d);
+    for (const ModelSource& f : a.fallback) CheckSourceProvider(f, d);
+    for (const std::string& t : a.tools) {
+      if (tools.Find(t)) continue;
+      d.Error(a.tools_line ? a.tools_line : a.line,
+              "agent '" + a.name + "' grants unknown tool '" + t +
+                  "' — remove it or use a built-in tool (" +
+                  KnownNames(tools.Names()) + ")");
+    }
+  }
+}
+
+// `to:` routes within the list of steps it stands in (a plan, a do, a try,
+// an across cell), and only backwards: to the step itself or one before it.
+// A forward target would skip the steps in between and hide the failure; a
+// step of another list, a hook or an in_parallel branch is never routed.
+struct RouteContext {
+  const std::string& job;
+  const std::set<std::string>& step_names;  // Every step of the job.
+  Diagnostics& d;
+};
+
+void CheckRoutes(const std::vector<StepPtr>& seq, bool routable,
+                 const RouteContext& c);
+
+void CheckRoutesIn(const Step& s, const RouteContext& c) {
+  bool sequence = s.kind == StepKind::kDo || s.kind == StepKind::kTry ||
+                  s.kind == StepKind::kAcross;
+  CheckRoutes(s.steps, sequence, c);
+  for (HookKind k : kAllHooks) {
+    if (const StepPtr& h = s.hooks.Get(k)) CheckRoutes({h}, false, c);
+  }
+}
+
+void CheckRoutes(const std::vector<StepPtr>& seq, bool routable,
+                 const RouteContext& c) {
+  Diagnostics& d = c.d;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (!seq[i]) continue;
+    const Step& s = *seq[i];
+    CheckRoutesIn(s, c);
+    if (!s.route_to) continue;
+    StepScope scope(d, s.line);
+    if (!c.step_names.count(*s.route_to)) {
+      d.Error(s.route_to_line, "'to: " + *s.route_to +
+                                   "' names no step of job '" + c.job + "'");
+      continue;
+    }
+    if (!routable) {
+      d.Error(s.route_to_line,
+              "'to: " + *s.route_to + "' on '" + s.name +
+                  "' would never route: a hook or an in_parallel branch "
+                  "is not part of a sequence of steps — put it on a step "
+                  "of a plan, do, try or across");
+      continue;
+    }
+    // The executor routes to the last step of the list with that name.
+    size_t target = seq.size();
+    for (size_t j = 0; j < seq.size(); ++j) {
+      if (seq[j] && seq[j]->name == *s.route_to) target = j;
+    }
+    if (target <= i) continue;
+    if (target < seq.size()) {
+      d.Error(s.route_to_line,
+              "'to: " + *s.route_to + "' routes forward: '" + *s.route_to +
+                  "' comes after '" + s.name +
+                  "', so routing would skip the steps between and hide "
+                  "the failure — route to an earlier step (or drop 'to:' "
+                  "and let the failure fail the job)");
+    } else {
+      d.Error(s.route_to_line,
+              "'to: " + *s.route_to + "' names no earlier step in the list "
+                  "that holds '" + s.name + "' (job '" + c.job +
+                  "'): routing goes back within one plan, do, try or "
+                  "across");
+    }
+  }
+}
+
 }  // namespace
 
 void CheckReferences(const Pipeline& p, Diagnostics& d) {
   std::vector<std::string> agent_names, resource_names;
   for (const AgentEntry& a : p.agents) agent_names.push_back(a.name);
   for (const Resource& r : p.resources) resource_names.push_back(r.name);
+  CheckAgentEntries(p, d);
 
   for (const Job& job : p.jobs) {
     std::set<std::string> step_names, produced;
@@ -72,11 +182,6 @@ void CheckReferences(const Pipeline& p, Diagnostics& d) {
                             "'resources:' (" +
                             KnownNames(resource_names) + ")");
       }
-      if (s.route_to && !step_names.count(*s.route_to)) {
-        d.Error(s.route_to_line, "'to: " + *s.route_to +
-                                     "' names no step of job '" + job.name +
-                                     "'");
-      }
       for (const std::string& in : s.inputs) {
         if (!produced.count(in)) {
           d.Error(s.line,
@@ -86,6 +191,13 @@ void CheckReferences(const Pipeline& p, Diagnostics& d) {
         }
       }
     });
+    std::vector<StepPtr> hooks;
+    for (HookKind k : kAllHooks) {
+      if (job.hooks.Get(k)) hooks.push_back(job.hooks.Get(k));
+    }
+    const RouteContext routes{job.name, step_names, d};
+    CheckRoutes(job.plan, true, routes);
+    for (const StepPtr& h : hooks) CheckRoutes({h}, false, routes);
     if (job.check && job.check->execution) {
       for (const std::string& name : *job.check->execution) {
         if (!step_names.count(name) && !p.FindAgent(name)) {

@@ -517,6 +517,7 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
                               "' has no 'run' (the bash script to run)");
     } else if (auto s = ReadString(run, "run", d)) {
       step->run = *s;
+      step->run_line = typed.KeyLine("run");
     }
     if (auto v = ReadStringList(typed.Take("inputs"), "inputs", d))
       step->inputs = *v;

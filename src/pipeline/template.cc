@@ -1,6 +1,8 @@
 #include "pipeline/template.h"
 
+#include <algorithm>
 #include <cctype>
+#include <optional>
 #include <vector>
 
 #include "core/json_text.h"
@@ -25,10 +27,23 @@ std::string_view Trim(std::string_view s) {
 struct Expression {
   std::vector<std::string> path;  // ".version.ref" -> {"version", "ref"}
   std::vector<std::string> pipes;
+  std::optional<std::string> literal;  // {{ "{{" }} renders {{
 };
+
+// `{{ "text" }}`: the text as written (no quote or brace escapes inside);
+// how a script passes a literal "{{" to another program.
+std::optional<std::string> Literal(std::string_view inner) {
+  inner = Trim(inner);
+  if (inner.size() < 2 || inner.front() != '"' || inner.back() != '"')
+    return std::nullopt;
+  inner = inner.substr(1, inner.size() - 2);
+  if (inner.find('"') != std::string_view::npos) return std::nullopt;
+  return std::string(inner);
+}
 
 Result<Expression> Parse(std::string_view inner) {
   Expression e;
+  if ((e.literal = Literal(inner))) return e;
   std::vector<std::string_view> parts;
   size_t start = 0;
   for (size_t i = 0; i <= inner.size(); ++i) {
@@ -74,6 +89,7 @@ Result<Expression> Parse(std::string_view inner) {
 
 Result<std::string> Evaluate(const Expression& e,
                              const nlohmann::json& context) {
+  if (e.literal) return *e.literal;
   const nlohmann::json* v = &context;
   std::string walked;
   for (const std::string& name : e.path) {
@@ -120,8 +136,8 @@ Result<std::string> Render(std::string_view text, const nlohmann::json& context,
     std::string_view inner = text.substr(open + 2, close - open - 2);
     out.append(text.substr(pos, open - pos));
     Result<Expression> e = Parse(inner);
-    bool mine =
-        e.ok() && (!roots || (!e->path.empty() && roots->count(e->path[0])));
+    bool mine = e.ok() && (!roots || e->literal ||
+                           (!e->path.empty() && roots->count(e->path[0])));
     if (!mine) {
       if (roots) {
         out.append(text.substr(open, close + 2 - open));
@@ -161,6 +177,42 @@ Result<std::string> RenderTemplateRoots(std::string_view text,
                                         const nlohmann::json& context,
                                         const std::set<std::string>& roots) {
   return Render(text, context, &roots);
+}
+
+bool LooksLikeOurs(std::string_view inner) {
+  inner = Trim(inner);
+  return !inner.empty() && (inner.front() == '.' || inner.front() == '"');
+}
+
+Result<std::vector<TemplateUse>> ScanTemplate(std::string_view text,
+                                              bool mixed) {
+  std::vector<TemplateUse> uses;
+  size_t pos = 0;
+  while (true) {
+    size_t open = text.find("{{", pos);
+    if (open == std::string_view::npos) return uses;
+    size_t close = text.find("}}", open + 2);
+    if (close == std::string_view::npos) {
+      if (mixed) return uses;
+      return InvalidArgument("template has '{{' with no closing '}}'");
+    }
+    std::string_view inner = text.substr(open + 2, close - open - 2);
+    pos = close + 2;
+    if (mixed && !LooksLikeOurs(inner)) continue;
+    const std::string written(text.substr(open, close + 2 - open));
+    Result<Expression> e = Parse(inner);
+    if (!e.ok()) {
+      return InvalidArgument(written + ": " + e.status().message());
+    }
+    TemplateUse use;
+    use.written = written;
+    use.path = e->path;
+    use.pipes = e->pipes;
+    use.literal = e->literal.has_value();
+    use.line_offset = static_cast<int>(
+        std::count(text.begin(), text.begin() + open, '\n'));
+    uses.push_back(std::move(use));
+  }
 }
 
 Status CheckTemplate(std::string_view text) {

@@ -26,6 +26,12 @@ bool ProviderRegistry::Has(const std::string& name) const {
   return factories_.count(name) > 0;
 }
 
+std::vector<std::string> ProviderRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : factories_) names.push_back(name);
+  return names;
+}
+
 Result<ResolvedSource> ProviderRegistry::Create(
     const SourceSpec& spec, const ProviderEnvironment& env) const {
   size_t slash = spec.model.find('/');

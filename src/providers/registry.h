@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "providers/http.h"
@@ -65,6 +66,8 @@ class ProviderRegistry {
   // Replaces any factory already registered under `name`.
   void Register(const std::string& name, ProviderFactory factory);
   bool Has(const std::string& name) const;
+  // The registered prefixes, sorted.
+  std::vector<std::string> Names() const;
 
   // Splits spec.model at its first '/', finds the factory and runs it.
   Result<ResolvedSource> Create(const SourceSpec& spec,

@@ -381,7 +381,7 @@ TEST(ExecutorTest, AcrossMaxInFlightBoundsConcurrencyAndRendersValues) {
     - { var: target, values: [x, y, z, w], max_in_flight: 3 }
     do:
     - task: cell
-      run: sleep 0.3; echo "built {{ .target }}"
+      run: sleep 0.3; echo "built "{{ .target | shellquote }}
 )");
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kSucceeded);
@@ -507,7 +507,7 @@ TEST(ExecutorTest, PutRunsOutWithParams) {
   PipelineRun run(R"(resource_types:
 - name: sink
   config:
-    out: echo "published {{ .params.tag }} to {{ .source.where }}"
+    out: echo published {{ .params.tag | shellquote }} to {{ .source.where | shellquote }}
 resources:
 - name: dest
   type: sink

@@ -81,7 +81,7 @@ jobs:
     budget: { tokens: 500 }
     do:
     - task: cell
-      run: echo {{ .target }}
+      run: echo {{ .target | shellquote }}
   - put: repo
     params: { tag: v2 }
   assert:

@@ -32,14 +32,14 @@ jobs:
   - get: r
     params: { x: 1 }
   - task: t
-    run: "echo {{ .v }}"
+    run: "echo t"
     timeout: 1s
     retry: { max_attempts: 3, backoff: linear, base_delay_ms: 5, total_timeout_seconds: 2 }
   - agent: a
     messages: [hi]
   - in_parallel: { limit: 2, steps: [{ task: p, run: x }] }
   - across: [{ var: v, values: [1, 2] }]
-    do: [{ task: c, run: x }]
+    do: [{ task: c, run: "echo {{ .v | shellquote }}" }]
   assert: { execution: [r, t], outcome: succeeded }
 )";
 

@@ -262,7 +262,7 @@ jobs:
            values + R"(]
     do:
     - task: cell
-      run: echo run >> $COUNT; echo {{ .n }}
+      run: echo run >> $COUNT; echo {{ .n | shellquote }}
 )";
   };
   Run(yaml("a, b"));
