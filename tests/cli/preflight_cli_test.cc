@@ -47,6 +47,11 @@ class PreflightCliTest : public ::testing::Test {
   }
 
   bool Exists(const std::string& name) { return fs::exists(dir_ / name); }
+  // `touch` of a file in the temporary folder (steps run in folders of
+  // their own), for Exists to find.
+  std::string Touch(const std::string& name) {
+    return "touch '" + (dir_ / name) + "'";
+  }
 
   TempDir dir_;
 };
@@ -104,7 +109,7 @@ TEST_F(PreflightCliTest, TemplateValueThatIsNotSetIsRefusedBeforeAnyStep) {
              "- name: j\n"
              "  plan:\n"
              "  - task: first\n"
-             "    run: touch first-ran\n"
+             "    run: " + Touch("first-ran") + "\n"
              "  - across: [{var: v, values: [x]}]\n"
              "    do:\n"
              "    - task: t\n"
@@ -125,7 +130,7 @@ TEST_F(PreflightCliTest, UnknownPipeIsRefusedInScriptsAndMessages) {
              "resource_types:\n"
              "- name: up\n"
              "  config:\n"
-             "    check: echo '[{\"ref\": \"v1\"}]'\n"
+             "    check: echo '[{\"ref\":\"v1\"}]'\n"
              "    in: echo {{ .version.ref | upper }}\n"
              "resources:\n"
              "- { name: r, type: up, source: {} }\n"
@@ -232,7 +237,7 @@ TEST_F(PreflightCliTest, UnquotedValueInAShellScriptIsRefused) {
              "- name: j\n"
              "  plan:\n"
              "  - put: r\n"
-             "    params: { x: \"$(touch pwned)\" }\n"
+             "    params: { x: \"$(" + Touch("pwned") + ")\" }\n"
              "  - across: [{var: v, values: [x]}]\n"
              "    do:\n"
              "    - task: t\n"
@@ -262,20 +267,21 @@ TEST_F(PreflightCliTest, QuotedJsonRunsAsTextAndLiteralBracesPassThrough) {
              "- name: j\n"
              "  plan:\n"
              "  - put: r\n"
-             "    params: { x: \"$(touch pwned)\" }\n"
+             "    params: { x: \"$(" + Touch("pwned") + ")\" }\n"
              "  - task: fmt\n"
              "    run: echo '{{ \"{{\" }} .State }}'\n");
   RunResult r = Steps("run p.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(Exists("pwned")) << r.output;
-  EXPECT_TRUE(Has(r.output, "{\"x\":\"$(touch pwned)\"}")) << r.output;
+  EXPECT_TRUE(Has(r.output, "{\"x\":\"$(touch '" + (dir_ / "pwned") + "')\"}"))
+      << r.output;
   EXPECT_TRUE(Has(r.output, "{{ .State }}")) << r.output;
 }
 
 // --- B: sources that cannot be served ------------------------------------
 
-constexpr const char* kKeyed =
-    "agents:\n"
+std::string Keyed(const std::string& touch) {
+  return "agents:\n"
     "- name: a\n"
     "  source: { model: openai/gpt-4.1-mini }\n"
     "- name: b\n"
@@ -284,14 +290,15 @@ constexpr const char* kKeyed =
     "- name: j\n"
     "  plan:\n"
     "  - task: first\n"
-    "    run: touch first-ran\n"
+    "    run: " + touch + "\n"
     "  - agent: a\n"
     "    messages: [hi]\n"
     "  - agent: b\n"
     "    messages: [hi]\n";
+}
 
 TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
-  dir_.Write("p.yaml", kKeyed);
+  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
   RunResult r = Steps("run p.yaml");
   EXPECT_EQ(r.exit_code, 65) << r.output;
   EXPECT_FALSE(Exists("first-ran")) << r.output;
@@ -304,10 +311,10 @@ TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
 
   // With the keys set the check passes (the agent step itself then fails
   // to reach a server, which is not this test's business).
-  dir_.Write("task-only.yaml", std::string(kKeyed) + "- name: k\n"
-                                                     "  plan:\n"
-                                                     "  - task: t\n"
-                                                     "    run: touch k-ran\n");
+  dir_.Write("task-only.yaml", Keyed(Touch("first-ran")) + "- name: k\n"
+                                   "  plan:\n"
+                                   "  - task: t\n"
+                                   "    run: " + Touch("k-ran") + "\n");
   RunResult k = Steps("run task-only.yaml --job k",
                       "OPENAI_API_KEY=x PREFLIGHT_KEY=y");
   EXPECT_EQ(k.exit_code, 0) << k.output;
@@ -318,7 +325,7 @@ TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
 }
 
 TEST_F(PreflightCliTest, ValidateWarnsAboutAMissingKeyAndStrictFails) {
-  dir_.Write("p.yaml", kKeyed);
+  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
   RunResult v = Steps("validate p.yaml");
   EXPECT_EQ(v.exit_code, 0) << v.output;
   EXPECT_TRUE(Has(v.output, "p.yaml:3: warning: model 'openai/gpt-4.1-mini': "
@@ -358,7 +365,7 @@ TEST_F(PreflightCliTest, MockedRunsNeedNoKey) {
 }
 
 TEST_F(PreflightCliTest, TestWithoutMockFailsTheFileNamingTheVariable) {
-  dir_.Write("p.yaml", kKeyed);
+  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
   RunResult t = Steps("test p.yaml");
   EXPECT_EQ(t.exit_code, 1) << t.output;
   EXPECT_TRUE(Has(t.output, "OPENAI_API_KEY is not set")) << t.output;
@@ -436,7 +443,6 @@ TEST_F(PreflightCliTest, ExplainSaturatesHugeRetrySchedules) {
              "  - task: u\n"
              "    timeout: 1s\n"
              "    run: 'true'\n"
-             "    attempts: 1000000\n"
              "    retry:\n"
              "      max_attempts: 1000000\n"
              "      backoff: exponential\n"
