@@ -155,7 +155,9 @@ Command RunCommand() {
             "because a\n"
             "step errored; 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM; 64 bad command "
             "line;\n"
-            "65 the pipeline was refused at load.");
+            "65 the pipeline was refused at load, or before the first step "
+            "(an agent\n"
+            "source whose key variable is not set).");
         return [opts] { return RunRun(*opts); };
       }};
 }

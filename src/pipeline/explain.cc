@@ -13,9 +13,7 @@ namespace {
 constexpr Millis kForever = Millis::max();
 constexpr Millis kHundredYears{int64_t{36525} * 24 * 3600 * 1000};
 
-Millis Add(Millis a, Millis b) {
-  return a > kForever - b ? kForever : a + b;
-}
+Millis Add(Millis a, Millis b) { return a > kForever - b ? kForever : a + b; }
 
 Millis Times(Millis a, int64_t n) {
   if (n <= 0) return Millis(0);
@@ -132,8 +130,8 @@ Bound WorkBound(const ResolvedPlan& plan, const Step& s) {
   // after the kill grace: that is how long a timed-out attempt can last.
   Millis t = Add(*r.dials.timeout.value, KillGrace());
   Millis per_attempt = t;
-  std::string how = std::to_string(n) + " × (" +
-                    Fmt(*r.dials.timeout.value) + " + " + grace + ")";
+  std::string how = std::to_string(n) + " × (" + Fmt(*r.dials.timeout.value) +
+                    " + " + grace + ")";
   if (r.fix_dials) {
     if (!r.fix_dials->timeout.value) {
       return Unbounded("its fixer '" + s.fix->agent + "' has no deadline");
@@ -252,14 +250,14 @@ Bound UnderJobDeadline(Bound b, const BoundContext& c, const Job& job,
                         Fmt(overrun) +
                         ", the longest step, branch or cell that can start "
                         "before it (what runs at the deadline finishes)" +
-                        (b.bounded() ? "; less than " + Fmt(*b.value) +
-                                           " (" + b.why + ")"
+                        (b.bounded() ? "; without the deadline " +
+                                           Fmt(*b.value) + " (" + b.why + ")"
                                      : "")};
 }
 
 BoundContext ContextOf(const ResolvedPlan& plan, const Job& job) {
-  return BoundContext{plan, job.max_visits.has_value() ? *job.max_visits
-                                                       : kDefaultMaxVisits};
+  return BoundContext{
+      plan, job.max_visits.has_value() ? *job.max_visits : kDefaultMaxVisits};
 }
 
 std::string Pad(const std::string& s, size_t width) {

@@ -53,8 +53,10 @@ void CheckSourceProvider(const ModelSource& s, Diagnostics& d) {
   const std::string provider = s.model.substr(0, s.model.find('/'));
   if (provider.empty() || KnownProviders().Has(provider)) return;
   d.Error(s.line, "model '" + s.model + "' names unknown provider '" +
-                      provider + "' — write PROVIDER/MODEL with a known "
-                      "provider (" + KnownNames(KnownProviders().Names()) +
+                      provider +
+                      "' — write PROVIDER/MODEL with a known "
+                      "provider (" +
+                      KnownNames(KnownProviders().Names()) +
                       "; for another OpenAI-compatible server, openai/MODEL "
                       "with base_url)");
 }
@@ -108,8 +110,8 @@ void CheckRoutes(const std::vector<StepPtr>& seq, bool routable,
     if (!s.route_to) continue;
     StepScope scope(d, s.line);
     if (!c.step_names.count(*s.route_to)) {
-      d.Error(s.route_to_line, "'to: " + *s.route_to +
-                                   "' names no step of job '" + c.job + "'");
+      d.Error(s.route_to_line,
+              "'to: " + *s.route_to + "' names no step of job '" + c.job + "'");
       continue;
     }
     if (!routable) {
@@ -135,8 +137,10 @@ void CheckRoutes(const std::vector<StepPtr>& seq, bool routable,
                   "and let the failure fail the job)");
     } else {
       d.Error(s.route_to_line,
-              "'to: " + *s.route_to + "' names no earlier step in the list "
-                  "that holds '" + s.name + "' (job '" + c.job +
+              "'to: " + *s.route_to +
+                  "' names no earlier step in the list "
+                  "that holds '" +
+                  s.name + "' (job '" + c.job +
                   "'): routing goes back within one plan, do, try or "
                   "across");
     }

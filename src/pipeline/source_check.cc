@@ -92,8 +92,9 @@ std::string CheckHostedSource(const ModelSource& s, const EnvLookup& lookup) {
   if (made.ok()) return "";
   std::string message = made.status().message();
   if (message.find("is not set") != std::string::npos) {
-    message += " — export it before the run (api_key_env: names another "
-               "variable that holds the key)";
+    message +=
+        " — export it before the run (api_key_env: names another "
+        "variable that holds the key)";
   }
   return message;
 }

@@ -209,8 +209,8 @@ Result<std::vector<TemplateUse>> ScanTemplate(std::string_view text,
     use.path = e->path;
     use.pipes = e->pipes;
     use.literal = e->literal.has_value();
-    use.line_offset = static_cast<int>(
-        std::count(text.begin(), text.begin() + open, '\n'));
+    use.line_offset =
+        static_cast<int>(std::count(text.begin(), text.begin() + open, '\n'));
     uses.push_back(std::move(use));
   }
 }

@@ -34,7 +34,7 @@ struct Values {
 
 // The line of the expression: a block scalar's text starts below its key.
 int ExpressionLine(const Place& place, const std::string& text,
-           const TemplateUse& use) {
+                   const TemplateUse& use) {
   bool block = text.find('\n') != std::string::npos;
   return place.line + use.line_offset + (block ? 1 : 0);
 }
@@ -73,8 +73,8 @@ std::string MissingValue(const TemplateUse& use, const Values& v) {
   std::set<std::string> known = v.vars;
   for (const auto& [k, unused] : v.values.items()) known.insert(k);
   known.insert(v.runtime.begin(), v.runtime.end());
-  return use.written + ": ." + root + " is not set here (known: " +
-         Names(known) + ")" +
+  return use.written + ": ." + root +
+         " is not set here (known: " + Names(known) + ")" +
          " — to pass '{{' through to the program, write {{ \"{{\" }}";
 }
 
@@ -170,8 +170,7 @@ void CheckResourceTypes(const Pipeline& p, Diagnostics& d) {
     CheckText(t.check, {prefix + "check", t.check_line, true, false, false},
               none, d);
     CheckText(t.in, {prefix + "in", t.in_line, true, false, false}, none, d);
-    CheckText(t.out, {prefix + "out", t.out_line, true, false, false}, none,
-              d);
+    CheckText(t.out, {prefix + "out", t.out_line, true, false, false}, none, d);
   }
 }
 

@@ -31,7 +31,8 @@ TEST(ExplainTest, TaskBoundIsAttemptsTimesTimeoutPlusWaits) {
   ASSERT_TRUE(l.p);
   Bound b = StepBound(*l.plan, *l.p->jobs[0].plan[0]);
   ASSERT_TRUE(b.bounded());
-  EXPECT_EQ(*b.value, Millis(3 * 30000 + 1000 + 2000));
+  // Each attempt may outlive its timeout by the 2s kill grace.
+  EXPECT_EQ(*b.value, Millis(3 * (30000 + 2000) + 1000 + 2000));
 }
 
 TEST(ExplainTest, TotalTimeoutCapsTheBound) {
@@ -44,7 +45,8 @@ TEST(ExplainTest, TotalTimeoutCapsTheBound) {
     retry: { max_attempts: 3, total_timeout_seconds: 45 }
 )");
   ASSERT_TRUE(l.p);
-  EXPECT_EQ(*StepBound(*l.plan, *l.p->jobs[0].plan[0]).value, Millis(45000));
+  EXPECT_EQ(*StepBound(*l.plan, *l.p->jobs[0].plan[0]).value,
+            Millis(45000 + 2000));
 }
 
 TEST(ExplainTest, TaskWithoutTimeoutIsUnboundedWithTheReason) {
@@ -96,7 +98,7 @@ TEST(ExplainTest, JobTimeoutBoundsAtTimeoutPlusLongestStep) {
 )");
   ASSERT_TRUE(l.p);
   Bound b = JobBound(*l.plan, l.p->jobs[0]);
-  EXPECT_EQ(*b.value, Millis(60000 + 50000));
+  EXPECT_EQ(*b.value, Millis(60000 + 52000));
   Loaded loose = Load(R"(jobs:
 - name: j
   timeout: 1h
@@ -104,7 +106,7 @@ TEST(ExplainTest, JobTimeoutBoundsAtTimeoutPlusLongestStep) {
   - { task: a, run: x, timeout: 50s }
   - { task: b, run: x, timeout: 50s }
 )");
-  EXPECT_EQ(*JobBound(*loose.plan, loose.p->jobs[0]).value, Millis(100000));
+  EXPECT_EQ(*JobBound(*loose.plan, loose.p->jobs[0]).value, Millis(104000));
 }
 
 TEST(ExplainTest, ParallelAndAcrossBounds) {
@@ -127,11 +129,12 @@ TEST(ExplainTest, ParallelAndAcrossBounds) {
 )");
   ASSERT_TRUE(l.p);
   const auto& plan = l.p->jobs[0].plan;
-  EXPECT_EQ(*StepBound(*l.plan, *plan[0]).value, Millis(30000))
+  // Each task's bound is its timeout plus the 2s kill grace.
+  EXPECT_EQ(*StepBound(*l.plan, *plan[0]).value, Millis(32000))
       << "all at once: the longest";
-  EXPECT_EQ(*StepBound(*l.plan, *plan[1]).value, Millis(30000))
+  EXPECT_EQ(*StepBound(*l.plan, *plan[1]).value, Millis(34000))
       << "one at a time: the sum";
-  EXPECT_EQ(*StepBound(*l.plan, *plan[2]).value, Millis(30000))
+  EXPECT_EQ(*StepBound(*l.plan, *plan[2]).value, Millis(36000))
       << "4 cells of 10s, 2 in flight: total/2 + longest";
 }
 
@@ -148,7 +151,7 @@ TEST(ExplainTest, HooksAddToTheBound) {
 )");
   ASSERT_TRUE(l.p);
   EXPECT_EQ(*StepBound(*l.plan, *l.p->jobs[0].plan[0]).value,
-            Millis(10000 + 3000 + 2000));
+            Millis(12000 + 5000 + 4000));
 }
 
 TEST(ExplainTest, FixerRunsBetweenAttempts) {
@@ -167,7 +170,7 @@ jobs:
 )");
   ASSERT_TRUE(l.p);
   EXPECT_EQ(*StepBound(*l.plan, *l.p->jobs[0].plan[0]).value,
-            std::chrono::minutes(2 * 4));
+            Millis(2 * (2 * 62000 + 120000)));
 }
 
 TEST(ExplainTest, TextShowsEveryDialWithItsOrigin) {

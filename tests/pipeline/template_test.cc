@@ -72,20 +72,20 @@ TEST(TemplateTest, ValuesThatAreNotUtf8RenderAsJson) {
 TEST(TemplateTest, LiteralsRenderAsWrittenInBothModes) {
   nlohmann::json ctx = {{"v", "x"}};
   EXPECT_EQ(*RenderTemplate("a {{ \"{{\" }} b", ctx), "a {{ b");
-  auto r = RenderTemplateRoots("-f '{{ \"{{\" }} .State }}' {{ .v }}", ctx,
-                               {"v"});
+  auto r =
+      RenderTemplateRoots("-f '{{ \"{{\" }} .State }}' {{ .v }}", ctx, {"v"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, "-f '{{ .State }}' x");
 }
 
 TEST(TemplateTest, ScanListsExpressionsWithTheirLines) {
-  auto all = ScanTemplate("a\n{{ .v | json | shellquote }}\n{{ \"x\" }}", false);
+  auto all =
+      ScanTemplate("a\n{{ .v | json | shellquote }}\n{{ \"x\" }}", false);
   ASSERT_TRUE(all.ok()) << all.status().message();
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].written, "{{ .v | json | shellquote }}");
   EXPECT_EQ((*all)[0].path, std::vector<std::string>{"v"});
-  EXPECT_EQ((*all)[0].pipes,
-            (std::vector<std::string>{"json", "shellquote"}));
+  EXPECT_EQ((*all)[0].pipes, (std::vector<std::string>{"json", "shellquote"}));
   EXPECT_EQ((*all)[0].line_offset, 1);
   EXPECT_TRUE((*all)[1].literal);
   EXPECT_EQ((*all)[1].line_offset, 2);
