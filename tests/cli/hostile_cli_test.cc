@@ -163,7 +163,7 @@ TEST_F(HostileCliTest, AWideTaskFanOutWaitsForDescriptorsInsteadOfFailing) {
                      values +
                      "] }]\n"
                      "    do:\n"
-                     "    - { task: t, run: \"sleep 0.05; echo cell {{ .i }}\" }\n",
+                     "    - { task: t, run: \"sleep 0.05; echo cell {{ .i | shellquote }}\" }\n",
                  "ulimit -n 256");
   EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
   EXPECT_EQ(r.output.find("Too many open files"), std::string::npos);
