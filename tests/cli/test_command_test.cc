@@ -293,4 +293,45 @@ mock:
       << own.output;
 }
 
+TEST_F(TestCommandTest, JobAssertStepsAreCheckedAndBadEntriesRefused) {
+  Write("steps.yaml", R"(jobs:
+- name: j
+  plan:
+  - task: fetch
+    run: exit 1
+    retry: { max_attempts: 3, base_delay_ms: 50 }
+  assert:
+    outcome: failed
+    steps:
+    - { name: fetch, attempts: 2, waits_ms: [50, 50], tolerance_ms: 40 }
+    - { name: absent, outcome: succeeded }
+)");
+  Result r = Steps("test steps.yaml");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Has(r.output, "step 'fetch': 3 attempts, expected 2")) << r.output;
+  EXPECT_TRUE(Has(r.output, "step 'absent': did not run (assert.steps, line "
+                            "11)"))
+      << r.output;
+
+  Write("bad.yaml", R"(jobs:
+- name: j
+  plan: [{ task: fetch, run: "true" }]
+  assert:
+    steps:
+    - { attempts: 2 }
+    - { name: fetch, waits_ms: 200, outcome: fine }
+)");
+  Result bad = Steps("validate bad.yaml");
+  EXPECT_EQ(bad.exit_code, 65) << bad.output;
+  EXPECT_TRUE(Has(bad.output, "bad.yaml:6: error: an 'assert.steps' entry "
+                              "needs the 'name' of the step"))
+      << bad.output;
+  EXPECT_TRUE(Has(bad.output, "bad.yaml:7: error: 'assert.steps.waits_ms' "
+                              "must be a list"))
+      << bad.output;
+  EXPECT_TRUE(Has(bad.output, "'assert.steps.outcome' must be succeeded, "
+                              "failed, errored or aborted, not 'fine'"))
+      << bad.output;
+}
+
 }  // namespace
