@@ -448,7 +448,9 @@ Command TestCommand() {
                      "Print every job's log, not only failures'");
         app.footer(
             "A job passes when its assert: block holds (execution in order, "
-            "outcome), or,\n"
+            "outcome, steps:\n"
+            "each step's attempts, waits, errors ...) and no request its "
+            "steps sent\nmissed a mock expect:; or, "
             "without one, when it succeeds. A file whose header says\n"
             "  # expect-refused: MESSAGE\n"
             "passes when loading refuses it with that message; one whose "
