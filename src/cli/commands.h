@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace steps::cli {
 
@@ -37,6 +38,11 @@ Command CompletionCommand();
 // (process/guardian.h), started by `steps run` and `steps test`, never by a
 // user. Not in the command table, so neither help nor completion lists it.
 int RunGuardianCommand(int argc, char** argv);
+
+// The line `steps validate` prints for a file that loads, e.g.
+// "Valid: w (1 step) — 1 warning; failing due to --strict" (spec text 000).
+std::string ValidSummary(const std::string& name, int steps, int warnings,
+                         bool strict);
 
 }  // namespace steps::cli
 

@@ -125,6 +125,14 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   outcome.signal = signals.first_signal();
   for (const std::string& problem : agents->MockExpectationFailures())
     outcome.mock_problems.push_back(redactor->Redact(problem));
+  for (const MockRequestRecord& request : agents->MockRequests()) {
+    for (const std::string& f : request.expect_failures) {
+      outcome.mock_misses.push_back(
+          {request.step,
+           redactor->Redact(f + " (request " + std::to_string(request.index) +
+                            ", agent '" + request.agent + "')")});
+    }
+  }
   return outcome;
 }
 

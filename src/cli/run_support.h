@@ -30,6 +30,13 @@ struct RunOutcome {
   int signal = 0;  // The signal that aborted the run, or 0.
   // Problems the mock provider saw (unmet `expect:`), when serving one.
   std::vector<std::string> mock_problems;
+  // The same, each with the step whose request missed (its X-Steps-Step:
+  // the step's name, "TASK/fix" for a fixer), in the order requests came.
+  struct MockMiss {
+    std::string step;
+    std::string problem;
+  };
+  std::vector<MockMiss> mock_misses;
 };
 
 // Runs the jobs of `plan` with the local process launcher, SIGINT/SIGTERM

@@ -40,6 +40,9 @@ struct CaseResult {
   std::string reason;
   std::string log;
   Millis duration{0};
+  // A failed case whose job had a step that errored (the machinery broke):
+  // JUnit's <error>, counted in `errors` rather than `failures`.
+  bool errored = false;
 };
 
 // The value of a "# KEY: value" comment line at the top of a fixture.
@@ -131,10 +134,11 @@ std::string XmlEscape(const std::string& text) {
 }
 
 bool WriteJunit(const std::string& path, const std::vector<CaseResult>& cases) {
-  int failures = 0, skipped = 0;
+  int failures = 0, errors = 0, skipped = 0;
   double total = 0;
   for (const CaseResult& c : cases) {
-    failures += c.verdict == CaseResult::kFail;
+    failures += c.verdict == CaseResult::kFail && !c.errored;
+    errors += c.verdict == CaseResult::kFail && c.errored;
     skipped += c.verdict == CaseResult::kSkip;
     total += c.duration.count() / 1000.0;
   }
@@ -142,11 +146,11 @@ bool WriteJunit(const std::string& path, const std::vector<CaseResult>& cases) {
   if (!out) return false;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << "<testsuites name=\"steps test\" tests=\"" << cases.size()
-      << "\" failures=\"" << failures << "\" skipped=\"" << skipped
-      << "\" time=\"" << total << "\">\n";
+      << "\" failures=\"" << failures << "\" errors=\"" << errors
+      << "\" skipped=\"" << skipped << "\" time=\"" << total << "\">\n";
   out << "  <testsuite name=\"steps\" tests=\"" << cases.size()
-      << "\" failures=\"" << failures << "\" skipped=\"" << skipped
-      << "\" time=\"" << total << "\">\n";
+      << "\" failures=\"" << failures << "\" errors=\"" << errors
+      << "\" skipped=\"" << skipped << "\" time=\"" << total << "\">\n";
   for (const CaseResult& c : cases) {
     out << "    <testcase classname=\"" << XmlEscape(c.file) << "\" name=\""
         << XmlEscape(c.name) << "\" time=\"" << c.duration.count() / 1000.0
@@ -159,13 +163,110 @@ bool WriteJunit(const std::string& path, const std::vector<CaseResult>& cases) {
     if (c.verdict == CaseResult::kSkip) {
       out << "      <skipped message=\"" << XmlEscape(c.reason) << "\"/>\n";
     } else {
-      out << "      <failure message=\"" << XmlEscape(c.reason) << "\">"
-          << XmlEscape(c.log) << "</failure>\n";
+      const char* tag = c.errored ? "error" : "failure";
+      out << "      <" << tag << " message=\"" << XmlEscape(c.reason) << "\">"
+          << XmlEscape(c.log) << "</" << tag << ">\n";
     }
     out << "    </testcase>\n";
   }
   out << "  </testsuite>\n</testsuites>\n";
   return static_cast<bool>(out);
+}
+
+// The lines of `log` that job `job` printed: from its "job NAME" line to
+// its "job NAME OUTCOME in ..." line (jobs run one after another). The whole
+// log when the job's lines are not found.
+std::string JobLog(const std::string& log, const std::string& job) {
+  const std::string start = "job " + job;
+  std::istringstream lines(log);
+  std::string line, out;
+  bool inside = false;
+  while (std::getline(lines, line)) {
+    if (!inside && (line == start || line.rfind(start + " (timeout", 0) == 0))
+      inside = true;
+    if (!inside) continue;
+    out += line + "\n";
+    for (const char* o : {" succeeded in ", " failed in ", " aborted in "}) {
+      if (line.rfind(start + o, 0) == 0) return out;
+    }
+  }
+  return out.empty() ? log : out;
+}
+
+// The mock's missed expectations, as one reason per job (by index) plus a
+// last one for misses no job's step made. Jobs run one after another and
+// requests are kept in order, so each miss belongs to the first job, from
+// the one the previous miss went to, with a step of the request's name (a
+// fixer's requests are named "TASK/fix").
+std::vector<std::string> AttributeMockMisses(
+    const std::vector<pipeline::JobRecord>& jobs,
+    const std::vector<RunOutcome::MockMiss>& found) {
+  std::vector<std::string> out(jobs.size() + 1);
+  size_t cursor = 0;
+  for (const RunOutcome::MockMiss& miss : found) {
+    size_t at = jobs.size();
+    for (size_t j = cursor; j < jobs.size() && at == jobs.size(); ++j) {
+      for (const pipeline::StepRecord& s : jobs[j].steps) {
+        if (s.ref.name == miss.step ||
+            (!s.ref.fixer && s.ref.name + "/fix" == miss.step)) {
+          at = j;
+          break;
+        }
+      }
+    }
+    if (at < jobs.size()) cursor = at;
+    std::string& reason = out[at];
+    reason += (reason.empty() ? "" : "; ");
+    if (at < jobs.size()) reason += "step '" + miss.step + "': ";
+    reason += "mock expectation missed: " + miss.problem;
+  }
+  return out;
+}
+
+bool HasErroredStep(const pipeline::JobRecord& job) {
+  for (const pipeline::StepRecord& s : job.steps) {
+    if (s.outcome == Outcome::kErrored) return true;
+  }
+  return false;
+}
+
+// The "# expect-warning: TEXT" and "# expect-strict: TEXT" headers of a file
+// that loaded: a warning containing TEXT was given, or `steps validate
+// --strict` would fail the file with TEXT (e.g. "Valid: w (1 step) — 1
+// warning; failing due to --strict"). nullopt for a file with neither.
+std::optional<CaseResult> JudgeLoadWarnings(const std::string& file,
+                                            const pipeline::LoadResult& r) {
+  const std::string warning = Header(file, "expect-warning");
+  const std::string strict = Header(file, "expect-strict");
+  if (warning.empty() && strict.empty()) return std::nullopt;
+  CaseResult c{file, "(load warnings)"};
+  const int warnings = r.diagnostics.warning_count();
+  if (!warning.empty()) {
+    bool found = false;
+    for (const pipeline::Diagnostic& d : r.diagnostics.all()) {
+      found |= d.severity == pipeline::Severity::kWarning &&
+               d.message.find(warning) != std::string::npos;
+    }
+    if (!found) c.reason = "no warning says: " + warning;
+  }
+  if (!strict.empty()) {
+    int steps = 0;
+    for (const pipeline::Job& job : r.pipeline->jobs)
+      steps += pipeline::CountSteps(job.plan);
+    const std::string summary =
+        ValidSummary(fs::path(file).stem().string(), steps, warnings, true);
+    if (warnings == 0 || summary.find(strict) == std::string::npos) {
+      if (!c.reason.empty()) c.reason += "; ";
+      c.reason += "validate --strict says \"" + summary + "\"" +
+                  (warnings ? "" : " and passes") + ", expected it to fail "
+                  "with: " + strict;
+    }
+  }
+  if (!c.reason.empty()) {
+    c.verdict = CaseResult::kFail;
+    c.log = r.diagnostics.FormatAll();
+  }
+  return c;
 }
 
 // Runs one fixture file; appends one case per job (or one for the file).
@@ -214,6 +315,10 @@ void TestFile(const std::string& file, const std::string& state_dir,
     cases.push_back(c);
     return;
   }
+  if (std::optional<CaseResult> c = JudgeLoadWarnings(file, r)) {
+    c->duration = elapsed();
+    cases.push_back(*c);
+  }
   pipeline::ResolvedPlan plan(r.pipeline);
   // Without a mock: block the sources run as written: each must be
   // servable here before the first step runs.
@@ -248,22 +353,28 @@ void TestFile(const std::string& file, const std::string& state_dir,
   std::fclose(mem);
   std::string log(buf, len);
   free(buf);
-  for (const pipeline::JobRecord& job : outcome.record.jobs) {
+  const std::vector<std::string> misses =
+      AttributeMockMisses(outcome.record.jobs, outcome.mock_misses);
+  for (size_t i = 0; i < outcome.record.jobs.size(); ++i) {
+    const pipeline::JobRecord& job = outcome.record.jobs[i];
     CaseResult c{file, job.name};
     c.duration = job.duration;
     const pipeline::Job* model = r.pipeline->FindJob(job.name);
-    if (auto why = pipeline::JudgeJob(*model, job)) {
+    std::optional<std::string> why = pipeline::JudgeJob(*model, job);
+    if (why || !misses[i].empty()) {
       c.verdict = CaseResult::kFail;
-      c.reason = *why;
-      c.log = log;
+      c.reason = why.value_or("");
+      if (!misses[i].empty())
+        c.reason += (c.reason.empty() ? "" : "; ") + misses[i];
+      c.log = JobLog(log, job.name);
+      c.errored = HasErroredStep(job);
     }
     cases.push_back(c);
   }
-  if (!outcome.mock_problems.empty()) {
+  if (!misses.back().empty()) {
     CaseResult c{file, "(mock expectations)"};
     c.verdict = CaseResult::kFail;
-    for (const std::string& p : outcome.mock_problems)
-      c.reason += (c.reason.empty() ? "" : "; ") + p;
+    c.reason = misses.back();
     c.log = log;
     cases.push_back(c);
   }
@@ -356,11 +467,19 @@ Command TestCommand() {
                      "Print every job's log, not only failures'");
         app.footer(
             "A job passes when its assert: block holds (execution in order, "
-            "outcome), or,\n"
+            "outcome, steps:\n"
+            "each step's attempts, waits, errors ...) and no request its "
+            "steps sent\nmissed a mock expect:; or, "
             "without one, when it succeeds. A file whose header says\n"
             "  # expect-refused: MESSAGE\n"
-            "passes when loading refuses it with that message. A file with a "
-            "mock: block\n"
+            "passes when loading refuses it with that message; one whose "
+            "header says\n"
+            "  # expect-warning: MESSAGE   or   # expect-strict: SUMMARY\n"
+            "gets a '(load warnings)' case that passes when loading warns "
+            "with MESSAGE, or\n"
+            "when 'steps validate --strict' fails it with SUMMARY; its jobs "
+            "run as usual.\n"
+            "A file with a mock: block\n"
             "has every agent source served in-process by the mock provider.\n"
             "Prints one line per job and closes with 'N passed, N failed'. "
             "Exit 0 when all\n"

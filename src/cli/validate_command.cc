@@ -47,6 +47,20 @@ void WarnIfSourcesUnservable(pipeline::LoadResult& r) {
   }
 }
 
+}  // namespace
+
+std::string ValidSummary(const std::string& name, int steps, int warnings,
+                         bool strict) {
+  std::string out = "Valid: " + name + " (" + Plural(steps, "step") + ")";
+  if (warnings) {
+    out += " — " + Plural(warnings, "warning");
+    if (strict) out += "; failing due to --strict";
+  }
+  return out;
+}
+
+namespace {
+
 int RunValidate(const ValidateOptions& opts) {
   int exit_code = kExitOk;
   for (const std::string& file : opts.files) {
@@ -67,15 +81,8 @@ int RunValidate(const ValidateOptions& opts) {
     int steps = 0;
     for (const pipeline::Job& job : r.pipeline->jobs)
       steps += pipeline::CountSteps(job.plan);
-    std::cout << "Valid: " << name << " (" << Plural(steps, "step") << ")";
-    if (warnings) {
-      std::cout << " — " << Plural(warnings, "warning");
-      if (opts.strict) {
-        std::cout << "; failing due to --strict";
-        exit_code = kExitRefused;
-      }
-    }
-    std::cout << "\n";
+    std::cout << ValidSummary(name, steps, warnings, opts.strict) << "\n";
+    if (warnings && opts.strict) exit_code = kExitRefused;
   }
   return exit_code;
 }

@@ -9,6 +9,7 @@
 
 #include "core/yaml_limits.h"
 #include "mock_provider/script.h"
+#include "pipeline/job_assert.h"
 #include "pipeline/loader_internal.h"
 #include "pipeline/yaml_reader.h"
 
@@ -301,7 +302,8 @@ void ReadJobAssert(const YAML::Node& n, Job& job, Diagnostics& d) {
   if (!n.IsMap()) {
     d.Error(
         LineOf(n),
-        "a job's 'assert' must be a mapping with 'execution' and/or 'outcome'");
+        "a job's 'assert' must be a mapping with 'execution', 'outcome' and/or "
+        "'steps'");
     return;
   }
   MapReader r(n, "a job's assert", d);
@@ -331,6 +333,7 @@ void ReadJobAssert(const YAML::Node& n, Job& job, Diagnostics& d) {
               "its job 'failed'; assert 'outcome: failed'");
     }
   }
+  a.steps = ReadStepChecks(r.Take("steps"), d);
   r.Finish();
   job.check = std::move(a);
 }

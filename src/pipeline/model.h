@@ -206,9 +206,29 @@ struct Step {
   }
 };
 
+// One entry of a job assert's `steps:` list: what one step's record must
+// show. The i-th entry naming X is checked against the i-th step named X in
+// the order steps finished. Unset fields are not checked.
+struct StepCheck {
+  std::string name;
+  int line = 0;
+  std::optional<Outcome> outcome;
+  std::optional<int> attempts;                  // Attempts recorded.
+  std::optional<std::vector<Outcome>> attempt_outcomes;  // Each, in order.
+  std::optional<std::string> error;             // The step's error contains.
+  std::optional<std::string> exhausted_by;      // On the last attempt ("" none).
+  // The last attempt's clipped_to_ms; -1 asserts it was not clipped.
+  std::optional<int64_t> clipped_to_ms;
+  std::optional<std::vector<int64_t>> waits_ms;  // Between attempts, in order.
+  int64_t tolerance_ms = 100;  // For clipped_to_ms and waits_ms, either way.
+  std::optional<int> provider_requests;  // Agent steps.
+  std::optional<bool> deadline_disclosed;  // Agent steps.
+};
+
 struct JobAssert {
   std::optional<std::vector<std::string>> execution;
   std::optional<Outcome> outcome;
+  std::vector<StepCheck> steps;
   int line = 0;
 };
 

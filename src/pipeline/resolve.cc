@@ -216,11 +216,14 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
       if (r.fix_agent) {
         ResolvedDials fd = ResolveAgentDials(
             nullptr, *r.fix_agent, SourceOf(*pipeline_, *r.fix_agent));
-        fd.attempts = s.fix->attempts.has_value()
-                          ? Dial<int>{*s.fix->attempts, DialOrigin::kFix,
-                                      s.fix->attempts.line}
-                          : Dial<int>{kDefaultFixAttempts,
-                                      DialOrigin::kPackageDefault, 0};
+        // fix: {attempts}, then the agent entry's (already in fd, as its
+        // timeout is), then 1 rather than an agent step's default of 3.
+        if (s.fix->attempts.has_value()) {
+          fd.attempts = {*s.fix->attempts, DialOrigin::kFix,
+                         s.fix->attempts.line};
+        } else if (!r.fix_agent->attempts.has_value()) {
+          fd.attempts = {kDefaultFixAttempts, DialOrigin::kPackageDefault, 0};
+        }
         // The fixer works in the task's directory: the task's own sandbox
         // comes first.
         fd.sandbox = ResolveSandbox(&s.sandbox, &r.fix_agent->sandbox,

@@ -62,9 +62,22 @@ void ReadRetry(const YAML::Node& n, Step& step, Diagnostics& d) {
                           "a non-negative number", d)) {
     rs.base_delay = Millis(static_cast<int64_t>(std::min(*v, 1e12)));
   }
-  if (auto v = ReadNumber(r.Take("max_delay_ms"), "retry.max_delay_ms", 0,
-                          "a non-negative number", d)) {
-    rs.max_delay = Millis(static_cast<int64_t>(std::min(*v, 1e12)));
+  if (YAML::Node v = r.Take("max_delay_ms"); v.IsDefined()) {
+    // A cap of 0 would silently make every wait 0: refused, since omitting
+    // the key already means "no cap" (spec text 000's default).
+    if (auto ms = ReadNumber(v, "retry.max_delay_ms", 0,
+                             "a positive number", d)) {
+      if (*ms < 1) {
+        d.Error(LineOf(v),
+                "'retry.max_delay_ms' must be a positive number (got " +
+                    v.as<std::string>() +
+                    ") — a cap of 0 would make every wait 0; omit "
+                    "'max_delay_ms' for no cap, or drop 'base_delay_ms' "
+                    "for no wait");
+      } else {
+        rs.max_delay = Millis(static_cast<int64_t>(std::min(*ms, 1e12)));
+      }
+    }
   }
   if (YAML::Node v = r.Take("on_timeout"); v.IsDefined()) {
     rs.on_timeout_line = r.KeyLine("on_timeout");
@@ -263,6 +276,15 @@ void ReadAgentDials(MapReader& r, Step& step, Diagnostics& d) {
 // Checks that need the whole step: attempts vs retry, the spec's warnings.
 void CheckRetryRules(MapReader& r, Step& step, StepContext ctx) {
   Diagnostics& d = ctx.diags;
+  // attempts: re-runs a task, get or put like retry: does; on an agent it
+  // retries one model request inside the single run, so it stays allowed.
+  if (ctx.in_ensure && step.attempts.has_value() &&
+      step.kind != StepKind::kAgent && !step.is_container()) {
+    d.Error(step.attempts.line,
+            "'attempts' is refused on an 'ensure' hook step — ensure runs "
+            "exactly once, whatever happened; retry the steps it cleans up "
+            "after instead");
+  }
   if (!step.retry) return;
   const RetrySpec& rs = *step.retry;
   int retry_line = r.KeyLine("retry");

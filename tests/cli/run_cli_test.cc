@@ -280,7 +280,9 @@ mock:
 )");
   Result r = Steps("test expect.yaml");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("(mock expectations)"), std::string::npos)
+  EXPECT_NE(r.output.find("FAIL  expect.yaml  j"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("mock expectation missed"), std::string::npos)
       << r.output;
 }
 

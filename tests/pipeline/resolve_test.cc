@@ -169,11 +169,15 @@ TEST(ResolveTest, TasksHaveNoDefaultDeadlineAndOneAttempt) {
   EXPECT_EQ(*retried.total_timeout, std::chrono::seconds(9));
 }
 
+// A fixer's attempts: fix: {attempts}, then its agent entry's, then 1 (not
+// an agent step's 3); its timeout comes from the entry the same way.
 TEST(ResolveTest, FixerHasItsOwnAttempts) {
   auto p = MustLoad(R"(agents:
 - name: fixer
   source: { model: mock/f }
   attempts: 4
+- name: plain
+  source: { model: mock/p }
 jobs:
 - name: j
   plan:
@@ -183,16 +187,24 @@ jobs:
   - task: two
     run: x
     fix: { agent: fixer, attempts: 2 }
+  - task: three
+    run: x
+    fix: plain
 )");
   ASSERT_TRUE(p);
   ResolvedPlan plan(p);
   const ResolvedStep& one = plan.For(*p->jobs[0].plan[0]);
   ASSERT_TRUE(one.fix_dials);
-  EXPECT_EQ(one.fix_dials->attempts.value, 1);
+  EXPECT_EQ(one.fix_dials->attempts.value, 4);
+  EXPECT_EQ(one.fix_dials->attempts.origin, DialOrigin::kAgentEntry);
   EXPECT_EQ(*one.fix_dials->timeout.value, std::chrono::minutes(30));
   const ResolvedStep& two = plan.For(*p->jobs[0].plan[1]);
   EXPECT_EQ(two.fix_dials->attempts.value, 2);
   EXPECT_EQ(two.fix_dials->attempts.origin, DialOrigin::kFix);
+  const ResolvedStep& three = plan.For(*p->jobs[0].plan[2]);
+  ASSERT_TRUE(three.fix_dials);
+  EXPECT_EQ(three.fix_dials->attempts.value, 1);
+  EXPECT_EQ(three.fix_dials->attempts.origin, DialOrigin::kPackageDefault);
 }
 
 TEST(ResolveTest, HooksAndNestedStepsAreResolved) {
