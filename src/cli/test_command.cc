@@ -1,4 +1,4 @@
-// `steps test [FILE|DIR]... [--junit PATH]`: runs every job and judges it by
+// `steps test [FILE|DIR]... [--junit PATH] [--summary PATH]`: runs every job and judges it by
 // its assert: block.
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/ci_report.h"
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 struct TestOptions {
   std::vector<std::string> paths;
   std::string junit;
+  std::string summary;  // --summary FILE
   std::string state_dir;
   bool verbose = false;
 };
@@ -40,6 +42,7 @@ struct CaseResult {
   std::string reason;
   std::string log;
   Millis duration{0};
+  int line = 0;  // The job's line, or the first load error's.
   // A failed case whose job had a step that errored (the machinery broke):
   // JUnit's <error>, counted in `errors` rather than `failures`.
   bool errored = false;
@@ -270,8 +273,15 @@ std::optional<CaseResult> JudgeLoadWarnings(const std::string& file,
 }
 
 // Runs one fixture file; appends one case per job (or one for the file).
+// The line of the first error in `d`, or 0.
+int FirstErrorLine(const pipeline::Diagnostics& d) {
+  for (const pipeline::Diagnostic& x : d.all())
+    if (x.severity == pipeline::Severity::kError) return x.line;
+  return 0;
+}
+
 void TestFile(const std::string& file, const std::string& state_dir,
-              std::vector<CaseResult>& cases) {
+              std::vector<CaseResult>& cases, CiReport& report) {
   const std::string refused = Header(file, "expect-refused");
   const std::string skip = Header(file, "steps-test");
   SteadyTime start = RealClock().Now();
@@ -310,6 +320,7 @@ void TestFile(const std::string& file, const std::string& state_dir,
     CaseResult c{file, "(load)"};
     c.verdict = CaseResult::kFail;
     c.reason = "the pipeline was refused at load";
+    c.line = FirstErrorLine(r.diagnostics);
     c.log = r.diagnostics.FormatAll();
     c.duration = elapsed();
     cases.push_back(c);
@@ -353,6 +364,7 @@ void TestFile(const std::string& file, const std::string& state_dir,
   std::fclose(mem);
   std::string log(buf, len);
   free(buf);
+  report.AddRun(*r.pipeline, outcome.record);
   const std::vector<std::string> misses =
       AttributeMockMisses(outcome.record.jobs, outcome.mock_misses);
   for (size_t i = 0; i < outcome.record.jobs.size(); ++i) {
@@ -360,6 +372,7 @@ void TestFile(const std::string& file, const std::string& state_dir,
     CaseResult c{file, job.name};
     c.duration = job.duration;
     const pipeline::Job* model = r.pipeline->FindJob(job.name);
+    c.line = model->line;
     std::optional<std::string> why = pipeline::JudgeJob(*model, job);
     if (why || !misses[i].empty()) {
       c.verdict = CaseResult::kFail;
@@ -409,9 +422,12 @@ int RunTest(const TestOptions& opts) {
     state_dir = tmpl;
   }
   std::vector<CaseResult> cases;
+  std::string title = "steps test";
+  for (const std::string& p : opts.paths) title += " " + p;
+  CiReport report(title);
   for (const std::string& file : files) {
     size_t first = cases.size();
-    TestFile(file, state_dir, cases);
+    TestFile(file, state_dir, cases, report);
     for (size_t i = first; i < cases.size(); ++i) {
       const CaseResult& c = cases[i];
       const char* tag = c.verdict == CaseResult::kPass   ? "PASS"
@@ -439,6 +455,11 @@ int RunTest(const TestOptions& opts) {
     std::error_code ec;
     fs::remove_all(state_dir, ec);
   }
+  for (const CaseResult& c : cases) {
+    report.AddCase({c.file, c.name, c.line, c.verdict != CaseResult::kFail,
+                    c.verdict == CaseResult::kSkip, c.reason, c.duration});
+  }
+  PublishCiReport(report, opts.summary);
   if (!opts.junit.empty() && !WriteJunit(opts.junit, cases)) {
     std::cerr << "steps test: cannot write " << opts.junit << "\n";
     return kExitJobFailed;
@@ -460,6 +481,9 @@ Command TestCommand() {
                        "Files or folders (default: fixtures)");
         app.add_option("--junit", opts->junit,
                        "Also write JUnit XML to this file");
+        app.add_option("--summary", opts->summary,
+                       "Also write a Markdown summary to this file (under "
+                       "GitHub Actions it also goes to $GITHUB_STEP_SUMMARY)");
         app.add_option("--state-dir", opts->state_dir,
                        "Keep run folders here (default: a temporary folder, "
                        "removed after)");

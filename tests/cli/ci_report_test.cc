@@ -138,5 +138,37 @@ TEST(CiReportTest, AnUnwritableSummaryIsSaidAndTheRunStillCounts) {
   EXPECT_TRUE(Has(r.out, "--summary: cannot write no/such/dir/s.md")) << r.out;
 }
 
+// `steps test` annotates the jobs whose assert: did not hold, at the job's
+// line, and never a step that failed as its job's assert: expects.
+TEST(CiReportTest, StepsTestAnnotatesOnlyVerdicts) {
+  TempDir dir;
+  dir.Write("f.yaml", R"(jobs:
+- name: meant-to-fail
+  plan:
+  - { task: t, run: exit 1 }
+  assert: { outcome: failed }
+- name: wrong
+  plan:
+  - { task: u, run: "true" }
+  assert: { outcome: failed }
+)");
+  auto r = RunInShell(dir.path(),
+                      "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=gh.md "
+                      "$STEPS test f.yaml --summary out.md");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "::error file=f.yaml,line=6,title=steps test%3A job "
+                         "wrong failed::"))
+      << r.out;
+  EXPECT_EQ(r.out.find("::error"), r.out.rfind("::error")) << r.out;
+  const std::string summary = ReadFile(dir / "out.md");
+  EXPECT_EQ(summary, ReadFile(dir / "gh.md"));
+  EXPECT_TRUE(Has(summary, "## `steps test f.yaml`")) << summary;
+  EXPECT_TRUE(Has(summary, "1 passed, 1 failed.")) << summary;
+  EXPECT_TRUE(Has(summary, "| f.yaml | meant-to-fail | passed |")) << summary;
+  EXPECT_TRUE(Has(summary, "| f.yaml | wrong | **FAILED** |")) << summary;
+  EXPECT_TRUE(Has(summary, "- **wrong** (`f.yaml:6`)")) << summary;
+  EXPECT_FALSE(Has(summary, "meant-to-fail / t")) << summary;
+}
+
 }  // namespace
 }  // namespace steps
