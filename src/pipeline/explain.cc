@@ -308,7 +308,8 @@ class Printer {
     Row(2, "timeout", job.timeout.has_value() ? Fmt(*job.timeout) : "none",
         job.timeout.has_value()
             ? "job (line " + std::to_string(job.timeout.line) +
-                  "); checked between steps, never during one"
+                  "); checked between steps, never during one; hooks "
+                  "run past it, each bounded by its own timeout"
             : "not set: the job has no deadline of its own");
     if (job.budget)
       Row(2, "budget", BudgetText(*job.budget),

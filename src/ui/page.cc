@@ -28,7 +28,7 @@ const std::string& PageHtml() {
            font-size: 12px; font-weight: 600; }
   .succeeded, .cached { background: var(--ok); } .failed { background: var(--fail); }
   .errored { background: var(--err); } .aborted, .interrupted { background: var(--abort); }
-  .running { background: var(--run); }
+  .running { background: var(--run); } .badge.not.started { background: var(--muted); }
   table { width: 100%; border-collapse: collapse; }
   td, th { text-align: left; padding: 4px 6px; border-top: 1px solid var(--line);
            vertical-align: top; }

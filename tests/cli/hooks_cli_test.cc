@@ -128,6 +128,13 @@ TEST_F(HooksCliTest, HooksRunAfterTheJobDeadlineBoundedByTheirOwnTimeout) {
     EXPECT_EQ(Named(steps, ran)["outcome"], "succeeded") << ran;
   }
   EXPECT_EQ(Named(steps, "stuck")["outcome"], "failed");
+
+  Result explained = Steps("explain p.yaml");
+  EXPECT_EQ(explained.exit_code, 0) << explained.output;
+  EXPECT_TRUE(Has(explained.output,
+                  "checked between steps, never during one; hooks run past "
+                  "it, each bounded by its own timeout"))
+      << explained.output;
 }
 
 // A job whose step errored ends failed, so the job's on_failure fires, not

@@ -60,10 +60,15 @@ class MockedRun {
     }
     return out;
   }
-  std::vector<StepRecord> StepsNamed(const std::string& name) {
+  // The records of steps named `name` that ran (or, with `not_started`,
+  // of those kept from starting).
+  std::vector<StepRecord> StepsNamed(const std::string& name,
+                                     bool not_started = false) {
     std::vector<StepRecord> out;
     for (const StepRecord& r : run_.observer().steps) {
-      if (!r.ref.fixer && r.ref.name == name) out.push_back(r);
+      if (!r.ref.fixer && r.ref.name == name &&
+          (r.outcome == Outcome::kNotStarted) == not_started)
+        out.push_back(r);
     }
     return out;
   }
@@ -233,6 +238,13 @@ TEST(AgentStepsTest, AcrossBudgetExactlySpentAdmitsNoFurtherCell) {
   EXPECT_EQ(job.outcome, Outcome::kSucceeded) << job.error;
   EXPECT_EQ(run.StepsNamed("cell").size(), 2u);
   EXPECT_EQ(run.RequestsFor("writer").size(), 2u);
+  // Each cell not admitted has a record that says why.
+  std::vector<StepRecord> unstarted = run.StepsNamed("cell", true);
+  ASSERT_EQ(unstarted.size(), 4u);
+  EXPECT_NE(unstarted[0].error.find(": across budget spent: token budget of "
+                                    "200 spent (200 used)"),
+            std::string::npos)
+      << unstarted[0].error;
   std::vector<std::string> spent = logs.LinesWith("across.budget_spent");
   ASSERT_EQ(spent.size(), 1u);
   const std::string* line = &spent[0];

@@ -393,20 +393,158 @@ TEST(ExecutorTest, AcrossMaxInFlightBoundsConcurrencyAndRendersValues) {
 }
 
 TEST(ExecutorTest, FailFastCancelsSiblings) {
+  // `bad` fails only once `long` has started (a file it waits for, 20 s at
+  // most), so `long` is running when fail_fast cancels it.
   PipelineRun run(R"(jobs:
 - name: j
   plan:
   - in_parallel:
       fail_fast: true
       steps:
-      - { task: bad, run: exit 1 }
-      - { task: long, run: sleep 10 }
+      - task: bad
+        run: |
+          for i in $(seq 2000); do
+            if [ -e "$STEPS_ARTIFACTS/long-started" ]; then exit 1; fi
+            sleep 0.01
+          done
+          exit 2
+      - { task: long, run: "touch \"$STEPS_ARTIFACTS/long-started\"; sleep 10" }
 )");
   auto start = std::chrono::steady_clock::now();
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_EQ(job.error, "exited with code 1");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  EXPECT_EQ(run.observer().Step("long")->outcome, Outcome::kAborted);
+  const StepRecord* long_step = run.observer().Step("long");
+  ASSERT_NE(long_step, nullptr);
+  EXPECT_EQ(long_step->outcome, Outcome::kAborted);
+}
+
+TEST(ExecutorTest, FailFastRecordsSiblingsThatNeverStarted) {
+  PipelineRun run(R"(jobs:
+- name: j
+  plan:
+  - in_parallel:
+      limit: 1
+      fail_fast: true
+      steps:
+      - { task: bad, run: exit 1 }
+      - { task: later, run: "true" }
+      - do:
+        - { task: inner, run: "true" }
+        on_failure: { task: hook, run: "true" }
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_EQ(job.execution, Names({"bad"}));  // Not started is not finished.
+  for (const char* name : {"later", "do"}) {
+    const StepRecord* r = run.observer().Step(name);
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ(r->outcome, Outcome::kNotStarted) << name;
+    EXPECT_EQ(r->error, "fail_fast: sibling 'bad' failed") << name;
+    EXPECT_TRUE(r->attempts.empty()) << name;
+  }
+  EXPECT_EQ(run.observer().Step("inner"), nullptr);
+  EXPECT_EQ(run.observer().Step("hook"), nullptr)
+      << "a step that never started fires no hook";
+  EXPECT_EQ(job.steps.size(), 3u);
+}
+
+TEST(ExecutorTest, FailFastNamesTheSiblingInsideNestedBlocks) {
+  // `bad` fails once `blocker` has started (a file it waits for, 20 s at
+  // most); the inner block's next branch is then kept from starting by the
+  // outer block's fail_fast, and its record says so.
+  PipelineRun run(R"(jobs:
+- name: j
+  plan:
+  - in_parallel:
+      fail_fast: true
+      steps:
+      - task: bad
+        run: |
+          for i in $(seq 2000); do
+            if [ -e "$STEPS_ARTIFACTS/blocker-started" ]; then exit 1; fi
+            sleep 0.01
+          done
+          exit 2
+      - in_parallel:
+          limit: 1
+          steps:
+          - task: blocker
+            run: "touch \"$STEPS_ARTIFACTS/blocker-started\"; sleep 30"
+          - { task: after, run: "true" }
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  ASSERT_NE(run.observer().Step("blocker"), nullptr);
+  EXPECT_EQ(run.observer().Step("blocker")->outcome, Outcome::kAborted);
+  const StepRecord* after = run.observer().Step("after");
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->outcome, Outcome::kNotStarted);
+  EXPECT_EQ(after->error, "fail_fast: sibling 'bad' failed");
+}
+
+TEST(ExecutorTest, FailFastDoesNotCutASiblingsEnsureHook) {
+  // `bad` fails while `ok`'s ensure hook runs (each waits for the other's
+  // file, 20 s at most); the hook is cleanup and runs to its end, a second
+  // past the cancel.
+  PipelineRun run(R"(jobs:
+- name: j
+  plan:
+  - in_parallel:
+      fail_fast: true
+      steps:
+      - task: bad
+        run: |
+          for i in $(seq 2000); do
+            if [ -e "$STEPS_ARTIFACTS/tidy-started" ]; then break; fi
+            sleep 0.01
+          done
+          touch "$STEPS_ARTIFACTS/bad-exiting"
+          exit 1
+      - task: ok
+        run: "true"
+        ensure:
+          task: tidy
+          run: |
+            touch "$STEPS_ARTIFACTS/tidy-started"
+            for i in $(seq 2000); do
+              if [ -e "$STEPS_ARTIFACTS/bad-exiting" ]; then break; fi
+              sleep 0.01
+            done
+            sleep 1
+            echo tidied
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  const StepRecord* tidy = run.observer().Step("tidy");
+  ASSERT_NE(tidy, nullptr);
+  EXPECT_EQ(tidy->outcome, Outcome::kSucceeded) << tidy->error;
+  EXPECT_EQ(tidy->output, "tidied\n");
+}
+
+TEST(ExecutorTest, AbortRecordsTheBranchesThatNeverStarted) {
+  PipelineRun run(R"(jobs:
+- name: j
+  plan:
+  - in_parallel:
+      limit: 1
+      steps:
+      - { task: hang, run: sleep 30 }
+      - { task: next, run: "true" }
+)");
+  // Cancelled as `hang` starts: its process is never left running.
+  run.observer().on_step_start = [&](const StepRef& s) {
+    if (s.name == "hang") run.options.abort.Cancel(CancelReason::kAbort);
+  };
+  auto start = std::chrono::steady_clock::now();
+  JobRecord job = run.RunJob();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(job.outcome, Outcome::kAborted);
+  const StepRecord* next = run.observer().Step("next");
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->outcome, Outcome::kNotStarted);
+  EXPECT_EQ(next->error, "aborted");
 }
 
 TEST(ExecutorTest, TrySwallowsFailureDoStopsAtIt) {
