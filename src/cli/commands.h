@@ -29,6 +29,7 @@ Command RunCommand();
 Command TestCommand();
 Command ShowCommand();
 Command RunsCommand();
+Command CacheCommand();
 Command UiCommand();
 Command InitCommand();
 Command CompletionCommand();

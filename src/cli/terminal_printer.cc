@@ -155,7 +155,12 @@ void TerminalPrinter::OnStepEnd(const pipeline::StepRecord& step) {
   std::string line = StepLabel(step.ref) + " " +
                      std::string(OutcomeName(step.outcome)) + " in " +
                      FormatDuration(step.duration);
-  if (step.cached) line += " (cached)";
+  if (step.cached && !step.cached_from_run.empty()) {
+    line += " (cached from run " + step.cached_from_run + ", step " +
+            step.cached_from_step + ")";
+  } else if (step.cached) {
+    line += " (cached)";
+  }
   if (!step.error.empty()) line += ": " + step.error;
   PrintLocked(line);
 }
