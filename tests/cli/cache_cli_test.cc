@@ -295,4 +295,26 @@ TEST_F(CacheCliTest, CacheIsInHelpAndCompletion) {
   EXPECT_EQ(Steps("cache").exit_code, 64);
 }
 
+TEST_F(CacheCliTest, AStepThatPrintedASecretIsNotRemembered) {
+  // On stderr only: the stdout the cache keeps holds no secret.
+  Write("p.yml", R"(
+secrets: [DEPLOY_TOKEN]
+jobs:
+- name: j
+  plan:
+  - task: a
+    env: { DEPLOY_TOKEN: "${DEPLOY_TOKEN}" }
+    run: echo fine; echo "token $DEPLOY_TOKEN" >&2
+)");
+  const std::string env = "DEPLOY_TOKEN=s3cr3t-value";
+  Result first = Steps("run p.yml --plain", env);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_FALSE(Has(first, "s3cr3t-value")) << first.output;
+  Result again = Steps("run p.yml --plain", env);
+  EXPECT_FALSE(Has(again, "cached")) << again.output;
+  EXPECT_TRUE(Has(again, "  a ! token ***")) << again.output;
+  Result ls = Steps("cache ls");
+  EXPECT_TRUE(Has(ls, "0 entries")) << ls.output;
+}
+
 }  // namespace
