@@ -60,6 +60,9 @@ class MockEngine {
   MockReply Handle(const std::string& path, const HttpHeaders& headers,
                    const std::string& body, int connection = 0);
 
+  // The script it serves (never changed after construction).
+  const MockScript& script() const { return script_; }
+
   std::vector<MockRequestRecord> Requests() const;
   // The records as a JSON array (what GET /_requests serves).
   std::string RequestsJson() const;

@@ -326,6 +326,7 @@ Result<MockScript> ParseMockScript(const YAML::Node& node) {
   try {
     for (const auto& kv : node) {
       std::string key = kv.first.as<std::string>();
+      script.written[key] = YAML::Dump(kv.second);
       if (key == "default") {
         auto e = ParseEntry(kv.second);
         if (!e.ok()) return e.status();
@@ -360,6 +361,25 @@ Result<MockScript> ParseMockScript(const YAML::Node& node) {
     return InvalidArgument(std::to_string(LineOf(node)) + ": " + e.what());
   }
   return script;
+}
+
+std::string MockScriptFingerprint(const MockScript& script,
+                                  const std::string& agent) {
+  // Each part framed by its key and length, so no two scripts read alike.
+  std::string out;
+  auto add = [&](const std::string& key) {
+    auto it = script.written.find(key);
+    if (it == script.written.end()) return;
+    out += key + "\n" + std::to_string(it->second.size()) + "\n" + it->second +
+           "\n";
+  };
+  if (script.scripts.count(agent)) {
+    add(agent);
+    add("default");
+    return out;
+  }
+  for (const auto& [key, text] : script.written) add(key);
+  return out;
 }
 
 Result<MockScript> ParseMockScriptText(const std::string& text) {

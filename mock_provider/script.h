@@ -80,7 +80,18 @@ struct MockScript {
   // Answers every request no script covers, and every request after a
   // script ran out. Unset: a 400 saying nothing was scripted.
   std::optional<MockEntry> default_entry;
+  // Each key's YAML as read ("default" included), in yaml-cpp's one
+  // emitted form (comments and layout dropped): what MockScriptFingerprint
+  // compares.
+  std::map<std::string, std::string> written;
 };
+
+// A text that differs whenever the answers `script` may give the agent
+// named `agent` differ: the agent's own script and `default` when the
+// script has one for the agent (agent names win), else every script (a
+// model's script or the default answers it). For the step cache key.
+std::string MockScriptFingerprint(const MockScript& script,
+                                  const std::string& agent);
 
 // Reads a script from its YAML node (a pipeline's `mock:` value). Errors
 // are kInvalidArgument, "LINE: message" with the node's 1-based line, so a

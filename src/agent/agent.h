@@ -174,6 +174,16 @@ class AgentRunner {
   // by transport faults (errored), or cancellation (aborted). Never throws.
   virtual AgentResult Run(const AgentInvocation& invocation,
                           const AgentContext& context) = 0;
+  // What, besides the invocation, decides the answers this runner gives the
+  // agent named `agent`: empty when its sources answer (real providers and
+  // CLIs, as the invocation names them); otherwise a text that differs for
+  // every different set of answers (a mock script: "mock" and the entries
+  // that may answer the agent). The step cache keys agent steps by it, so a
+  // scripted answer never stands in for a real one. Thread-safe.
+  virtual std::string CacheIdentity(const std::string& agent) const {
+    (void)agent;
+    return "";
+  }
 };
 
 }  // namespace steps::agent

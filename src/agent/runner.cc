@@ -43,6 +43,11 @@ AgentResult ConversationRunner::Run(const AgentInvocation& invocation,
   return RunConversation(invocation, context, setup);
 }
 
+std::string ConversationRunner::CacheIdentity(const std::string& agent) const {
+  if (!options_.mock) return "";
+  return "mock\n" + MockScriptFingerprint(options_.mock->script(), agent);
+}
+
 std::vector<MockRequestRecord> ConversationRunner::MockRequests() const {
   if (!options_.mock) return {};
   return options_.mock->Requests();

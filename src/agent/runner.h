@@ -60,6 +60,9 @@ class ConversationRunner : public AgentRunner {
 
   AgentResult Run(const AgentInvocation& invocation,
                   const AgentContext& context) override;
+  // Empty for real sources; under a mock, "mock" and the fingerprint of
+  // the script entries that may answer `agent` (MockScriptFingerprint).
+  std::string CacheIdentity(const std::string& agent) const override;
 
   // The mock engine serving this runner's sources; nullptr when real.
   MockEngine* mock() const { return options_.mock.get(); }

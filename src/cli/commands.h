@@ -30,6 +30,7 @@ Command RunCommand();
 Command TestCommand();
 Command ShowCommand();
 Command RunsCommand();
+Command CacheCommand();
 Command UiCommand();
 Command InitCommand();
 Command CompletionCommand();

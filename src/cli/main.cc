@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     return RunGuardianCommand(argc, argv);
   const std::vector<Command> commands = {
       RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
-      ShowCommand(), RunsCommand(), UiCommand(),       InitCommand(),
-      CompletionCommand(),
+      ShowCommand(), RunsCommand(), CacheCommand(),    UiCommand(),
+      InitCommand(), CompletionCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "

@@ -157,7 +157,12 @@ void TerminalPrinter::OnStepEnd(const pipeline::StepRecord& step) {
   // A step that never started has no duration, only a reason.
   if (step.outcome != Outcome::kNotStarted)
     line += " in " + FormatDuration(step.duration);
-  if (step.cached) line += " (cached)";
+  if (step.cached && !step.cached_from_run.empty()) {
+    line += " (cached from run " + step.cached_from_run + ", step " +
+            step.cached_from_step + ")";
+  } else if (step.cached) {
+    line += " (cached)";
+  }
   if (!step.error.empty()) line += ": " + step.error;
   PrintLocked(line);
 }

@@ -108,12 +108,12 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   agent::AgentResult ar = Converse(inv, scope, ref);
   record.agent = ar;
   StepResult r{ar.outcome, ar.error, ar.answer};
-  if (r.ok() && step.check && step.check->stdout_contains &&
-      TrimOutput(r.output).find(*step.check->stdout_contains) ==
-          std::string::npos) {
-    r.outcome = Outcome::kFailed;
-    r.error = "assert: the answer does not contain \"" +
-              *step.check->stdout_contains + "\"";
+  if (r.ok()) {
+    if (std::optional<std::string> miss =
+            AssertMiss(step, std::nullopt, r.output)) {
+      r.outcome = Outcome::kFailed;
+      r.error = *miss;
+    }
   }
   return finish(std::move(r));
 }

@@ -208,6 +208,13 @@ class JobRunner {
 // off. writable_dir is left for the caller.
 std::optional<SandboxOptions> ToSandboxOptions(const SandboxSpec& spec);
 
+// Why a result fails `step`'s `assert:`, or nullopt when it holds (also
+// when it has none). `exit_code` is a task's; an agent's assert judges only
+// its answer.
+std::optional<std::string> AssertMiss(const Step& step,
+                                      std::optional<int> exit_code,
+                                      const std::string& output);
+
 // Text helpers shared by the runners.
 std::string TrimOutput(std::string_view s);
 std::string SafeName(std::string_view name);

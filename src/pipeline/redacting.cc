@@ -27,6 +27,7 @@ void RedactAgent(const Redactor& r, agent::AgentResult& result) {
 void RedactRecord(const Redactor& r, AttemptRecord& attempt) {
   Mask(r, attempt.error);
   Mask(r, attempt.output);
+  for (PrintedLine& line : attempt.printed) Mask(r, line.text);
 }
 
 void RedactRecord(const Redactor& r, StepRecord& step) {
@@ -127,11 +128,14 @@ std::optional<CachedStep> RedactingStepCache::Find(const std::string& key) {
   return next_.Find(key);
 }
 
-void RedactingStepCache::Remember(
-    const std::string& key, const StepRef& step, const std::string& output,
-    const std::map<std::string, std::string>& outputs) {
-  if (redactor_->Contains(output)) return;
-  next_.Remember(key, step, output, outputs);
+void RedactingStepCache::Remember(const std::string& key,
+                                  const StepRef& step,
+                                  const CachedStep& result) {
+  if (redactor_->Contains(result.output)) return;
+  for (const PrintedLine& line : result.lines) {
+    if (redactor_->Contains(line.text)) return;
+  }
+  next_.Remember(key, step, result);
 }
 
 }  // namespace steps::pipeline

@@ -54,9 +54,10 @@ class RedactingObserver : public RunObserver {
   const std::shared_ptr<const Redactor> redactor_;
 };
 
-// A step whose output holds a secret is not remembered: the cache would
-// have to keep the secret verbatim (or restore "***" in its place on a
-// hit), so the step simply runs again next time. Lookups pass through.
+// A step whose output or printed lines hold a secret is not remembered: the
+// cache would have to keep the secret verbatim (or restore "***" in its
+// place on a hit), so the step simply runs again next time. Lookups pass
+// through (a hit's replayed lines reach the observers through the mask).
 class RedactingStepCache : public StepCache {
  public:
   // `next` is not owned and must outlive this cache.
@@ -64,8 +65,7 @@ class RedactingStepCache : public StepCache {
 
   std::optional<CachedStep> Find(const std::string& key) override;
   void Remember(const std::string& key, const StepRef& step,
-                const std::string& output,
-                const std::map<std::string, std::string>& outputs) override;
+                const CachedStep& result) override;
 
  private:
   StepCache& next_;

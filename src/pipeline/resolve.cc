@@ -91,9 +91,12 @@ const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
   return kNone;
 }
 
+// Every source of the chain, as what decides its answers: the model or CLI
+// command, the endpoint, and a CLI's environment as written.
 void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s) {
   h.Add(field, s.is_cli() ? "cli:" + s.cli : "model:" + s.model);
   h.Add(field + ".base_url", s.base_url.value_or(""));
+  for (const auto& [k, v] : s.env) h.Add(field + ".env." + k, v);
 }
 
 // A sandbox changes what a command can see and reach, so what it produces:

@@ -13,8 +13,15 @@
 #include "core/duration.h"
 #include "core/outcome.h"
 #include "pipeline/model.h"
+#include "process/process.h"
 
 namespace steps::pipeline {
+
+// One line a step printed, as the observers saw it.
+struct PrintedLine {
+  OutputStream stream = OutputStream::kStdout;
+  std::string text;
+};
 
 struct AttemptRecord {
   int number = 1;  // 1-based.
@@ -32,6 +39,9 @@ struct AttemptRecord {
   std::string error;   // Why the attempt did not succeed.
   std::string output;  // Its stdout, bounded.
   bool fixed = false;  // A fixer ran and this is the re-run's result.
+  // What the attempt printed, kept only for the step cache to replay (a
+  // cacheable task under a cache; at most kMaxCachedLines).
+  std::vector<PrintedLine> printed;
 };
 
 // Identifies a step while it runs (for observers).
@@ -54,6 +64,9 @@ struct StepRecord {
   Millis duration{0};
   std::string identity;  // Cache key (hex); empty for blocks.
   bool cached = false;
+  // A cached step: the run and step ("JOB:2") whose result it reused.
+  std::string cached_from_run;
+  std::string cached_from_step;
   std::vector<AttemptRecord> attempts;
   std::optional<agent::AgentResult> agent;  // Agent steps.
 };

@@ -25,12 +25,15 @@ std::string Ms(Millis d) { return std::to_string(d.count()) + "ms"; }
 constexpr size_t kMaxStepOutput = 1 << 20;
 
 // The step cache key (step_cache.h): the identity with what the step sees
-// at run time.
+// at run time. `answers` is what answers an agent step besides its sources
+// (AgentRunner::CacheIdentity); empty for real sources and for tasks.
 std::string CacheKey(const std::string& identity,
                      const std::map<std::string, std::string>& env,
-                     const Scope& scope, const std::string& workspace) {
+                     const Scope& scope, const std::string& workspace,
+                     const std::string& answers) {
   FieldHasher h;
   h.Add("identity", identity);
+  if (!answers.empty()) h.Add("answers", answers);
   for (const auto& [k, v] : env) h.Add("env." + k, v);
   h.Add("vars", DumpJson(scope.vars));
   if (scope.critique) {
@@ -40,6 +43,34 @@ std::string CacheKey(const std::string& identity,
   }
   h.Add("workspace", workspace);
   return h.HexDigest();
+}
+
+// Why a remembered result would not succeed as `step` is written now (its
+// current assert, or a task's exit code that no `assert: {code}` allows),
+// or nullopt when it would.
+std::optional<std::string> CachedResultMiss(const Step& step,
+                                            const CachedStep& hit) {
+  if (step.kind == StepKind::kTask) {
+    if (!hit.exit_code) return "no exit code recorded";
+    if (*hit.exit_code != 0 &&
+        !(step.check && step.check->code == hit.exit_code)) {
+      return "exited with code " + std::to_string(*hit.exit_code);
+    }
+  }
+  return AssertMiss(step, hit.exit_code, hit.output);
+}
+
+// The lines a cached step replays: what it printed, or an agent's answer.
+std::vector<PrintedLine> ReplayLines(const Step& step, const CachedStep& hit) {
+  if (step.kind != StepKind::kAgent || !hit.lines.empty()) return hit.lines;
+  std::vector<PrintedLine> lines;
+  std::string_view rest = hit.output;
+  while (!rest.empty() && lines.size() < kMaxCachedLines) {
+    const size_t end = rest.find('\n');
+    lines.push_back({OutputStream::kStdout, std::string(rest.substr(0, end))});
+    rest = end == std::string_view::npos ? "" : rest.substr(end + 1);
+  }
+  return lines;
 }
 
 // The earlier of two deadlines (an unset one is no deadline).
@@ -177,6 +208,27 @@ void SandboxRequest(SandboxOptions options, const std::string& script,
 
 }  // namespace
 
+std::optional<std::string> AssertMiss(const Step& step,
+                                      std::optional<int> exit_code,
+                                      const std::string& output) {
+  if (!step.check) return std::nullopt;
+  if (step.kind != StepKind::kAgent && step.check->code &&
+      exit_code != step.check->code) {
+    return "assert: exit code " +
+           (exit_code ? std::to_string(*exit_code) : "none") + ", expected " +
+           std::to_string(*step.check->code);
+  }
+  if (step.check->stdout_contains &&
+      TrimOutput(output).find(*step.check->stdout_contains) ==
+          std::string::npos) {
+    return std::string(step.kind == StepKind::kAgent
+                           ? "assert: the answer does not contain \""
+                           : "assert: stdout does not contain \"") +
+           *step.check->stdout_contains + "\"";
+  }
+  return std::nullopt;
+}
+
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
                               const StepRef& ref) {
   const ResolvedStep& rs = ex_.plan.For(step);
@@ -186,6 +238,8 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   rec.started = clock_.WallNow();
   const SteadyTime start = clock_.Now();
   auto finish = [&](StepResult r) {
+    // What the attempts printed was kept for the cache only: let it go.
+    for (AttemptRecord& a : rec.attempts) a.printed.clear();
     rec.outcome = r.outcome;
     rec.error = r.error;
     rec.output = r.output;
@@ -227,7 +281,12 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
       std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
       for (const auto& [k, v] : ex_.opts.env) env[k] = v;
       for (const auto& [k, v] : step.env) env[k] = v;
-      rec.identity = CacheKey(rs.identity, env, scope, before->contents);
+      const std::string answers =
+          step.kind == StepKind::kAgent && ex_.opts.agents
+              ? ex_.opts.agents->CacheIdentity(step.agent)
+              : "";
+      rec.identity =
+          CacheKey(rs.identity, env, scope, before->contents, answers);
       if (std::optional<StepResult> hit =
               RestoreCached(step, ref, rec, start, prep))
         return *hit;
@@ -235,10 +294,17 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   }
   // REQUIRES: the workspace was kept. Not for a success that needed a fix.
   auto remember = [&](const StepResult& r) {
-    if (!r.ok() || rec.attempts.empty() || rec.attempts.back().fixed) return;
-    std::map<std::string, std::string> outputs;
-    for (const std::string& out : step.outputs) outputs[out] = ArtifactDir(out);
-    ex_.opts.cache->Remember(rec.identity, ref, r.output, outputs);
+    if (rec.attempts.empty()) return;
+    AttemptRecord& last = rec.attempts.back();
+    if (r.ok() && !last.fixed) {
+      CachedStep entry;
+      entry.output = r.output;
+      if (step.kind == StepKind::kTask) entry.exit_code = last.exit_code;
+      entry.lines = std::move(last.printed);
+      for (const std::string& out : step.outputs)
+        entry.outputs[out] = ArtifactDir(out);
+      ex_.opts.cache->Remember(rec.identity, ref, entry);
+    }
   };
   const WorkLimit after{nullptr, scope.token, Deadline()};
 
@@ -295,21 +361,38 @@ std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
                                                    const WorkLimit& limit) {
   std::optional<CachedStep> hit = ex_.opts.cache->Find(rec.identity);
   if (!hit) return std::nullopt;
+  // The result is judged as the step is written now: one the assert
+  // rejects is set aside and the step runs, as it would without the cache.
+  if (std::optional<std::string> miss = CachedResultMiss(step, *hit)) {
+    LogEvent(LogLevel::kInfo, "cache.set_aside",
+             {{"step", ref.id},
+              {"from_run", hit->from_run},
+              {"from_step", hit->from_step},
+              {"reason", *miss}});
+    return std::nullopt;
+  }
   for (const std::string& out : step.outputs) {
     auto saved = hit->outputs.find(out);
     if (saved == hit->outputs.end() ||
         !CopyTree(saved->second, ArtifactDir(out), limit).ok())
       return std::nullopt;
   }
+  // Replayed as a live step reports itself: its lines, then its end, which
+  // names the run and step the result came from.
   ex_.observer().OnStepStart(ref, std::nullopt);
   ex_.observer().OnAttemptStart(ref, 1, 1, std::nullopt);
+  for (const PrintedLine& line : ReplayLines(step, *hit))
+    ex_.observer().OnOutput(ref, line.stream, line.text);
   AttemptRecord a;
   a.started = rec.started;
   a.output = hit->output;
+  a.exit_code = hit->exit_code;
   a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
   ex_.observer().OnAttemptEnd(ref, a);
   rec.attempts.push_back(a);
   rec.cached = true;
+  rec.cached_from_run = hit->from_run;
+  rec.cached_from_step = hit->from_step;
   rec.output = hit->output;
   rec.duration = a.duration;
   Finish(std::move(rec), true);
@@ -483,6 +566,10 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
 
   const std::optional<SandboxOptions> sandbox =
       ToSandboxOptions(ex_.plan.For(step).dials.sandbox.value);
+  // A task that the cache may remember keeps what it prints, to replay.
+  const bool keep_printed =
+      ex_.opts.cache && !ref.hook && step.kind == StepKind::kTask;
+  size_t printed_bytes = 0;
 
   // Runs one script; returns false (with `a` filled) when it did not succeed.
   auto run_script = [&](const std::string& script, const std::string& cwd,
@@ -497,6 +584,11 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     req.max_captured_bytes = kMaxStepOutput;
     req.on_line = [&](OutputStream stream, std::string_view line) {
       ex_.observer().OnOutput(ref, stream, line);
+      if (keep_printed && a.printed.size() < kMaxCachedLines &&
+          printed_bytes + line.size() <= kMaxStepOutput) {
+        a.printed.push_back({stream, std::string(line)});
+        printed_bytes += line.size();
+      }
     };
     ProcessResult pr;
     {
@@ -604,20 +696,8 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     }
   }
   // The assert judges this attempt's output: a miss is a failure.
-  if (step.check) {
-    if (step.check->code && a.exit_code != step.check->code) {
-      return done(Outcome::kFailed,
-                  "assert: exit code " +
-                      (a.exit_code ? std::to_string(*a.exit_code) : "none") +
-                      ", expected " + std::to_string(*step.check->code));
-    }
-    if (step.check->stdout_contains &&
-        TrimOutput(a.output).find(*step.check->stdout_contains) ==
-            std::string::npos) {
-      return done(Outcome::kFailed, "assert: stdout does not contain \"" +
-                                        *step.check->stdout_contains + "\"");
-    }
-  }
+  if (std::optional<std::string> miss = AssertMiss(step, a.exit_code, a.output))
+    return done(Outcome::kFailed, *miss);
   return done(Outcome::kSucceeded, "");
 }
 

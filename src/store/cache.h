@@ -1,16 +1,25 @@
 // The step cache kept in the run store: entries in the `cache` table, the
 // output folders of each entry under CACHE_DIR/KEY/. See step_cache.h for
-// the key and docs/store.md for the rules.
+// the key and docs/store.md for the rules. Also what `steps cache ls` and
+// `steps cache clear` read and remove.
 #ifndef STEPS_STORE_CACHE_H_
 #define STEPS_STORE_CACHE_H_
 
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeline/step_cache.h"
 #include "store/store.h"
 
 namespace steps::store {
+
+// The form of the entries this steps writes (the `format` column). Entries
+// of an older form (written before keys covered what answers an agent
+// step, exit codes and printed lines) are never found: they simply miss.
+inline constexpr int kCacheFormat = 2;
 
 // STATE_DIR/cache.
 std::string CacheDir(const std::string& state_dir);
@@ -23,13 +32,13 @@ class StoreStepCache : public pipeline::StepCache {
   StoreStepCache(Store& store, std::string cache_dir, std::string run_id,
                  bool lookups);
 
-  // A miss too when a saved output folder has gone missing.
+  // A miss too when a saved output folder has gone missing, or the entry
+  // is of an older format.
   std::optional<pipeline::CachedStep> Find(const std::string& key) override;
   // Copies the output folders into CACHE_DIR/KEY/NAME (replacing an older
   // entry's) and then records the entry.
   void Remember(const std::string& key, const pipeline::StepRef& step,
-                const std::string& output,
-                const std::map<std::string, std::string>& outputs) override;
+                const pipeline::CachedStep& result) override;
 
  private:
   Store& store_;
@@ -38,6 +47,38 @@ class StoreStepCache : public pipeline::StepCache {
   bool lookups_;
   std::mutex files_mu_;  // One entry's folders are written at a time.
 };
+
+// One entry as `steps cache ls` lists it.
+struct CacheEntryInfo {
+  std::string key;
+  std::string run_id;     // The run whose step produced it.
+  std::string step_id;    // "JOB:2".
+  std::string step_name;  // "" for entries of an older format.
+  int64_t created_ms = 0;
+  int64_t size_bytes = 0;  // Output, printed lines and saved folders.
+  bool usable = true;      // False: an older format, never found.
+};
+
+// Every entry, newest first.
+Result<std::vector<CacheEntryInfo>> ListCacheEntries(Store& store);
+
+// Which entries `steps cache clear` removes: all, or those of a step
+// (its name or its id, "JOB:2") and/or created before a time.
+struct CacheClearFilter {
+  std::optional<std::string> step;
+  std::optional<int64_t> created_before_ms;
+};
+
+// Removes the matching entries and their saved folders under `cache_dir`;
+// returns how many entries went.
+Result<int64_t> ClearCacheEntries(Store& store, const std::string& cache_dir,
+                                  const CacheClearFilter& filter);
+
+// `ls` as text: one line per entry (key prefix, step, run, age, size) under
+// a header, and a last line with the count and total size. `now_ms` is the
+// time ages are counted to.
+std::string FormatCacheEntries(const std::vector<CacheEntryInfo>& entries,
+                               int64_t now_ms);
 
 }  // namespace steps::store
 

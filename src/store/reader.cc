@@ -161,8 +161,12 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.status, s.error, s.output, s.started_ms, s.duration_ms,"
       " s.deadline_ms, s.identity, s.cached, s.agent_turns,"
       " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
-      " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken, c.run_id,"
-      " c.step_id FROM steps s LEFT JOIN cache c ON s.cached = 1 AND"
+      " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken,"
+      " COALESCE(s.cached_from_run, c.run_id),"
+      " COALESCE(s.cached_from_step, c.step_id) FROM steps s"
+      // A step recorded before steps kept its origin: the entry under its
+      // key, when it is still there, is the best guess.
+      " LEFT JOIN cache c ON s.cached = 1 AND s.cached_from_run IS NULL AND"
       " c.key = s.identity AND c.run_id != s.run_id WHERE s.run_id = ?1"
       " ORDER BY s.end_seq IS NULL, s.end_seq, s.start_seq",
       run.id, [&](const Statement& s) {

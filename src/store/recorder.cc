@@ -295,15 +295,17 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
         " line, status, error, output, started_ms, duration_ms, identity,"
         " cached, start_seq, end_seq, agent_turns, provider_requests,"
         " prompt_tokens, completion_tokens, usd, nudge_sent,"
-        " deadline_disclosed, fallbacks_taken) VALUES (?1, ?2, ?3, ?4, ?5,"
+        " deadline_disclosed, fallbacks_taken, cached_from_run,"
+        " cached_from_step) VALUES (?1, ?2, ?3, ?4, ?5,"
         " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
-        " ?19, ?20, ?21, ?22, ?23, ?24)"
+        " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
         " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
         " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
         " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
         " provider_requests = ?18, prompt_tokens = ?19,"
         " completion_tokens = ?20, usd = ?21, nudge_sent = ?22,"
-        " deadline_disclosed = ?23, fallbacks_taken = ?24");
+        " deadline_disclosed = ?23, fallbacks_taken = ?24,"
+        " cached_from_run = ?25, cached_from_step = ?26");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     const pipeline::StepRef& ref = step.ref;
@@ -332,6 +334,10 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
       s.Bind(22, int64_t{a->nudge_sent});
       s.Bind(23, int64_t{a->deadline_disclosed});
       s.Bind(24, DumpJson(nlohmann::json(a->fallbacks_taken)));
+    }
+    if (step.cached) {
+      s.Bind(25, step.cached_from_run);
+      s.Bind(26, step.cached_from_step);
     }
     if (Status r = s.Run(); !r.ok()) return r;
     // The record is the authority: attempts that ended without an event of

@@ -11,7 +11,8 @@ namespace {
 //
 // Every statement is CREATE ... IF NOT EXISTS, so the same script brings an
 // older store up to date: version 2 added process_groups (the process
-// groups of running tasks, see store/process_groups.h).
+// groups of running tasks, see store/process_groups.h). Columns added to a
+// table that exists are added by kAddedColumns.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS runs (
   id TEXT PRIMARY KEY,
@@ -63,6 +64,8 @@ CREATE TABLE IF NOT EXISTS steps (
   nudge_sent INTEGER,
   deadline_disclosed INTEGER,
   fallbacks_taken TEXT,
+  cached_from_run TEXT,
+  cached_from_step TEXT,
   PRIMARY KEY (run_id, step_id)
 );
 CREATE VIEW IF NOT EXISTS hooks AS SELECT * FROM steps WHERE hook IS NOT NULL;
@@ -126,9 +129,61 @@ CREATE TABLE IF NOT EXISTS cache (
   step_id TEXT NOT NULL,
   output TEXT NOT NULL,
   outputs TEXT NOT NULL,
-  created_ms INTEGER NOT NULL
+  created_ms INTEGER NOT NULL,
+  step_name TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  lines TEXT NOT NULL DEFAULT '',
+  size_bytes INTEGER NOT NULL DEFAULT 0,
+  format INTEGER NOT NULL DEFAULT 1
 );
 )sql";
+
+// Version 3: a cached step names the run and step it came from; a cache
+// entry keeps its step's name, exit code, printed lines, size and format.
+// Rows of an older store get the defaults: format 1, which the step cache
+// never finds (store/cache.h, kCacheFormat).
+struct AddedColumn {
+  const char* table;
+  const char* column;
+  const char* declaration;
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"steps", "cached_from_run", "TEXT"},
+    {"steps", "cached_from_step", "TEXT"},
+    {"cache", "step_name", "TEXT NOT NULL DEFAULT ''"},
+    {"cache", "exit_code", "INTEGER"},
+    {"cache", "lines", "TEXT NOT NULL DEFAULT ''"},
+    {"cache", "size_bytes", "INTEGER NOT NULL DEFAULT 0"},
+    {"cache", "format", "INTEGER NOT NULL DEFAULT 1"},
+};
+
+Result<bool> HasColumn(Db& db, const std::string& table,
+                       const std::string& column) {
+  Result<StatementUse> st =
+      db.Prepared("SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, table);
+  (*st)->Bind(2, column);
+  Result<bool> row = (*st)->Step();
+  if (!row.ok()) return row.status();
+  return *row && (*st)->Int(0) > 0;
+}
+
+// Adds each of kAddedColumns its table lacks (a table made by kSchema has
+// them all already).
+Status AddMissingColumns(Db& db) {
+  for (const AddedColumn& c : kAddedColumns) {
+    Result<bool> has = HasColumn(db, c.table, c.column);
+    if (!has.ok()) return has.status();
+    if (*has) continue;
+    if (Status s = db.Exec(std::string("ALTER TABLE ") + c.table +
+                           " ADD COLUMN " + c.column + " " + c.declaration);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return Status::Ok();
+}
 
 Status ApplySchema(Db& db) {
   int version = 0;
@@ -150,6 +205,7 @@ Status ApplySchema(Db& db) {
   Transaction tx(db);
   if (!tx.begun().ok()) return tx.begun();
   if (Status s = db.Exec(kSchema); !s.ok()) return s;
+  if (Status s = AddMissingColumns(db); !s.ok()) return s;
   if (Status s =
           db.Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
       !s.ok()) {

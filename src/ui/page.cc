@@ -116,6 +116,9 @@ function stepHtml(s) {
          `${s.agent.fallbacks_taken.length ? " · fell back to " + esc(s.agent.fallbacks_taken.join(", ")) : ""}</span>`;
   }
   h += `</div>`;
+  if (s.cached_from) {
+    h += `<div class="muted">cached from run ${esc(s.cached_from.run)}, step ${esc(s.cached_from.step)}</div>`;
+  }
   if (s.error) h += `<div class="error">${esc(s.error)}</div>`;
   for (const a of s.attempts) {
     h += `<div class="attempt">(attempt ${a.number}/${a.of}) ${badge(a.status)} ` +

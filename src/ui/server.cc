@@ -78,6 +78,10 @@ nlohmann::json StepJson(const store::StoredStep& s) {
                       {"log_lines", s.log_lines},
                       {"attempts", attempts},
                       {"turns", turns}};
+  if (s.cached && !s.cached_from_run.empty()) {
+    j["cached_from"] = {{"run", s.cached_from_run},
+                        {"step", s.cached_from_step}};
+  }
   if (s.agent) {
     j["agent"] = {
         {"turns", s.agent->turns},

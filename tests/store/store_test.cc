@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "store/cache.h"
 #include "store_test_util.h"
 
 namespace steps::store {
@@ -168,6 +169,76 @@ TEST(StoreTest, ASecondConnectionSeesOnlyCommittedEvents) {
   });
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 1);
+}
+
+// A store written before version 3: its steps and cache tables lack the
+// columns added since. It opens, gains them, and its old cache entry is
+// listed but never found.
+TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  const std::string key(64, 'a');
+  {
+    auto db = Db::Open(path, true);
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    ASSERT_TRUE(
+        (*db)
+            ->Exec("CREATE TABLE steps (run_id TEXT NOT NULL, step_id TEXT NOT"
+                   " NULL, job TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT"
+                   " NULL, hook TEXT, fixer INTEGER NOT NULL DEFAULT 0, line"
+                   " INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, error"
+                   " TEXT NOT NULL DEFAULT '', output TEXT NOT NULL DEFAULT '',"
+                   " started_ms INTEGER NOT NULL, duration_ms INTEGER,"
+                   " deadline_ms INTEGER, identity TEXT NOT NULL DEFAULT '',"
+                   " cached INTEGER NOT NULL DEFAULT 0, start_seq INTEGER NOT"
+                   " NULL, end_seq INTEGER, agent_turns INTEGER,"
+                   " provider_requests INTEGER, prompt_tokens INTEGER,"
+                   " completion_tokens INTEGER, usd REAL, nudge_sent INTEGER,"
+                   " deadline_disclosed INTEGER, fallbacks_taken TEXT, PRIMARY"
+                   " KEY (run_id, step_id));"
+                   "CREATE TABLE cache (key TEXT PRIMARY KEY, run_id TEXT NOT"
+                   " NULL, step_id TEXT NOT NULL, output TEXT NOT NULL, outputs"
+                   " TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+                   "INSERT INTO cache VALUES ('" +
+                   key +
+                   "', 'old-run', 'j:1', 'hello', '[]', 1);"
+                   "PRAGMA user_version = 2;")
+            .ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(PragmaText(**store, "user_version"), "3");
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM pragma_table_info('steps')"
+                  " WHERE name LIKE 'cached_from_%'"),
+            2);
+  StoreStepCache cache(**store, CacheDir(dir.path()), "new-run", true);
+  EXPECT_FALSE(cache.Find(key).has_value());
+  auto entries = ListCacheEntries(**store);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_FALSE((*entries)[0].usable);
+  // Remembered anew under the same key, the entry is found.
+  pipeline::StepRef ref;
+  ref.id = "j:1";
+  ref.name = "a";
+  pipeline::CachedStep result;
+  result.output = "hello\n";
+  result.exit_code = 0;
+  result.lines = {{OutputStream::kStderr, std::string("a\0b:c", 5)}};
+  cache.Remember(key, ref, result);
+  std::optional<pipeline::CachedStep> hit = cache.Find(key);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->output, "hello\n");
+  EXPECT_EQ(hit->exit_code, 0);
+  EXPECT_EQ(hit->from_run, "new-run");
+  EXPECT_EQ(hit->from_step, "j:1");
+  ASSERT_EQ(hit->lines.size(), 1u);
+  EXPECT_EQ(hit->lines[0].stream, OutputStream::kStderr);
+  EXPECT_EQ(hit->lines[0].text, std::string("a\0b:c", 5));
+  // A second open finds everything in place.
+  store->reset();
+  EXPECT_TRUE(Store::Open(path).ok());
 }
 
 }  // namespace
