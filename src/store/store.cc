@@ -130,6 +130,22 @@ CREATE TABLE IF NOT EXISTS cache (
 );
 )sql";
 
+// Schema step: the run's plan outline, agent turn times, the nudge's time.
+// Columns added to tables kSchema creates, so a store of any older version
+// (and a new one, just created by kSchema) gets them here, once:
+//   runs.plan          the outline of the run's plan as it started (JSON,
+//                      store/plan_outline.h), so a reader shows the steps
+//                      not started yet; '[]' for runs recorded before.
+//   agent_turns.at_ms  when the turn's answer arrived; NULL before.
+//   steps.nudge_ms     when an agent step's deadline nudge was sent.
+// Kept apart from other steps so that versions can be renumbered.
+constexpr int kPlanOutlineVersion = 3;
+constexpr const char* kPlanOutlineStep = R"sql(
+ALTER TABLE runs ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE agent_turns ADD COLUMN at_ms INTEGER;
+ALTER TABLE steps ADD COLUMN nudge_ms INTEGER;
+)sql";
+
 Status ApplySchema(Db& db) {
   int version = 0;
   {
@@ -150,6 +166,9 @@ Status ApplySchema(Db& db) {
   Transaction tx(db);
   if (!tx.begun().ok()) return tx.begun();
   if (Status s = db.Exec(kSchema); !s.ok()) return s;
+  if (version < kPlanOutlineVersion) {
+    if (Status s = db.Exec(kPlanOutlineStep); !s.ok()) return s;
+  }
   if (Status s =
           db.Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
       !s.ok()) {

@@ -129,6 +129,19 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   }
   ASSERT_FALSE(first.is_null()) << "the running agent step never showed";
   EXPECT_EQ(first["run"]["status"], "running");
+  // The plan's outline, from the run's start, and the execution list so
+  // far while the job runs.
+  const nlohmann::json& job = first["run"]["jobs"][0];
+  ASSERT_EQ(job["plan"].size(), 2u) << job.dump();
+  EXPECT_EQ(job["plan"][0]["id"], "slow-review:1");
+  EXPECT_EQ(job["plan"][0]["name"], "prepare");
+  EXPECT_EQ(job["plan"][0]["kind"], "task");
+  EXPECT_EQ(job["plan"][0]["line"], 8);
+  EXPECT_TRUE(job["plan"][0]["timeout_ms"].is_null());
+  EXPECT_EQ(job["plan"][1]["id"], "slow-review:2");
+  EXPECT_EQ(job["plan"][1]["kind"], "agent");
+  EXPECT_EQ(job["plan"][1]["timeout_ms"], 120000);
+  EXPECT_EQ(job["execution"], nlohmann::json::array({"prepare"}));
   const nlohmann::json& step = *FindStep(first["run"], "slowpoke");
   ASSERT_TRUE(step["deadline_ms"].is_number()) << step.dump();
   int64_t left1 =
@@ -162,7 +175,27 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   EXPECT_FALSE(
       (*finished)["attempts"][0]["taken_by"].get<std::string>().empty());
   EXPECT_EQ((*finished)["agent"]["turns"], 1);
-  EXPECT_EQ(Get(client, "/api/runs")["runs"].size(), 1u);
+  // Tokens and cost: the step's, its job's and the run's; the index too.
+  const nlohmann::json tokens = (*finished)["agent"]["tokens"];
+  EXPECT_GT(tokens.get<int64_t>(), 0);
+  EXPECT_EQ((*finished)["tokens"], tokens);
+  EXPECT_TRUE((*FindStep(done["run"], "prepare"))["tokens"].is_null());
+  EXPECT_EQ(done["run"]["jobs"][0]["tokens"], tokens);
+  EXPECT_EQ(done["run"]["tokens"], tokens);
+  EXPECT_EQ(done["run"]["jobs"][0]["execution"],
+            nlohmann::json::array({"prepare", "slowpoke"}));
+  nlohmann::json index = Get(client, "/api/runs");
+  ASSERT_EQ(index["runs"].size(), 1u);
+  EXPECT_EQ(index["runs"][0]["tokens"], tokens);
+  EXPECT_TRUE(index["runs"][0]["usd"].is_number());
+  // The turn's time lies within the step; the 2m deadline stays known.
+  ASSERT_EQ((*finished)["turns"].size(), 1u);
+  const int64_t at = (*finished)["turns"][0]["at_ms"];
+  const int64_t from = (*finished)["started_ms"];
+  EXPECT_GE(at, from + 2900) << "the mock answers after 3 s";
+  EXPECT_LE(at, from + (*finished)["duration_ms"].get<int64_t>());
+  EXPECT_EQ((*finished)["deadline_ms"], step["deadline_ms"]);
+  EXPECT_TRUE((*finished)["nudge_ms"].is_null());
 
   // A step's lines, from the log API.
   const nlohmann::json* prepare = FindStep(done["run"], "prepare");
