@@ -60,10 +60,10 @@ const std::string& PageHtml() {
   .runrow a.run { font-weight: 600; max-width: 100%; overflow: hidden; text-overflow: ellipsis;
                   white-space: nowrap; }
   .runrow .file { flex: 1 1 14em; min-width: 0; overflow-wrap: anywhere; color: var(--muted); }
-  .tl-axis, .tl-row { display: flex; align-items: center; min-height: 22px; }
-  .tl-label { flex: 0 0 30%; min-width: 0; padding-right: 8px; font-size: 12px;
+  .tl-axis, .tl-row { display: flex; align-items: flex-start; min-height: 26px; }
+  .tl-label { flex: 0 0 30%; min-width: 0; padding-right: 8px; font-size: 12px; line-height: 18px;
               overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-  .tl-track { position: relative; flex: 1 1 auto; height: 18px; min-width: 0;
+  .tl-track { position: relative; flex: 1 1 auto; height: 26px; min-width: 0;
               border-left: 1px solid var(--line); }
   .tl-axis .tl-track { height: 16px; font-size: 11px; color: var(--muted); border-left: 0; }
   .tl-tick { position: absolute; top: 0; transform: translateX(-50%); white-space: nowrap; }
@@ -73,7 +73,8 @@ const std::string& PageHtml() {
              background: repeating-linear-gradient(90deg, var(--err) 0 4px, transparent 4px 7px); }
   .tl-deadline { position: absolute; top: -1px; bottom: -1px; width: 0;
                  border-left: 2px solid var(--fail); }
-  .tl-deadline-later { position: absolute; right: 0; top: 2px; font-size: 10px; color: var(--fail); }
+  .tl-deadline-later { position: absolute; right: 0; top: 15px; font-size: 10px; line-height: 11px;
+                       color: var(--fail); white-space: nowrap; }
   .tl-turn { position: absolute; top: 0; height: 18px; width: 0; border-left: 2px solid #fff;
              box-shadow: 0 0 0 1px var(--text); }
   .tl-nudge { position: absolute; top: -4px; transform: translateX(-50%); font-size: 11px;
@@ -362,13 +363,19 @@ function stepBars(s, j, pos, x, t1) {
   });
   // The deadline: the step's own, else each attempt's, else its timeout
   // counted from its start.
+  // Past the axis, the first one is named at the row's end, counted from
+  // the start of what it limits.
   const plan = (j.plan || []).find(p => p.id === planId(s.id));
-  let deadlines = s.deadline_ms ? [s.deadline_ms] : s.attempts.map(a => a.deadline_ms).filter(d => d);
-  if (!deadlines.length && plan && plan.timeout_ms != null) deadlines = [s.started_ms + plan.timeout_ms];
-  for (const d of deadlines) {
+  let deadlines = s.deadline_ms ? [[s.deadline_ms, s.started_ms]]
+                                : s.attempts.filter(a => a.deadline_ms).map(a => [a.deadline_ms, a.started_ms]);
+  if (!deadlines.length && plan && plan.timeout_ms != null)
+    deadlines = [[s.started_ms + plan.timeout_ms, s.started_ms]];
+  let later = "";
+  for (const [d, from] of deadlines) {
     if (x(d) < 100) h += `<div class="tl-deadline" title="deadline ${when(d)}" style="left:${x(d).toFixed(3)}%"></div>`;
-    else h += `<span class="tl-deadline-later" title="deadline ${when(d)}">deadline +${dur(d - s.started_ms)} ›</span>`;
+    else if (!later) later = `<span class="tl-deadline-later" title="deadline ${when(d)}">deadline +${dur(d - from)} ›</span>`;
   }
+  h += later;
   for (const t of s.turns) {
     if (t.at_ms) h += `<div class="tl-turn" title="turn ${t.turn}" style="left:${x(t.at_ms).toFixed(3)}%"></div>`;
   }
