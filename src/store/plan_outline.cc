@@ -105,13 +105,14 @@ nlohmann::json OutlineJson(const std::vector<PlannedJob>& outline) {
   for (const PlannedJob& job : outline) {
     nlohmann::json steps = nlohmann::json::array();
     for (const PlannedStep& s : job.steps) {
-      steps.push_back({{"id", s.id},
-                       {"name", s.name},
-                       {"kind", s.kind},
-                       {"hook", s.hook},
-                       {"line", s.line},
-                       {"timeout_ms", s.timeout_ms ? nlohmann::json(*s.timeout_ms)
-                                                   : nlohmann::json(nullptr)}});
+      steps.push_back(
+          {{"id", s.id},
+           {"name", s.name},
+           {"kind", s.kind},
+           {"hook", s.hook},
+           {"line", s.line},
+           {"timeout_ms", s.timeout_ms ? nlohmann::json(*s.timeout_ms)
+                                       : nlohmann::json(nullptr)}});
     }
     jobs.push_back(
         {{"name", job.name}, {"truncated", job.truncated}, {"steps", steps}});

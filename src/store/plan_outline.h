@@ -6,18 +6,17 @@
 #define STEPS_STORE_PLAN_OUTLINE_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/resolve.h"
 
 namespace steps::store {
 
 struct PlannedStep {
-  std::string id;    // "JOB:2", "JOB:3.1", "JOB:2/on_failure", "JOB:job/ensure".
+  std::string id;  // "JOB:2", "JOB:3.1", "JOB:2/on_failure", "JOB:job/ensure".
   std::string name;  // As in `execution:` lists.
   std::string kind;  // "task", "get", "put", "agent".
   std::string hook;  // "on_failure", ...; empty for a step that is not one.

@@ -38,8 +38,8 @@ const std::string& RunColumns() {
   static const std::string kColumns =
       "SELECT id, file, status, started_ms, duration_ms, taken_by, host, pid,"
       " pid_start, " +
-      RunSpend("prompt_tokens") + " + " + RunSpend("completion_tokens") +
-      ", " + RunSpend("usd") + " FROM runs";
+      RunSpend("prompt_tokens") + " + " + RunSpend("completion_tokens") + ", " +
+      RunSpend("usd") + " FROM runs";
   return kColumns;
 }
 
@@ -168,8 +168,8 @@ Status LoadLineCounts(Db& db, const std::string& run_id,
 Status LoadPlan(Db& db, StoredRun& run) {
   return ForRunRows(db, "SELECT plan FROM runs WHERE id = ?1", run.id,
                     [&](const Statement& s) {
-                      run.plan = OutlineFromJson(nlohmann::json::parse(
-                          s.Text(0), nullptr, false));
+                      run.plan = OutlineFromJson(
+                          nlohmann::json::parse(s.Text(0), nullptr, false));
                     });
 }
 
@@ -189,8 +189,9 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.deadline_ms, s.identity, s.cached, s.agent_turns,"
       " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
       " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken, c.run_id,"
-      " c.step_id, s.nudge_ms FROM steps s LEFT JOIN cache c ON s.cached = 1 AND"
-      " c.key = s.identity AND c.run_id != s.run_id WHERE s.run_id = ?1"
+      " c.step_id, s.nudge_ms FROM steps s LEFT JOIN cache c ON"
+      " s.cached = 1 AND c.key = s.identity AND c.run_id != s.run_id"
+      " WHERE s.run_id = ?1"
       " ORDER BY s.end_seq IS NULL, s.end_seq, s.start_seq",
       run.id, [&](const Statement& s) {
         StoredStep step;
@@ -254,9 +255,8 @@ bool RunProcessAlive(const std::string& host, int64_t pid,
 Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
   std::vector<StoredRun> runs;
   Status s = store.Read([&](Db& db) -> Status {
-    Result<StatementUse> st =
-        db.Prepared(RunColumns() +
-                    " ORDER BY started_ms DESC, id DESC LIMIT ?1");
+    Result<StatementUse> st = db.Prepared(
+        RunColumns() + " ORDER BY started_ms DESC, id DESC LIMIT ?1");
     if (!st.ok()) return st.status();
     (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
     return (*st)->EachRow(
@@ -313,8 +313,7 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
     Status result = [&]() -> Status {
       Result<std::string> resolved = ResolveRunId(db, id);
       if (!resolved.ok()) return resolved.status();
-      Result<StatementUse> st =
-          db.Prepared(RunColumns() + " WHERE id = ?1");
+      Result<StatementUse> st = db.Prepared(RunColumns() + " WHERE id = ?1");
       if (!st.ok()) return st.status();
       (*st)->Bind(1, *resolved);
       Result<bool> row = (*st)->Step();

@@ -114,7 +114,7 @@ function dur(ms) {
   if (m < 60) return m + "m" + (r ? r + "s" : "");
   return Math.floor(m / 60) + "h" + (m % 60 ? (m % 60) + "m" : "");
 }
-const badge = st => `<span class="badge ${esc(st)}">${esc(st)}</span>`;
+const badge = st => `<span class="badge ${esc(String(st).replace(/ /g, "-"))}">${esc(st)}</span>`;
 const when = ms => ms ? new Date(ms).toLocaleString() : "";
 // Tokens and cost of anything that spent some (a step, a job, a run).
 function spend(x) {
@@ -430,7 +430,8 @@ async function refresh() {
   }
 }
 function route() {
-  const hash = decodeURIComponent(location.hash.slice(1));
+  let hash = location.hash.slice(1);
+  try { hash = decodeURIComponent(hash); } catch (e) { /* shown as typed */ }
   view = hash.endsWith("/timeline") ? "timeline" : "steps";
   current = hash.replace(/\/timeline$/, "") || null;
   logs.clear(); opened.clear(); closed.clear(); shown = null;

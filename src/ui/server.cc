@@ -363,17 +363,18 @@ Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
                     {"steps", steps}});
   }
   for (const store::PlannedJob* p : waiting) {
-    jobs.push_back({{"name", p->name},
-                    {"status", run->status == "running" ? "pending" : "not started"},
-                    {"error", ""},
-                    {"execution", nlohmann::json::array()},
-                    {"started_ms", nullptr},
-                    {"duration_ms", nullptr},
-                    {"deadline_ms", nullptr},
-                    {"tokens", nullptr},
-                    {"usd", nullptr},
-                    {"plan", PlanJson(*p)},
-                    {"steps", nlohmann::json::array()}});
+    jobs.push_back(
+        {{"name", p->name},
+         {"status", run->status == "running" ? "pending" : "not started"},
+         {"error", ""},
+         {"execution", nlohmann::json::array()},
+         {"started_ms", nullptr},
+         {"duration_ms", nullptr},
+         {"deadline_ms", nullptr},
+         {"tokens", nullptr},
+         {"usd", nullptr},
+         {"plan", PlanJson(*p)},
+         {"steps", nlohmann::json::array()}});
   }
   j["jobs"] = jobs;
   return nlohmann::json{{"now_ms", NowMs()}, {"run", j}};

@@ -2,8 +2,6 @@
 // outline from the run's start (with the ids the executor then gives its
 // steps), when each agent turn answered and when a nudge was sent, and an
 // older store gaining these columns.
-#include "store/plan_outline.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +10,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/loader.h"
 #include "process/local_launcher.h"
+#include "store/plan_outline.h"
 #include "store/reader.h"
 #include "store/recorder.h"
 #include "store_test_util.h"
@@ -227,8 +226,8 @@ class TimesTest : public ::testing::Test {
 };
 
 TEST_F(TimesTest, TurnsKeepWhenTheyAnsweredAndTheNudgeWhenItWasSent) {
-  StoredStep s = Conversation(
-      "INF agent.nudge agent=reviewer remaining=1s timeout=5s");
+  StoredStep s =
+      Conversation("INF agent.nudge agent=reviewer remaining=1s timeout=5s");
   ASSERT_EQ(s.turns.size(), 2u);
   // The rewrite at the step's end keeps each turn's own time.
   EXPECT_EQ(s.turns[0].at_ms, started_ms_ + 1000);
