@@ -138,13 +138,35 @@ CREATE TABLE IF NOT EXISTS cache (
 //                      not started yet; '[]' for runs recorded before.
 //   agent_turns.at_ms  when the turn's answer arrived; NULL before.
 //   steps.nudge_ms     when an agent step's deadline nudge was sent.
-// Kept apart from other steps so that versions can be renumbered.
+// A column already there is left alone, so the step may run again (its
+// number reordered among other steps). Kept apart from other steps so that
+// versions can be renumbered.
 constexpr int kPlanOutlineVersion = 3;
-constexpr const char* kPlanOutlineStep = R"sql(
-ALTER TABLE runs ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';
-ALTER TABLE agent_turns ADD COLUMN at_ms INTEGER;
-ALTER TABLE steps ADD COLUMN nudge_ms INTEGER;
-)sql";
+constexpr const char* kPlanOutlineColumns[][3] = {
+    {"runs", "plan", "TEXT NOT NULL DEFAULT '[]'"},
+    {"agent_turns", "at_ms", "INTEGER"},
+    {"steps", "nudge_ms", "INTEGER"},
+};
+
+Status AddColumnIfMissing(Db& db, const std::string& table,
+                          const std::string& column, const std::string& decl) {
+  Result<StatementUse> st =
+      db.Prepared("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, table);
+  (*st)->Bind(2, column);
+  Result<bool> row = (*st)->Step();
+  if (!row.ok()) return row.status();
+  if (*row && (*st)->Int(0) > 0) return Status::Ok();
+  return db.Exec("ALTER TABLE " + table + " ADD COLUMN " + column + " " + decl);
+}
+
+Status AddPlanOutlineColumns(Db& db) {
+  for (const auto& c : kPlanOutlineColumns) {
+    if (Status s = AddColumnIfMissing(db, c[0], c[1], c[2]); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
 
 Status ApplySchema(Db& db) {
   int version = 0;
@@ -167,7 +189,7 @@ Status ApplySchema(Db& db) {
   if (!tx.begun().ok()) return tx.begun();
   if (Status s = db.Exec(kSchema); !s.ok()) return s;
   if (version < kPlanOutlineVersion) {
-    if (Status s = db.Exec(kPlanOutlineStep); !s.ok()) return s;
+    if (Status s = AddPlanOutlineColumns(db); !s.ok()) return s;
   }
   if (Status s =
           db.Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
