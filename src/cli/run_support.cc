@@ -79,6 +79,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
       opened.ok()) {
     db = std::move(*opened);
     recorder = std::make_unique<store::RunRecorder>(*db);
+    recorder->SetPlan(store::OutlinePlan(plan, setup.jobs));
     observers.Add(recorder.get());
     // Without the lock nobody could tell this run died: nothing to record.
     if (run_lock) {

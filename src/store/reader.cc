@@ -23,9 +23,25 @@ std::vector<std::string> JsonStrings(const std::string& text) {
   return out;
 }
 
-constexpr const char* kRunColumns =
-    "SELECT id, file, status, started_ms, duration_ms, taken_by, host, pid,"
-    " pid_start FROM runs";
+// The sum over a run's steps of `col` (a spend: tokens, usd), each step
+// counted by its totals once it ended, else by its turns so far. Cached
+// steps spent nothing. NULL when no step has any.
+std::string RunSpend(const std::string& col) {
+  return "(SELECT SUM(COALESCE(s." + col + ", (SELECT SUM(t." + col +
+         ") FROM agent_turns t WHERE t.run_id = s.run_id AND t.step_id ="
+         " s.step_id))) FROM steps s WHERE s.run_id = runs.id AND"
+         " s.cached = 0)";
+}
+
+// Columns 0-8 of a run's row, then 9 its tokens and 10 its usd.
+const std::string& RunColumns() {
+  static const std::string kColumns =
+      "SELECT id, file, status, started_ms, duration_ms, taken_by, host, pid,"
+      " pid_start, " +
+      RunSpend("prompt_tokens") + " + " + RunSpend("completion_tokens") + ", " +
+      RunSpend("usd") + " FROM runs";
+  return kColumns;
+}
 
 StoredRun ReadRunRow(const Statement& s) {
   StoredRun r;
@@ -37,6 +53,8 @@ StoredRun ReadRunRow(const Statement& s) {
   r.taken_by = s.Text(5);
   r.host = s.Text(6);
   r.pid = s.Int(7);
+  r.tokens = s.OptionalInt(9);
+  if (!s.IsNull(10)) r.usd = s.Real(10);
   if (r.status == "running" && !RunProcessAlive(r.host, r.pid, s.Text(8)))
     r.status = "interrupted";
   return r;
@@ -121,7 +139,7 @@ Status LoadTurns(Db& db, const std::string& run_id,
   return ForRunRows(
       db,
       "SELECT step_id, turn, provider_requests, source, prompt_tokens,"
-      " completion_tokens, usd, tool_calls, text FROM agent_turns"
+      " completion_tokens, usd, tool_calls, text, at_ms FROM agent_turns"
       " WHERE run_id = ?1 ORDER BY step_id, turn",
       run_id, [&](const Statement& s) {
         StoredTurn t;
@@ -133,6 +151,7 @@ Status LoadTurns(Db& db, const std::string& run_id,
         t.usd = s.Real(6);
         t.tool_calls = JsonStrings(s.Text(7));
         t.text = s.Text(8);
+        t.at_ms = s.OptionalInt(9);
         out[s.Text(0)].push_back(std::move(t));
       });
 }
@@ -144,6 +163,14 @@ Status LoadLineCounts(Db& db, const std::string& run_id,
       "SELECT step_id, MAX(seq) FROM output_lines WHERE run_id = ?1"
       " GROUP BY step_id",
       run_id, [&](const Statement& s) { out[s.Text(0)] = s.Int(1); });
+}
+
+Status LoadPlan(Db& db, StoredRun& run) {
+  return ForRunRows(db, "SELECT plan FROM runs WHERE id = ?1", run.id,
+                    [&](const Statement& s) {
+                      run.plan = OutlineFromJson(
+                          nlohmann::json::parse(s.Text(0), nullptr, false));
+                    });
 }
 
 Status LoadSteps(Db& db, StoredRun& run) {
@@ -163,7 +190,7 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
       " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken,"
       " COALESCE(s.cached_from_run, c.run_id),"
-      " COALESCE(s.cached_from_step, c.step_id) FROM steps s"
+      " COALESCE(s.cached_from_step, c.step_id), s.nudge_ms FROM steps s"
       // A step recorded before steps kept its origin: the entry under its
       // key, when it is still there, is the best guess.
       " LEFT JOIN cache c ON s.cached = 1 AND s.cached_from_run IS NULL AND"
@@ -200,6 +227,7 @@ Status LoadSteps(Db& db, StoredRun& run) {
         }
         step.cached_from_run = s.Text(23);
         step.cached_from_step = s.Text(24);
+        step.nudge_ms = s.OptionalInt(25);
         step.attempts = std::move(attempts[step.id]);
         step.turns = std::move(turns[step.id]);
         step.log_lines = lines[step.id];
@@ -230,9 +258,8 @@ bool RunProcessAlive(const std::string& host, int64_t pid,
 Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
   std::vector<StoredRun> runs;
   Status s = store.Read([&](Db& db) -> Status {
-    Result<StatementUse> st =
-        db.Prepared(std::string(kRunColumns) +
-                    " ORDER BY started_ms DESC, id DESC LIMIT ?1");
+    Result<StatementUse> st = db.Prepared(
+        RunColumns() + " ORDER BY started_ms DESC, id DESC LIMIT ?1");
     if (!st.ok()) return st.status();
     (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
     return (*st)->EachRow(
@@ -289,14 +316,14 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
     Status result = [&]() -> Status {
       Result<std::string> resolved = ResolveRunId(db, id);
       if (!resolved.ok()) return resolved.status();
-      Result<StatementUse> st =
-          db.Prepared(std::string(kRunColumns) + " WHERE id = ?1");
+      Result<StatementUse> st = db.Prepared(RunColumns() + " WHERE id = ?1");
       if (!st.ok()) return st.status();
       (*st)->Bind(1, *resolved);
       Result<bool> row = (*st)->Step();
       if (!row.ok()) return row.status();
       if (!*row) return NotFound("no run '" + *resolved + "'");
       run = ReadRunRow(**st);
+      if (Status p = LoadPlan(db, run); !p.ok()) return p;
 
       Status jobs = ForRunRows(
           db,

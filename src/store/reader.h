@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/plan_outline.h"
 #include "store/store.h"
 
 namespace steps::store {
@@ -45,6 +46,7 @@ struct StoredTurn {
   double usd = 0;
   std::vector<std::string> tool_calls;
   std::string text;
+  std::optional<int64_t> at_ms;  // When its answer arrived; unset before v3.
 };
 
 // An agent conversation's totals (set once the step ended).
@@ -80,6 +82,7 @@ struct StoredStep {
   std::string cached_from_run;
   std::string cached_from_step;
   std::optional<StoredAgent> agent;
+  std::optional<int64_t> nudge_ms;  // When an agent's nudge was sent.
   // Output and log lines stored so far (see LoadStepLog); at most
   // RunRecorder::kMaxOutputLines.
   int64_t log_lines = 0;
@@ -109,7 +112,14 @@ struct StoredRun {
   std::string taken_by;
   std::string host;
   int64_t pid = 0;
+  // What its agent steps spent (cached steps spend nothing), a running
+  // step's turns so far included; unset when no step spent anything.
+  std::optional<int64_t> tokens;
+  std::optional<double> usd;
   std::vector<StoredJob> jobs;  // Empty in ListRuns.
+  // The outline of its plan as it started; empty in ListRuns, and for runs
+  // recorded before the store kept it.
+  std::vector<PlannedJob> plan;
 };
 
 // Runs, newest first; at most `limit` (0: all). Jobs are not loaded.

@@ -68,12 +68,19 @@ Status WriteAttempt(Db& db, const std::string& run_id,
   return s.Run();
 }
 
+// A turn's row. `at_ms` is when its answer arrived: set by the turn's own
+// event; the rewrite at the step's end (at_ms unset) keeps it.
 Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
-                 const agent::AgentTurnRecord& t) {
+                 const agent::AgentTurnRecord& t,
+                 std::optional<int64_t> at_ms) {
   Result<StatementUse> st = db.Prepared(
-      "INSERT OR REPLACE INTO agent_turns (run_id, step_id, turn,"
-      " provider_requests, source, prompt_tokens, completion_tokens, usd,"
-      " tool_calls, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+      "INSERT INTO agent_turns (run_id, step_id, turn, provider_requests,"
+      " source, prompt_tokens, completion_tokens, usd, tool_calls, text,"
+      " at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+      " ON CONFLICT (run_id, step_id, turn) DO UPDATE SET"
+      " provider_requests = ?4, source = ?5, prompt_tokens = ?6,"
+      " completion_tokens = ?7, usd = ?8, tool_calls = ?9, text = ?10,"
+      " at_ms = COALESCE(?11, at_ms)");
   if (!st.ok()) return st.status();
   Statement& s = **st;
   s.Bind(1, run_id);
@@ -86,7 +93,16 @@ Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
   s.Bind(8, t.usd);
   s.Bind(9, DumpJson(nlohmann::json(t.tool_calls)));
   s.Bind(10, t.text);
+  s.Bind(11, at_ms);
   return s.Run();
+}
+
+// Whether a log line about a step is an agent's deadline nudge
+// (FormatLogEvent: "INF agent.nudge agent=...").
+bool IsNudgeLine(std::string_view line) {
+  const size_t space = line.find(' ');
+  return space != std::string_view::npos &&
+         line.substr(space + 1).rfind("agent.nudge ", 0) == 0;
 }
 
 }  // namespace
@@ -116,6 +132,11 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
+void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outline_ = std::move(outline);
+}
+
 void RunRecorder::Check(const Status& s) {
   if (s.ok()) return;
   std::lock_guard<std::mutex> lock(mu_);
@@ -144,16 +165,18 @@ std::string RunRecorder::StoredId(const pipeline::StepRef& step,
 }
 
 void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
+  std::string plan;
   {
     std::lock_guard<std::mutex> lock(mu_);
     run_id_ = run.id;
     taken_by_ = run.taken_by;
+    plan = DumpJson(OutlineJson(outline_));
   }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO runs (id, file, status, started_ms, taken_by,"
-        " host, pid, pid_start) VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6,"
-        " ?7)");
+        " host, pid, pid_start, plan) VALUES (?1, ?2, 'running', ?3, ?4, ?5,"
+        " ?6, ?7, ?8)");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     s.Bind(1, run.id);
@@ -163,6 +186,7 @@ void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
     s.Bind(5, HostName());
     s.Bind(6, int64_t{getpid()});
     s.Bind(7, ProcessStartTime(getpid()));
+    s.Bind(8, plan);
     return s.Run();
   }));
 }
@@ -241,6 +265,18 @@ void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,
 
 void RunRecorder::OnLog(const pipeline::StepRef& step, std::string_view line) {
   AddLine(step, "log", line);
+  if (!IsNudgeLine(line)) return;
+  const std::string id = StoredId(step, false);
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "UPDATE steps SET nudge_ms = ?3 WHERE run_id = ?1 AND step_id = ?2");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, ToMs(clock_.WallNow()));
+    return s.Run();
+  }));
 }
 
 void RunRecorder::AddLine(const pipeline::StepRef& step,
@@ -270,8 +306,9 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
 void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,
                               const agent::AgentTurnRecord& turn) {
   const std::string id = StoredId(step, false);
+  const int64_t at = ToMs(clock_.WallNow());
   Check(store_.Write(
-      [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn); }));
+      [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn, at); }));
 }
 
 void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
@@ -350,7 +387,8 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     }
     if (step.agent) {
       for (const agent::AgentTurnRecord& t : step.agent->turn_records) {
-        if (Status r = WriteTurn(db, run_id_, id, t); !r.ok()) return r;
+        if (Status r = WriteTurn(db, run_id_, id, t, std::nullopt); !r.ok())
+          return r;
       }
     }
     return Status::Ok();

@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "pipeline/observer.h"
+#include "store/plan_outline.h"
 #include "store/store.h"
 
 namespace steps::store {
@@ -26,6 +27,11 @@ class RunRecorder : public pipeline::RunObserver {
   // that carry no time of their own and turns deadlines into wall time.
   explicit RunRecorder(Store& store, Clock& clock = RealClock());
 
+  // The outline of the plan the run will follow, recorded with the run's
+  // row at OnRunStart (runs.plan). Call before the run starts; a run
+  // without one records an empty outline.
+  void SetPlan(std::vector<PlannedJob> outline);
+
   void OnRunStart(const pipeline::RunRecord& run) override;
   void OnJobStart(const std::string& job,
                   std::optional<SteadyTime> deadline) override;
@@ -35,8 +41,10 @@ class RunRecorder : public pipeline::RunObserver {
                       std::optional<SteadyTime> deadline) override;
   void OnOutput(const pipeline::StepRef& step, OutputStream stream,
                 std::string_view line) override;
-  // Stored with the output lines, as stream "log".
+  // Stored with the output lines, as stream "log". An agent's
+  // "agent.nudge" line also stamps the step's nudge_ms.
   void OnLog(const pipeline::StepRef& step, std::string_view line) override;
+  // Stamps the turn with the time its answer arrived (agent_turns.at_ms).
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
   void OnAttemptEnd(const pipeline::StepRef& step,
@@ -62,6 +70,7 @@ class RunRecorder : public pipeline::RunObserver {
   std::mutex mu_;  // Guards the fields below.
   std::string run_id_;
   std::string taken_by_;
+  std::vector<PlannedJob> outline_;
   int64_t seq_ = 0;
   std::map<std::string, int> runs_of_id_;
   std::map<std::string, std::string> current_id_;

@@ -141,7 +141,11 @@ CREATE TABLE IF NOT EXISTS cache (
 // Version 3: a cached step names the run and step it came from; a cache
 // entry keeps its step's name, exit code, printed lines, size and format.
 // Rows of an older store get the defaults: format 1, which the step cache
-// never finds (store/cache.h, kCacheFormat).
+// never finds (store/cache.h, kCacheFormat). Version 3 also keeps the run's
+// plan outline (runs.plan, JSON, store/plan_outline.h: a reader shows the
+// steps not started yet; '[]' for runs recorded before), when each agent
+// turn's answer arrived (agent_turns.at_ms) and when an agent step's
+// deadline nudge was sent (steps.nudge_ms).
 struct AddedColumn {
   const char* table;
   const char* column;
@@ -155,6 +159,9 @@ constexpr AddedColumn kAddedColumns[] = {
     {"cache", "lines", "TEXT NOT NULL DEFAULT ''"},
     {"cache", "size_bytes", "INTEGER NOT NULL DEFAULT 0"},
     {"cache", "format", "INTEGER NOT NULL DEFAULT 1"},
+    {"runs", "plan", "TEXT NOT NULL DEFAULT '[]'"},
+    {"agent_turns", "at_ms", "INTEGER"},
+    {"steps", "nudge_ms", "INTEGER"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

@@ -45,7 +45,45 @@ const std::string& PageHtml() {
   pre.log { max-height: 320px; }
   .stderr { color: var(--fail); } .logline { color: var(--muted); }
   a.run { color: var(--text); text-decoration: none; display: block; }
-  @media (max-width: 600px) { main { padding: 6px; } .card { padding: 8px; } }
+  .pending, .not-started { background: #8c959f; }
+  .step.planned { opacity: .55; }
+  .step.planned .badge { font-weight: 400; }
+  .spend { font-variant-numeric: tabular-nums; }
+  header #where { min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  nav.tabs { display: flex; gap: 4px; margin: 0 0 12px; }
+  nav.tabs a { padding: 4px 12px; border: 1px solid var(--line); border-radius: 6px;
+               color: var(--text); text-decoration: none; background: var(--card); }
+  nav.tabs a.on { background: #24292f; color: #fff; border-color: #24292f; }
+  .runrow { display: flex; flex-wrap: wrap; gap: 2px 14px; align-items: baseline;
+            padding: 6px 0; border-top: 1px solid var(--line); min-width: 0; }
+  .runrow:first-child { border-top: 0; }
+  .runrow a.run { font-weight: 600; max-width: 100%; overflow: hidden; text-overflow: ellipsis;
+                  white-space: nowrap; }
+  .runrow .file { flex: 1 1 14em; min-width: 0; overflow-wrap: anywhere; color: var(--muted); }
+  .tl-axis, .tl-row { display: flex; align-items: flex-start; min-height: 26px; }
+  .tl-label { flex: 0 0 30%; min-width: 0; padding-right: 8px; font-size: 12px; line-height: 18px;
+              overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  .tl-track { position: relative; flex: 1 1 auto; height: 26px; min-width: 0;
+              border-left: 1px solid var(--line); }
+  .tl-axis .tl-track { height: 16px; font-size: 11px; color: var(--muted); border-left: 0; }
+  .tl-tick { position: absolute; top: 0; transform: translateX(-50%); white-space: nowrap; }
+  .tl-grid { position: absolute; top: 0; bottom: 0; border-left: 1px dashed var(--line); }
+  .tl-bar { position: absolute; top: 3px; height: 12px; border-radius: 3px; min-width: 2px; }
+  .tl-wait { position: absolute; top: 7px; height: 4px; min-width: 2px;
+             background: repeating-linear-gradient(90deg, var(--err) 0 4px, transparent 4px 7px); }
+  .tl-deadline { position: absolute; top: -1px; bottom: -1px; width: 0;
+                 border-left: 2px solid var(--fail); }
+  .tl-deadline-later { position: absolute; right: 0; top: 15px; font-size: 10px; line-height: 11px;
+                       color: var(--fail); white-space: nowrap; }
+  .tl-turn { position: absolute; top: 0; height: 18px; width: 0; border-left: 2px solid #fff;
+             box-shadow: 0 0 0 1px var(--text); }
+  .tl-nudge { position: absolute; top: -4px; transform: translateX(-50%); font-size: 11px;
+              color: var(--err); line-height: 1; }
+  .tl-legend { font-size: 12px; margin-top: 8px; display: flex; flex-wrap: wrap; gap: 4px 14px; }
+  .tl-legend i { display: inline-block; width: 14px; height: 8px; margin-right: 4px;
+                 vertical-align: middle; position: static; }
+  @media (max-width: 600px) { main { padding: 6px; } .card { padding: 8px; }
+                              .tl-label { flex-basis: 38%; } }
 </style>
 </head>
 <body>
@@ -55,6 +93,7 @@ const std::string& PageHtml() {
 "use strict";
 let offset = 0;          // server clock minus ours, from now_ms
 let current = null;      // the run shown, or null for the list
+let view = "steps";      // its tab: "steps" or "timeline"
 let runId = null;        // its id, once loaded ("latest" resolved)
 let shown = null;        // the run as last drawn (JSON text)
 let timer = null;
@@ -75,8 +114,14 @@ function dur(ms) {
   if (m < 60) return m + "m" + (r ? r + "s" : "");
   return Math.floor(m / 60) + "h" + (m % 60 ? (m % 60) + "m" : "");
 }
-const badge = st => `<span class="badge ${esc(st)}">${esc(st)}</span>`;
+const badge = st => `<span class="badge ${esc(String(st).replace(/ /g, "-"))}">${esc(st)}</span>`;
 const when = ms => ms ? new Date(ms).toLocaleString() : "";
+// Tokens and cost of anything that spent some (a step, a job, a run).
+function spend(x) {
+  if (x.tokens == null && !x.usd) return "";
+  return `<span class="spend muted">${x.tokens ?? 0} tokens` +
+         `${x.usd ? " · $" + x.usd.toFixed(4) : ""}</span>`;
+}
 
 // Elapsed and time left of anything running; ticks between polls.
 function clock(item) {
@@ -109,9 +154,9 @@ function stepHtml(s) {
   let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(s.status)}` +
           `<strong>${esc(label)}</strong><span class="muted">line ${s.line}</span>` +
           `<span>${clock(s)}</span>`;
+  h += spend(s);
   if (s.agent) {
-    h += `<span class="muted">${s.agent.turns} turns · ${s.agent.provider_requests} requests · ` +
-         `${s.agent.tokens} tokens${s.agent.usd ? " · $" + s.agent.usd.toFixed(4) : ""}` +
+    h += `<span class="muted">${s.agent.turns} turns · ${s.agent.provider_requests} requests` +
          `${s.agent.nudge_sent ? " · nudged" : ""}` +
          `${s.agent.fallbacks_taken.length ? " · fell back to " + esc(s.agent.fallbacks_taken.join(", ")) : ""}</span>`;
   }
@@ -207,18 +252,137 @@ document.addEventListener("toggle", e => {
   if (e.target.open && e.target.classList.contains("log")) fillLog(e.target);
 }, true);
 
+// A step of the plan that has not started: greyed, with what is known.
+function plannedHtml(p, runStatus) {
+  const label = (p.hook ? p.hook + " " : "") + p.kind + ": " + p.name;
+  const st = runStatus === "running" ? "pending" : "not started";
+  return `<div class="step planned" data-step="${esc(p.id)}"><div class="row">` +
+         `<span class="badge ${st.replace(" ", "-")}">${st}</span><strong>${esc(label)}</strong>` +
+         `<span class="muted">line ${p.line}</span>` +
+         `${p.timeout_ms != null ? `<span class="muted">timeout ${dur(p.timeout_ms)}</span>` : ""}` +
+         `</div></div>`;
+}
+
+// The plan entry a stored step belongs to: its id without a re-run
+// ("~2"), a fixer ("/fix") or a route's later visit ("#2").
+const planId = id => id.replace(/~\d+$/, "").replace(/\/fix$/, "").replace(/#\d+/g, "");
+
+// A job's steps in plan order, each plan entry with the runs of it (none
+// yet: {planned}); steps the outline does not name come last.
+function ordered(j) {
+  const byPlan = new Map();
+  for (const s of j.steps) {
+    const k = planId(s.id);
+    if (!byPlan.has(k)) byPlan.set(k, []);
+    byPlan.get(k).push(s);
+  }
+  const out = [], used = new Set();
+  for (const p of j.plan || []) {
+    const runs = byPlan.get(p.id);
+    if (runs) { out.push(...runs.map(step => ({step}))); used.add(p.id); }
+    else out.push({planned: p});
+  }
+  for (const s of j.steps) if (!used.has(planId(s.id))) out.push({step: s});
+  return out;
+}
+
+function tabsHtml(r) {
+  const id = encodeURIComponent(current);
+  return `<nav class="tabs"><a href="#${id}"${view === "steps" ? ' class="on"' : ""}>steps</a>` +
+         `<a href="#${id}/timeline"${view === "timeline" ? ' class="on"' : ""}>timeline</a></nav>`;
+}
+
 function runHtml(r) {
-  let h = `<div class="card"><div class="row">${badge(r.status)}<strong>run ${esc(r.id)}</strong>` +
+  let h = tabsHtml(r) +
+          `<div class="card"><div class="row">${badge(r.status)}<strong>run ${esc(r.id)}</strong>` +
           `<span class="muted">${esc(r.file)}</span><span>${when(r.started_ms)}</span>` +
-          `<span>${clock(r)}</span><span class="muted">Taken by: ${esc(r.taken_by)}</span></div></div>`;
+          `<span>${clock(r)}</span>${spend(r)}<span class="muted">Taken by: ${esc(r.taken_by)}</span></div></div>`;
+  if (view === "timeline") return h + timelineHtml(r);
   for (const j of r.jobs) {
     h += `<div class="card" data-job="${esc(j.name)}"><div class="row">${badge(j.status)}` +
-         `<strong>job ${esc(j.name)}</strong><span>${clock(j)}</span>` +
-         `<span class="muted">execution: [${esc(j.execution.join(", "))}]</span></div>`;
+         `<strong>job ${esc(j.name)}</strong><span>${clock(j)}</span>${spend(j)}` +
+         `<span class="muted execution">execution: [${esc(j.execution.join(", "))}]</span></div>`;
     if (j.error) h += `<div class="error">${esc(j.error)}</div>`;
-    for (const s of j.steps) h += stepHtml(s);
+    for (const e of ordered(j)) h += e.step ? stepHtml(e.step) : plannedHtml(e.planned, r.status);
     h += `</div>`;
   }
+  return h;
+}
+
+// The timeline: one row per step on the run's time axis; per attempt a
+// bar, the waits between attempts striped, the deadline a red line, agent
+// turns as ticks and the nudge as a mark.
+function timelineHtml(r) {
+  const t0 = r.started_ms;
+  let t1 = r.duration_ms != null ? t0 + r.duration_ms : now();
+  for (const j of r.jobs) for (const s of j.steps) {
+    const end = s.duration_ms != null ? s.started_ms + s.duration_ms : now();
+    if (end > t1) t1 = end;
+  }
+  const span = Math.max(t1 - t0, 1);
+  const x = ms => Math.min(100, Math.max(0, (ms - t0) / span * 100));
+  const pos = (a, b) => `left:${x(a).toFixed(3)}%;width:${Math.max(0, x(b) - x(a)).toFixed(3)}%`;
+  let axis = "";
+  for (let i = 0; i <= 4; i++) {
+    axis += `<span class="tl-tick" style="left:${i * 25}%">${i === 0 ? "0" : dur(Math.round(span * i / 4))}</span>`;
+  }
+  let h = `<div class="card timeline"><div class="tl-axis"><div class="tl-label"></div>` +
+          `<div class="tl-track">${axis}</div></div>`;
+  for (const j of r.jobs) {
+    h += `<div class="tl-row tl-job"><div class="tl-label"><strong>job ${esc(j.name)}</strong></div>` +
+         `<div class="tl-track">${j.started_ms ? `<div class="tl-bar ${esc(j.status)}" style="${pos(
+           j.started_ms, j.duration_ms != null ? j.started_ms + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
+    for (const e of ordered(j)) {
+      const s = e.step, p = e.planned;
+      const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.name
+                     : (p.hook ? p.hook + " " : "") + p.name;
+      h += `<div class="tl-row${s ? "" : " planned"}" data-step="${esc(s ? s.id : p.id)}">` +
+           `<div class="tl-label" title="${esc(name)}">${esc(name)}</div><div class="tl-track">`;
+      if (s) h += stepBars(s, j, pos, x, t1);
+      h += `</div></div>`;
+    }
+  }
+  h += `<div class="tl-legend"><span><i class="succeeded"></i>attempt</span>` +
+       `<span><i class="tl-wait"></i>retry wait</span><span><i class="tl-deadline"></i>deadline</span>` +
+       `<span>│ agent turn</span><span class="tl-nudge" style="position:static">▼</span><span>nudge</span></div>`;
+  return h + `</div>`;
+}
+
+function stepBars(s, j, pos, x, t1) {
+  const endOf = a => a.duration_ms != null ? a.started_ms + a.duration_ms : (a.status === "running" ? now() : t1);
+  let h = "";
+  const attempts = s.attempts.length ? s.attempts : [s];
+  attempts.forEach((a, i) => {
+    if (i > 0) {
+      const prev = attempts[i - 1], from = endOf(prev);
+      if (a.started_ms > from) {
+        h += `<div class="tl-wait" title="waited ${dur(a.started_ms - from)} before attempt ${a.number}" ` +
+             `style="${pos(from, a.started_ms)}"></div>`;
+      }
+    }
+    const st = s.status === "cached" ? "cached" : a.status;
+    h += `<div class="tl-bar tl-attempt ${esc(st)}" title="${a.number ? "attempt " + a.number + "/" + a.of + ": " : ""}` +
+         `${esc(st)} ${dur(endOf(a) - a.started_ms)}" style="${pos(a.started_ms, endOf(a))}"></div>`;
+  });
+  // The deadline: the step's own, else each attempt's, else its timeout
+  // counted from its start.
+  // Past the axis, the first one is named at the row's end, counted from
+  // the start of what it limits.
+  const plan = (j.plan || []).find(p => p.id === planId(s.id));
+  let deadlines = s.deadline_ms ? [[s.deadline_ms, s.started_ms]]
+                                : s.attempts.filter(a => a.deadline_ms).map(a => [a.deadline_ms, a.started_ms]);
+  if (!deadlines.length && plan && plan.timeout_ms != null)
+    deadlines = [[s.started_ms + plan.timeout_ms, s.started_ms]];
+  let later = "";
+  for (const [d, from] of deadlines) {
+    if (x(d) < 100) h += `<div class="tl-deadline" title="deadline ${when(d)}" style="left:${x(d).toFixed(3)}%"></div>`;
+    else if (!later) later = `<span class="tl-deadline-later" title="deadline ${when(d)}">deadline +${dur(d - from)} ›</span>`;
+  }
+  h += later;
+  for (const t of s.turns) {
+    if (t.at_ms) h += `<div class="tl-turn" title="turn ${t.turn}" style="left:${x(t.at_ms).toFixed(3)}%"></div>`;
+  }
+  if (s.nudge_ms) h += `<div class="tl-nudge" title="nudge sent" style="left:${x(s.nudge_ms).toFixed(3)}%">▼</div>`;
   return h;
 }
 
@@ -233,7 +397,8 @@ async function refresh() {
       // Nothing new: keep the page as it is (a selection, a scrolled log);
       // the clocks tick on their own.
       const text = JSON.stringify(j.run);
-      if (text === shown) {
+      // A running timeline redraws anyway: its bars grow with the clock.
+      if (text === shown && !(view === "timeline" && j.run.status === "running")) {
         timer = setTimeout(refresh, j.run.status === "running" ? 1000 : 5000);
         return;
       }
@@ -254,11 +419,11 @@ async function refresh() {
     } else {
       const j = await getJson("api/runs");
       document.getElementById("where").textContent = j.runs.length + " runs";
-      main.innerHTML = j.runs.length ? `<div class="card"><table><tr><th></th><th>run</th>` +
-        `<th>file</th><th>started</th><th>took</th></tr>` + j.runs.map(r =>
-          `<tr><td>${badge(r.status)}</td><td><a class="run" href="#${esc(r.id)}">${esc(r.id)}</a></td>` +
-          `<td>${esc(r.file)}</td><td>${when(r.started_ms)}</td><td>${clock(r)}</td></tr>`).join("") +
-        `</table></div>` : `<p class="muted">No runs yet: start one with <code>steps run FILE</code>.</p>`;
+      main.innerHTML = j.runs.length ? `<div class="card runs">` + j.runs.map(r =>
+          `<div class="runrow">${badge(r.status)}<a class="run" href="#${esc(r.id)}">${esc(r.id)}</a>` +
+          `<span class="file">${esc(r.file)}</span><span>${when(r.started_ms)}</span>` +
+          `<span>${clock(r)}</span>${spend(r)}</div>`).join("") +
+        `</div>` : `<p class="muted">No runs yet: start one with <code>steps run FILE</code>.</p>`;
       timer = setTimeout(refresh, 2000);
     }
   } catch (e) {
@@ -268,7 +433,10 @@ async function refresh() {
   }
 }
 function route() {
-  current = location.hash.slice(1) || null;
+  let hash = location.hash.slice(1);
+  try { hash = decodeURIComponent(hash); } catch (e) { /* shown as typed */ }
+  view = hash.endsWith("/timeline") ? "timeline" : "steps";
+  current = hash.replace(/\/timeline$/, "") || null;
   logs.clear(); opened.clear(); closed.clear(); shown = null;
   refresh();
 }

@@ -48,6 +48,59 @@ nlohmann::json AttemptJson(const store::StoredAttempt& a,
       {"taken_by", a.taken_by}};
 }
 
+// What an agent step spent: its totals once it ended, else its turns so
+// far. Unset for a step that is no conversation, and for a cached one.
+struct Spend {
+  std::optional<int64_t> tokens;
+  std::optional<double> usd;
+
+  void Add(const Spend& o) {
+    if (o.tokens) tokens = tokens.value_or(0) + *o.tokens;
+    if (o.usd) usd = usd.value_or(0) + *o.usd;
+  }
+};
+
+Spend StepSpend(const store::StoredStep& s) {
+  Spend spend;
+  if (s.cached) return spend;
+  if (s.agent) {
+    spend.tokens = s.agent->prompt_tokens + s.agent->completion_tokens;
+    spend.usd = s.agent->usd;
+    return spend;
+  }
+  for (const auto& t : s.turns) {
+    spend.Add({t.prompt_tokens + t.completion_tokens, t.usd});
+  }
+  return spend;
+}
+
+// A job's `execution:` list: as recorded once the job ended; while it runs,
+// the names of its steps that ended so far, in the order they did (the
+// order the store reads them in).
+std::vector<std::string> Execution(const store::StoredJob& job) {
+  if (job.status != "running" && job.status != "interrupted")
+    return job.execution;
+  std::vector<std::string> names;
+  for (const store::StoredStep& s : job.steps) {
+    if (s.status != "running" && s.status != "interrupted")
+      names.push_back(s.name);
+  }
+  return names;
+}
+
+nlohmann::json PlanJson(const store::PlannedJob& job) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const store::PlannedStep& p : job.steps) {
+    steps.push_back({{"id", p.id},
+                     {"name", p.name},
+                     {"kind", p.kind},
+                     {"hook", p.hook},
+                     {"line", p.line},
+                     {"timeout_ms", Opt(p.timeout_ms)}});
+  }
+  return steps;
+}
+
 nlohmann::json StepJson(const store::StoredStep& s) {
   nlohmann::json attempts = nlohmann::json::array();
   for (const auto& a : s.attempts)
@@ -60,7 +113,8 @@ nlohmann::json StepJson(const store::StoredStep& s) {
                      {"tokens", t.prompt_tokens + t.completion_tokens},
                      {"usd", t.usd},
                      {"tool_calls", t.tool_calls},
-                     {"text", t.text}});
+                     {"text", t.text},
+                     {"at_ms", Opt(t.at_ms)}});
   }
   nlohmann::json j = {{"id", s.id},
                       {"name", s.name},
@@ -76,12 +130,16 @@ nlohmann::json StepJson(const store::StoredStep& s) {
                       {"deadline_ms", Opt(s.deadline_ms)},
                       {"hash", s.identity.substr(0, 8)},
                       {"log_lines", s.log_lines},
+                      {"nudge_ms", Opt(s.nudge_ms)},
                       {"attempts", attempts},
                       {"turns", turns}};
   if (s.cached && !s.cached_from_run.empty()) {
     j["cached_from"] = {{"run", s.cached_from_run},
                         {"step", s.cached_from_step}};
   }
+  const Spend spend = StepSpend(s);
+  j["tokens"] = spend.tokens ? nlohmann::json(*spend.tokens) : nullptr;
+  j["usd"] = spend.usd ? nlohmann::json(*spend.usd) : nullptr;
   if (s.agent) {
     j["agent"] = {
         {"turns", s.agent->turns},
@@ -116,7 +174,9 @@ nlohmann::json RunHeaderJson(const store::StoredRun& r) {
           {"status", r.status},
           {"started_ms", r.started_ms},
           {"duration_ms", Opt(r.duration_ms)},
-          {"taken_by", r.taken_by}};
+          {"taken_by", r.taken_by},
+          {"tokens", Opt(r.tokens)},
+          {"usd", Opt(r.usd)}};
 }
 
 }  // namespace
@@ -275,17 +335,50 @@ Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
   if (!run.ok()) return run.status();
   nlohmann::json j = RunHeaderJson(*run);
   nlohmann::json jobs = nlohmann::json::array();
+  // Jobs the outline names that have not started yet are listed too, in
+  // file order after those that have.
+  std::vector<const store::PlannedJob*> waiting;
+  for (const auto& p : run->plan) {
+    bool started = false;
+    for (const auto& job : run->jobs) started = started || job.name == p.name;
+    if (!started) waiting.push_back(&p);
+  }
   for (const auto& job : run->jobs) {
     nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : job.steps) steps.push_back(StepJson(s));
+    Spend spend;
+    for (const auto& s : job.steps) {
+      steps.push_back(StepJson(s));
+      spend.Add(StepSpend(s));
+    }
+    nlohmann::json plan = nlohmann::json::array();
+    for (const auto& p : run->plan) {
+      if (p.name == job.name) plan = PlanJson(p);
+    }
     jobs.push_back({{"name", job.name},
                     {"status", job.status},
                     {"error", job.error},
-                    {"execution", job.execution},
+                    {"execution", Execution(job)},
                     {"started_ms", job.started_ms},
                     {"duration_ms", Opt(job.duration_ms)},
                     {"deadline_ms", Opt(job.deadline_ms)},
+                    {"tokens", Opt(spend.tokens)},
+                    {"usd", Opt(spend.usd)},
+                    {"plan", plan},
                     {"steps", steps}});
+  }
+  for (const store::PlannedJob* p : waiting) {
+    jobs.push_back(
+        {{"name", p->name},
+         {"status", run->status == "running" ? "pending" : "not started"},
+         {"error", ""},
+         {"execution", nlohmann::json::array()},
+         {"started_ms", nullptr},
+         {"duration_ms", nullptr},
+         {"deadline_ms", nullptr},
+         {"tokens", nullptr},
+         {"usd", nullptr},
+         {"plan", PlanJson(*p)},
+         {"steps", nlohmann::json::array()}});
   }
   j["jobs"] = jobs;
   return nlohmann::json{{"now_ms", NowMs()}, {"run", j}};

@@ -129,6 +129,19 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   }
   ASSERT_FALSE(first.is_null()) << "the running agent step never showed";
   EXPECT_EQ(first["run"]["status"], "running");
+  // The plan's outline, from the run's start, and the execution list so
+  // far while the job runs.
+  const nlohmann::json& job = first["run"]["jobs"][0];
+  ASSERT_EQ(job["plan"].size(), 2u) << job.dump();
+  EXPECT_EQ(job["plan"][0]["id"], "slow-review:1");
+  EXPECT_EQ(job["plan"][0]["name"], "prepare");
+  EXPECT_EQ(job["plan"][0]["kind"], "task");
+  EXPECT_EQ(job["plan"][0]["line"], 8);
+  EXPECT_TRUE(job["plan"][0]["timeout_ms"].is_null());
+  EXPECT_EQ(job["plan"][1]["id"], "slow-review:2");
+  EXPECT_EQ(job["plan"][1]["kind"], "agent");
+  EXPECT_EQ(job["plan"][1]["timeout_ms"], 120000);
+  EXPECT_EQ(job["execution"], nlohmann::json::array({"prepare"}));
   const nlohmann::json& step = *FindStep(first["run"], "slowpoke");
   ASSERT_TRUE(step["deadline_ms"].is_number()) << step.dump();
   int64_t left1 =
@@ -162,7 +175,27 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   EXPECT_FALSE(
       (*finished)["attempts"][0]["taken_by"].get<std::string>().empty());
   EXPECT_EQ((*finished)["agent"]["turns"], 1);
-  EXPECT_EQ(Get(client, "/api/runs")["runs"].size(), 1u);
+  // Tokens and cost: the step's, its job's and the run's; the index too.
+  const nlohmann::json tokens = (*finished)["agent"]["tokens"];
+  EXPECT_GT(tokens.get<int64_t>(), 0);
+  EXPECT_EQ((*finished)["tokens"], tokens);
+  EXPECT_TRUE((*FindStep(done["run"], "prepare"))["tokens"].is_null());
+  EXPECT_EQ(done["run"]["jobs"][0]["tokens"], tokens);
+  EXPECT_EQ(done["run"]["tokens"], tokens);
+  EXPECT_EQ(done["run"]["jobs"][0]["execution"],
+            nlohmann::json::array({"prepare", "slowpoke"}));
+  nlohmann::json index = Get(client, "/api/runs");
+  ASSERT_EQ(index["runs"].size(), 1u);
+  EXPECT_EQ(index["runs"][0]["tokens"], tokens);
+  EXPECT_TRUE(index["runs"][0]["usd"].is_number());
+  // The turn's time lies within the step; the 2m deadline stays known.
+  ASSERT_EQ((*finished)["turns"].size(), 1u);
+  const int64_t at = (*finished)["turns"][0]["at_ms"];
+  const int64_t from = (*finished)["started_ms"];
+  EXPECT_GE(at, from + 2900) << "the mock answers after 3 s";
+  EXPECT_LE(at, from + (*finished)["duration_ms"].get<int64_t>());
+  EXPECT_EQ((*finished)["deadline_ms"], step["deadline_ms"]);
+  EXPECT_TRUE((*finished)["nudge_ms"].is_null());
 
   // A step's lines, from the log API.
   const nlohmann::json* prepare = FindStep(done["run"], "prepare");
@@ -437,6 +470,87 @@ TEST_F(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
     EXPECT_FALSE(fs::exists(dir_ + "/ran")) << "the run did not start";
   }
   close(taken);
+}
+
+// What the timeline draws, from a finished run: a retried task's attempts
+// with the wait between them and each attempt's deadline; an agent step
+// nudged near its deadline, with its turn time and when the nudge went out.
+TEST(UiServerTest, ServesWhatTheTimelineDraws) {
+  char tmpl[] = "/tmp/steps-ui-timeline-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  // The first turn answers 8.6 s into a 10 s conversation: less than a
+  // fifth of it is left, so the next request carries the nudge.
+  std::ofstream(dir + "/t.yaml") << R"(agents:
+- name: nudged
+  source: { model: mock/n }
+  timeout: 10s
+  tools: [list_files]
+jobs:
+- name: t
+  plan:
+  - task: flaky
+    run: |
+      [ "$STEPS_ATTEMPT" != 1 ]
+    retry: { max_attempts: 2, base_delay_ms: 400 }
+    timeout: 30s
+  - agent: nudged
+    messages: ["Look around."]
+mock:
+  nudged:
+  - delay: 8600ms
+    call: list_files
+  - say: Done.
+)";
+  Child child = SpawnSteps({"run", dir + "/t.yaml", "--mock", "--plain",
+                            "--state-dir", dir + "/state"});
+  ASSERT_GT(child.pid, 0);
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  close(child.stderr_fd);
+  EXPECT_TRUE(WIFEXITED(status)) << "the run ends on its own";
+
+  UiServer server(dir + "/state");
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(5, 0);
+  nlohmann::json j = Get(client, "/api/runs/latest");
+  ASSERT_TRUE(j.is_object() && j.contains("run")) << j.dump();
+  const nlohmann::json* flaky = FindStep(j["run"], "flaky");
+  ASSERT_NE(flaky, nullptr);
+  ASSERT_EQ((*flaky)["attempts"].size(), 2u) << flaky->dump();
+  const nlohmann::json& a1 = (*flaky)["attempts"][0];
+  const nlohmann::json& a2 = (*flaky)["attempts"][1];
+  const int64_t end1 =
+      a1["started_ms"].get<int64_t>() + a1["duration_ms"].get<int64_t>();
+  EXPECT_GE(a2["started_ms"].get<int64_t>() - end1, 390)
+      << "the 400 ms retry wait lies between the attempts";
+  for (const nlohmann::json* a : {&a1, &a2}) {
+    ASSERT_TRUE((*a)["deadline_ms"].is_number()) << a->dump();
+    EXPECT_NEAR(
+        (*a)["deadline_ms"].get<int64_t>() - (*a)["started_ms"].get<int64_t>(),
+        30000, 5)
+        << "each attempt's deadline is kept after it ended";
+  }
+
+  const nlohmann::json* agent = FindStep(j["run"], "nudged");
+  ASSERT_NE(agent, nullptr);
+  const int64_t from = (*agent)["started_ms"];
+  const int64_t to = from + (*agent)["duration_ms"].get<int64_t>();
+  EXPECT_NEAR((*agent)["deadline_ms"].get<int64_t>() - from, 10000, 5);
+  ASSERT_GE((*agent)["turns"].size(), 1u) << agent->dump();
+  const int64_t turn1 = (*agent)["turns"][0]["at_ms"];
+  EXPECT_GE(turn1, from + 8500);
+  ASSERT_TRUE((*agent)["nudge_ms"].is_number()) << agent->dump();
+  const int64_t nudge = (*agent)["nudge_ms"];
+  EXPECT_GE(nudge, turn1) << "the nudge goes with the request after turn 1";
+  EXPECT_LE(nudge, to);
+  EXPECT_EQ((*agent)["agent"]["nudge_sent"], true);
+  EXPECT_EQ(j["run"]["jobs"][0]["plan"][1]["timeout_ms"], 10000);
+  EXPECT_EQ(j["run"]["jobs"][0]["plan"][0]["timeout_ms"], 30000);
+
+  server.Stop();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace

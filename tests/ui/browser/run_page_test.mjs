@@ -1,16 +1,21 @@
 // The web UI in a real browser (Debian's chromium, driven by playwright-core)
-// against a live `steps ui` while a pipeline with a slow agent step runs on
-// the mock provider: the countdown is visible and decreases, attempt rows
-// appear, the finished run shows its outcome, and the page fits a phone.
+// against a live `steps ui` while a pipeline with a retried task and a slow
+// agent step runs on the mock provider: the steps still to come show greyed
+// from the start, the execution list fills in as steps end, the countdown
+// is visible and decreases, attempt rows appear, the finished run shows its
+// outcome, the timeline draws the retried task's attempts with the wait
+// between them, and the runs index fits a phone.
 //
-//   node run_page_test.mjs STEPS_BINARY SCREENSHOT.png
+//   node run_page_test.mjs STEPS_BINARY SCREENSHOT_DIR
+//
+// It saves ui-run-page.png, ui-timeline.png and ui-phone-index.png there.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const [steps, screenshot] = process.argv.slice(2);
+const [steps, shots] = process.argv.slice(2);
 const chromiumPath = '/usr/bin/chromium';
 let passed = 0;
 let failed = 0;
@@ -26,7 +31,9 @@ if (!existsSync(chromiumPath)) {
 
 const dir = mkdtempSync(join(tmpdir(), 'steps-browser-'));
 const state = join(dir, 'state');
-writeFileSync(join(dir, 'release.yaml'), `agents:
+// A long file name: the runs index must wrap it on a phone.
+const file = join(dir, 'release-candidate-nightly-build-with-a-long-pipeline-file-name.yaml');
+writeFileSync(file, `agents:
 - name: reviewer
   source: { model: mock/reviewer }
   timeout: 2m
@@ -34,8 +41,16 @@ jobs:
 - name: release
   plan:
   - task: build
-    run: echo built
-    retry: { max_attempts: 2 }
+    # The first attempt holds the run on its first step until the test has
+    # seen the steps to come (gate build-gate, bounded at 60 s), then fails;
+    # the second, after a 1.5 s retry wait, succeeds.
+    run: |
+      if [ "$STEPS_ATTEMPT" = 1 ]; then
+        for _ in $(seq 600); do [ -e '${join(dir, 'build-gate')}' ] && break; sleep 0.1; done
+        echo "first try fails"; exit 1
+      fi
+      echo built
+    retry: { max_attempts: 2, base_delay_ms: 1500 }
     timeout: 30s
   - in_parallel:
     - agent: reviewer
@@ -79,7 +94,7 @@ try {
       if (m) { clearTimeout(timer); resolve(m[0]); }
     });
   });
-  const run = start(['run', join(dir, 'release.yaml'), '--mock', '--plain', '--state-dir', state]);
+  const run = start(['run', file, '--mock', '--plain', '--state-dir', state]);
   const runExit = new Promise(resolve => run.on('exit', code => resolve(code)));
 
   browser = await chromium.launch({
@@ -90,6 +105,33 @@ try {
   });
   const page = await browser.newPage({ viewport: { width: 1000, height: 640 } });
   await page.goto(url + '#latest');
+
+  // On its first step, the run already shows the steps still to come,
+  // greyed, and an empty execution list.
+  const job = page.locator('.card[data-job="release"]');
+  const planned = page.locator('.step.planned');
+  await planned.filter({ hasText: 'agent: reviewer' }).waitFor({ timeout: 30000 });
+  const buildStep = page.locator('.step[data-step="release:1"]');
+  await buildStep.locator('.badge.running').first().waitFor({ timeout: 30000 });
+  const plannedNames = await planned.locator('strong').allTextContents();
+  check(plannedNames.join('|') === 'agent: reviewer|task: progress',
+        `the steps not started yet are listed while the first runs (${JSON.stringify(plannedNames)})`);
+  const opacity = Number(await planned.first().evaluate(e => getComputedStyle(e).opacity));
+  const badges0 = await planned.locator('.badge').allTextContents();
+  check(opacity < 0.8 && badges0.every(b => b === 'pending'),
+        `they are greyed and pending (opacity ${opacity}, ${JSON.stringify(badges0)})`);
+  const execution = job.locator('.execution');
+  check(await execution.textContent() === 'execution: []', 'nothing has ended yet: an empty execution list');
+
+  // The first step ends (after a retry): the execution list names it while
+  // the job still runs, and the steps after it start.
+  writeFileSync(join(dir, 'build-gate'), '');
+  await page.waitForFunction(() => {
+    const j = document.querySelector('.card[data-job="release"]');
+    return j && j.querySelector('.execution').textContent === 'execution: [build]' &&
+           j.querySelector(':scope > .row .badge').textContent === 'running';
+  }, null, { timeout: 30000 });
+  check(true, 'the execution list fills in live: [build] while the job runs');
 
   // The running agent step: elapsed time beside a live countdown.
   const reviewer = page.locator('.step', { hasText: 'agent: reviewer' });
@@ -124,7 +166,7 @@ try {
   const later = await progressLog.locator('pre').textContent();
   check(!early.includes('progress 3') && later.includes('progress 1') && later.includes('progress 3'),
         `its lines stream in as they are written (${JSON.stringify(early)} then ${JSON.stringify(later)})`);
-  await page.screenshot({ path: screenshot, fullPage: true });
+  await page.screenshot({ path: join(shots, 'ui-run-page.png'), fullPage: true });
 
   // A phone-sized window: nothing wider than the screen.
   await page.setViewportSize({ width: 390, height: 844 });
@@ -152,6 +194,38 @@ try {
   const progressText = await progressLog.locator('pre').textContent();
   check(progressText.trim().split('\n').length === 6 && progressText.includes('progress 6'),
         `the finished task's log holds each line once (${JSON.stringify(progressText)})`);
+  const finalExecution = await execution.textContent();
+  check(/^execution: \[build, (reviewer, progress|progress, reviewer)\]$/.test(finalExecution),
+        `the finished job's execution list (${finalExecution})`);
+
+  // The timeline: the retried task's two attempts, the wait between them.
+  await page.locator('nav.tabs a', { hasText: 'timeline' }).click();
+  const buildRow = page.locator('.tl-row[data-step="release:1"]');
+  await buildRow.locator('.tl-attempt').nth(1).waitFor({ timeout: 10000 });
+  const box = async l => l.boundingBox();
+  const a1 = await box(buildRow.locator('.tl-attempt').nth(0));
+  const a2 = await box(buildRow.locator('.tl-attempt').nth(1));
+  const wait = await box(buildRow.locator('.tl-wait'));
+  check(await buildRow.locator('.tl-attempt').count() === 2, 'one bar per attempt of the retried step');
+  check(wait && wait.width >= 4 && a1.x + a1.width <= wait.x + 1 && wait.x + wait.width <= a2.x + 1,
+        `a visible wait between its attempts (${JSON.stringify({ a1, wait, a2 })})`);
+  const waitColor = await buildRow.locator('.tl-wait').evaluate(e => getComputedStyle(e).backgroundImage);
+  check(/gradient/.test(waitColor), 'drawn unlike an attempt (striped)');
+  const reviewerRow = page.locator('.tl-row', { hasText: 'reviewer' });
+  check(await reviewerRow.locator('.tl-turn').count() === 1, "the agent's turn is a tick on its bar");
+  await page.screenshot({ path: join(shots, 'ui-timeline.png'), fullPage: true });
+
+  // The runs index on a phone: nothing wider than the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(url + '#');
+  await page.locator('.runrow a.run').first().waitFor({ timeout: 10000 });
+  const widths = await page.evaluate(() => {
+    const e = document.scrollingElement;
+    return { scroll: e.scrollWidth, client: e.clientWidth };
+  });
+  check(widths.scroll <= widths.client,
+        `the runs index fits a 390px phone (scrollWidth ${widths.scroll}, clientWidth ${widths.client})`);
+  await page.screenshot({ path: join(shots, 'ui-phone-index.png'), fullPage: true });
 } catch (e) {
   check(false, `browser test: ${e.message}`);
 } finally {
