@@ -231,7 +231,7 @@ TEST_F(HooksCliTest, UnadmittedCellsAndBranchesHaveRecords) {
       max_in_flight: 1
     fail_fast: true
     do:
-    - { task: build, run: "test {{ .os }} != a" }
+    - { task: build, run: "test {{ .os | shellquote }} != a" }
 - name: branches
   timeout: 200ms
   plan:
