@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/terminal_printer.h"
 #include "core/utf8.h"
 
 namespace steps::cli {
@@ -162,7 +163,7 @@ void CiReport::Failures(std::string& out) const {
     for (const pipeline::JobRecord& job : run.record.jobs) {
       for (const pipeline::StepRecord& s : job.steps) {
         if (!Failing(s)) continue;
-        items += "- **" + Cell(job.name) + " / " + Cell(s.ref.name) + "** (`" +
+        items += "- **" + Cell(job.name) + " / " + Cell(StepName(s.ref)) + "** (`" +
                  Where(run.file, s.ref.line) + "`) " +
                  std::string(OutcomeName(s.outcome)) + ": " + Cell(s.error) +
                  "\n";
@@ -193,7 +194,7 @@ void CiReport::SlowestSteps(std::string& out) const {
   out += "\n### Slowest steps\n\n| Step | Job | Outcome | Time | Attempts |\n"
          "|---|---|---|---:|---:|\n";
   for (const Slow& s : all) {
-    out += "| " + Cell(s.step->ref.name) + " | " + Cell(*s.job) + " | " +
+    out += "| " + Cell(StepName(s.step->ref)) + " | " + Cell(*s.job) + " | " +
            std::string(OutcomeName(s.step->outcome)) +
            (s.step->cached ? " (cached)" : "") + " | " +
            FormatDuration(s.step->duration) + " | " +
@@ -255,7 +256,7 @@ std::string CiReport::Annotations() const {
         if (!Failing(s)) continue;
         any = true;
         out += ErrorCommand(run.file, s.ref.line,
-                            "steps: " + job.name + " / " + s.ref.name + " " +
+                            "steps: " + job.name + " / " + StepName(s.ref) + " " +
                                 std::string(OutcomeName(s.outcome)),
                             Cell(s.error));
       }

@@ -6,12 +6,17 @@
 
 namespace steps::cli {
 
+std::string StepName(const pipeline::StepRef& step) {
+  if (step.cell.empty()) return step.name;
+  return step.name + " [" + step.cell + "]";
+}
+
 std::string StepLabel(const pipeline::StepRef& step) {
   std::string label;
   if (step.hook) label = std::string(pipeline::HookKindName(*step.hook)) + " ";
   if (step.fixer) label += "fix ";
   label += pipeline::StepKindName(step.kind);
-  label += ": " + step.name;
+  label += ": " + StepName(step);
   return label;
 }
 
@@ -128,7 +133,7 @@ void TerminalPrinter::OnOutput(const pipeline::StepRef& step,
                                OutputStream stream, std::string_view line) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string text =
-      "  " + step.name + (stream == OutputStream::kStderr ? " ! " : " | ");
+      "  " + StepName(step) + (stream == OutputStream::kStderr ? " ! " : " | ");
   text += line;
   PrintLocked(text);
 }
@@ -136,7 +141,8 @@ void TerminalPrinter::OnOutput(const pipeline::StepRef& step,
 void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
                                   const agent::AgentTurnRecord& turn) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string text = "  " + step.name + " ▸ turn " + std::to_string(turn.turn);
+  std::string text =
+      "  " + StepName(step) + " ▸ turn " + std::to_string(turn.turn);
   if (turn.provider_requests > 1) {
     text += " (" + std::to_string(turn.provider_requests) + " requests)";
   }

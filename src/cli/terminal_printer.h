@@ -70,6 +70,8 @@ class TerminalPrinter : public pipeline::RunObserver {
   std::thread ticker_;
 };
 
+// "build [os=linux arch=arm]": a step's name, with its across cell if any.
+std::string StepName(const pipeline::StepRef& step);
 // "task: build", "on_failure task: page", "fix agent: fixer".
 std::string StepLabel(const pipeline::StepRef& step);
 

@@ -159,6 +159,7 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
   ref.kind = StepKind::kAgent;
   ref.fixer = true;
   ref.line = task.fix->line;
+  ref.cell = task_ref.cell;
   StepRecord record;
   record.ref = ref;
   record.started = clock_.WallNow();

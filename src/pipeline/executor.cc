@@ -211,9 +211,9 @@ std::string JobRunner::CancelledWhy(const Scope& scope) const {
 }
 
 void JobRunner::NotStarted(const Step& step, const std::string& id,
-                           const std::string& why) {
+                           const std::string& why, const std::string& cell) {
   StepRecord rec;
-  rec.ref = MakeRef(step, id, std::nullopt);
+  rec.ref = MakeRef(step, id, std::nullopt, cell);
   rec.outcome = Outcome::kNotStarted;
   rec.error = why;
   rec.started = clock_.WallNow();
@@ -229,7 +229,8 @@ StepResult JobRunner::JobDeadlineResult(const std::string& next_step) const {
 }
 
 StepRef JobRunner::MakeRef(const Step& step, const std::string& id,
-                           std::optional<HookKind> hook) const {
+                           std::optional<HookKind> hook,
+                           const std::string& cell) const {
   StepRef ref;
   ref.id = job_.name + ":" + id;
   ref.job = job_.name;
@@ -237,6 +238,7 @@ StepRef JobRunner::MakeRef(const Step& step, const std::string& id,
   ref.kind = step.kind;
   ref.hook = hook;
   ref.line = step.line;
+  ref.cell = cell;
   return ref;
 }
 
@@ -281,12 +283,12 @@ StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
     std::string id = id_prefix + std::to_string(i + 1);
     if (visits[i] > 0) id += "#" + std::to_string(visits[i] + 1);
     if (scope.token.cancelled()) {
-      NotStarted(step, id, CancelledWhy(scope));
+      NotStarted(step, id, CancelledWhy(scope), scope.cell);
       return {Outcome::kAborted, "aborted before '" + step.name + "' started"};
     }
     // The job deadline is checked between steps, never during one.
     if (JobDeadlineStops(scope)) {
-      NotStarted(step, id, JobTimedOut());
+      NotStarted(step, id, JobTimedOut(), scope.cell);
       return JobDeadlineResult(step.name);
     }
     ++visits[i];
@@ -331,7 +333,7 @@ StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
     case StepKind::kGet:
     case StepKind::kPut:
     case StepKind::kAgent:
-      body = RunWork(step, scope, MakeRef(step, id, hook));
+      body = RunWork(step, scope, MakeRef(step, id, hook, scope.cell));
       break;
     case StepKind::kDo:
       body = RunSequence(step.steps, scope, id + ".");
@@ -505,7 +507,7 @@ StepResult JobRunner::RunParallel(const Step& step, const Scope& scope,
     return RunStep(*step.steps[i], s, branch_id(i), std::nullopt);
   };
   units.not_started = [&](size_t i, const std::string& why) {
-    NotStarted(*step.steps[i], branch_id(i), why);
+    NotStarted(*step.steps[i], branch_id(i), why, scope.cell);
   };
   return FanOut(units, scope);
 }
@@ -535,15 +537,16 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     across_budget = std::make_shared<agent::BudgetMeter>(
         agent::BudgetLimit{step.budget->tokens, step.budget->usd}, "across");
   }
-  // "cell os=linux arch=arm": a cell by its values.
-  auto cell_label = [&](size_t i) {
-    std::string label = "cell";
+  // "os=linux arch=arm": a cell by its values, after the cells around it.
+  auto cell_values = [&](size_t i) {
+    std::string values = scope.cell;
     for (size_t v = 0; v < step.across.size(); ++v) {
-      label +=
-          " " + step.across[v].var + "=" + step.across[v].values[cells[i][v]];
+      if (!values.empty()) values += " ";
+      values += step.across[v].var + "=" + step.across[v].values[cells[i][v]];
     }
-    return label;
+    return values;
   };
+  auto cell_label = [&](size_t i) { return "cell " + cell_values(i); };
   auto cell_prefix = [&](size_t i) {
     return id + ".c" + std::to_string(i + 1) + ".";
   };
@@ -568,14 +571,14 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
       cell.var_names.insert(step.across[v].var);
     }
     if (across_budget) cell.charge_only.push_back(across_budget);
+    cell.cell = cell_values(i);
     return RunSequence(step.steps, cell, cell_prefix(i));
   };
-  // A cell that never started is recorded as its first step, named by the
-  // cell's values.
+  // A cell that never started is recorded as its first step, in the cell.
   units.not_started = [&](size_t i, const std::string& why) {
     if (!step.steps.empty())
-      NotStarted(*step.steps.front(), cell_prefix(i) + "1",
-                 cell_label(i) + ": " + why);
+      NotStarted(*step.steps.front(), cell_prefix(i) + "1", why,
+                 cell_values(i));
   };
   StepResult r = FanOut(units, scope);
   if (not_admitted > 0) {

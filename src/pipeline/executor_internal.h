@@ -96,6 +96,9 @@ struct Scope {
   // `to:` routing: the output of the step that routed here, handed to the
   // agent steps of the target as critique in a fresh conversation.
   std::optional<std::string> critique;
+  // Inside an across cell: its values, "os=linux arch=arm" (nested cells
+  // joined by spaces); empty elsewhere. Carried into every StepRef.
+  std::string cell;
 };
 
 class JobRunner {
@@ -180,11 +183,11 @@ class JobRunner {
   // Records a step that never started (outcome `not started`, error `why`);
   // it fires no hook and is not added to `execution`.
   void NotStarted(const Step& step, const std::string& id,
-                  const std::string& why);
+                  const std::string& why, const std::string& cell);
   // Appends a finished leaf step to the record and tells the observer.
   void Finish(StepRecord record, bool add_to_execution);
   StepRef MakeRef(const Step& step, const std::string& id,
-                  std::optional<HookKind> hook) const;
+                  std::optional<HookKind> hook, const std::string& cell) const;
   std::string WorkDir(const StepRef& ref) const;
   std::string ArtifactDir(const std::string& name) const;
   // Where a hook of `scope` runs: under the run's abort token (or, once the

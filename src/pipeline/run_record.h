@@ -53,6 +53,8 @@ struct StepRef {
   std::optional<HookKind> hook;  // Set for hook steps.
   bool fixer = false;            // A `fix:` agent run.
   int line = 0;
+  // In an across cell: the cell's values, "os=linux arch=arm"; else empty.
+  std::string cell;
 };
 
 struct StepRecord {

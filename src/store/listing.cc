@@ -36,6 +36,7 @@ std::string OneLine(const std::string& text, size_t max = 160) {
 
 std::string StepTitle(const StoredStep& s) {
   std::string title = s.name;
+  if (!s.cell.empty()) title += " [" + s.cell + "]";
   std::vector<std::string> notes;
   if (!s.hook.empty()) notes.push_back(s.hook + " hook");
   if (s.fixer) notes.push_back("fix");
@@ -136,6 +137,7 @@ nlohmann::json StepToJson(const StoredStep& s, int number) {
       {"id", s.id},
       {"job", s.job},
       {"name", s.name},
+      {"cell", s.cell.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.cell)},
       {"kind", s.kind},
       {"hook",
        s.hook.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.hook)},

@@ -190,7 +190,8 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
       " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken,"
       " COALESCE(s.cached_from_run, c.run_id),"
-      " COALESCE(s.cached_from_step, c.step_id), s.nudge_ms FROM steps s"
+      " COALESCE(s.cached_from_step, c.step_id), s.nudge_ms, s.cell"
+      " FROM steps s"
       // A step recorded before steps kept its origin: the entry under its
       // key, when it is still there, is the best guess.
       " LEFT JOIN cache c ON s.cached = 1 AND s.cached_from_run IS NULL AND"
@@ -228,6 +229,7 @@ Status LoadSteps(Db& db, StoredRun& run) {
         step.cached_from_run = s.Text(23);
         step.cached_from_step = s.Text(24);
         step.nudge_ms = s.OptionalInt(25);
+        step.cell = s.Text(26);
         step.attempts = std::move(attempts[step.id]);
         step.turns = std::move(turns[step.id]);
         step.log_lines = lines[step.id];

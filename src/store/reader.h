@@ -65,6 +65,7 @@ struct StoredStep {
   std::string id;  // Unique in the run ("JOB:2", "JOB:2/fix~2").
   std::string job;
   std::string name;
+  std::string cell;  // An across cell's values, "os=linux"; else empty.
   std::string kind;  // "task", "get", "put", "agent".
   std::string hook;  // "on_failure", ...; empty for a step that is not one.
   bool fixer = false;

@@ -218,8 +218,9 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO steps (run_id, step_id, job, name, kind, hook,"
-        " fixer, line, status, started_ms, deadline_ms, start_seq)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11)");
+        " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11,"
+        " ?12)");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     s.Bind(1, run_id_);
@@ -233,6 +234,7 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
     s.Bind(9, ToMs(clock_.WallNow()));
     s.Bind(10, WallMs(deadline));
     s.Bind(11, seq);
+    s.Bind(12, step.cell);
     return s.Run();
   }));
 }
@@ -333,9 +335,9 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
         " cached, start_seq, end_seq, agent_turns, provider_requests,"
         " prompt_tokens, completion_tokens, usd, nudge_sent,"
         " deadline_disclosed, fallbacks_taken, cached_from_run,"
-        " cached_from_step) VALUES (?1, ?2, ?3, ?4, ?5,"
+        " cached_from_step, cell) VALUES (?1, ?2, ?3, ?4, ?5,"
         " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
-        " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+        " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
         " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
         " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
         " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
@@ -362,6 +364,7 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     s.Bind(14, step.identity);
     s.Bind(15, int64_t{step.cached});
     s.Bind(16, seq);
+    s.Bind(27, ref.cell);
     if (const auto& a = step.agent) {
       s.Bind(17, int64_t{a->turns});
       s.Bind(18, int64_t{a->provider_requests});

@@ -66,6 +66,8 @@ CREATE TABLE IF NOT EXISTS steps (
   fallbacks_taken TEXT,
   cached_from_run TEXT,
   cached_from_step TEXT,
+  nudge_ms INTEGER,
+  cell TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (run_id, step_id)
 );
 CREATE VIEW IF NOT EXISTS hooks AS SELECT * FROM steps WHERE hook IS NOT NULL;
@@ -162,6 +164,7 @@ constexpr AddedColumn kAddedColumns[] = {
     {"runs", "plan", "TEXT NOT NULL DEFAULT '[]'"},
     {"agent_turns", "at_ms", "INTEGER"},
     {"steps", "nudge_ms", "INTEGER"},
+    {"steps", "cell", "TEXT NOT NULL DEFAULT ''"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

@@ -15,7 +15,7 @@
 namespace steps::store {
 
 // The schema's version, kept in PRAGMA user_version.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

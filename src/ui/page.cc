@@ -150,7 +150,8 @@ async function getJson(url) {
 }
 
 function stepHtml(s) {
-  const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.kind + ": " + s.name;
+  const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.kind + ": " + s.name +
+                (s.cell ? " [" + s.cell + "]" : "");
   let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(s.status)}` +
           `<strong>${esc(label)}</strong><span class="muted">line ${s.line}</span>` +
           `<span>${clock(s)}</span>`;
@@ -334,7 +335,8 @@ function timelineHtml(r) {
            j.started_ms, j.duration_ms != null ? j.started_ms + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
     for (const e of ordered(j)) {
       const s = e.step, p = e.planned;
-      const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.name
+      const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.name +
+                       (s.cell ? " [" + s.cell + "]" : "")
                      : (p.hook ? p.hook + " " : "") + p.name;
       h += `<div class="tl-row${s ? "" : " planned"}" data-step="${esc(s ? s.id : p.id)}">` +
            `<div class="tl-label" title="${esc(name)}">${esc(name)}</div><div class="tl-track">`;

@@ -118,6 +118,7 @@ nlohmann::json StepJson(const store::StoredStep& s) {
   }
   nlohmann::json j = {{"id", s.id},
                       {"name", s.name},
+                      {"cell", s.cell},
                       {"kind", s.kind},
                       {"hook", s.hook},
                       {"fixer", s.fixer},

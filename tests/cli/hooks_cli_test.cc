@@ -244,7 +244,7 @@ TEST_F(HooksCliTest, UnadmittedCellsAndBranchesHaveRecords) {
   Result r = Steps("run p.yaml --plain --no-cache");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(Has(r.output,
-                  "task: build not started: cell os=b: fail_fast: sibling "
+                  "task: build [os=b] not started: fail_fast: sibling "
                   "cell os=a failed\n"))
       << r.output;
   EXPECT_TRUE(Has(r.output,

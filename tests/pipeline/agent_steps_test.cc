@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "agent/runner.h"
@@ -241,10 +242,13 @@ TEST(AgentStepsTest, AcrossBudgetExactlySpentAdmitsNoFurtherCell) {
   // Each cell not admitted has a record that says why.
   std::vector<StepRecord> unstarted = run.StepsNamed("cell", true);
   ASSERT_EQ(unstarted.size(), 4u);
-  EXPECT_NE(unstarted[0].error.find(": across budget spent: token budget of "
-                                    "200 spent (200 used)"),
-            std::string::npos)
-      << unstarted[0].error;
+  EXPECT_EQ(unstarted[0].error,
+            "across budget spent: token budget of 200 spent (200 used)");
+  // Named by its cell's values, which tell the four apart.
+  std::set<std::string> cells;
+  for (const StepRecord& s : unstarted) cells.insert(s.ref.cell);
+  EXPECT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cells.count(""), 0u);
   std::vector<std::string> spent = logs.LinesWith("across.budget_spent");
   ASSERT_EQ(spent.size(), 1u);
   const std::string* line = &spent[0];

@@ -207,11 +207,11 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
   }
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(PragmaText(**store, "user_version"), "3");
+  EXPECT_EQ(PragmaText(**store, "user_version"), "4");
   EXPECT_EQ(Count(**store,
                   "SELECT count(*) FROM pragma_table_info('steps')"
-                  " WHERE name LIKE 'cached_from_%'"),
-            2);
+                  " WHERE name LIKE 'cached_from_%' OR name = 'cell'"),
+            3);
   StoreStepCache cache(**store, CacheDir(dir.path()), "new-run", true);
   EXPECT_FALSE(cache.Find(key).has_value());
   auto entries = ListCacheEntries(**store);
