@@ -20,6 +20,7 @@ struct RequestView {
   int messages = 0;
   bool tool_result = false;
   size_t chars = 0;
+  json body;  // As parsed; discarded when not JSON.
 };
 
 // Text of a content field: a string, or an array of parts/blocks.
@@ -44,6 +45,7 @@ std::string ContentText(const json& content, bool* saw_tool_result) {
 RequestView ReadRequest(const std::string& format, const std::string& body) {
   RequestView v;
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  v.body = j;
   if (!j.is_object()) return v;
   v.model = j.value("model", "");
   v.stream = j.value("stream", false);
@@ -80,6 +82,28 @@ std::string Quote(const std::string& s) {
   return "'" + cut + "'";
 }
 
+// Where `actual` fails to hold `expected` ("temperature: 0.2 expected, the
+// body has 1"), or empty when it holds it: mappings key by key, the rest
+// whole.
+std::string BodyMismatch(const json& expected, const json& actual,
+                         const std::string& path) {
+  if (expected.is_object()) {
+    if (!actual.is_object()) {
+      return (path.empty() ? "the body" : path) + " is not a mapping";
+    }
+    for (const auto& [key, value] : expected.items()) {
+      const std::string at = path.empty() ? key : path + "." + key;
+      if (!actual.contains(key)) return at + ": absent from the body";
+      std::string why = BodyMismatch(value, actual[key], at);
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
+  if (expected == actual) return "";
+  return path + ": " + Quote(expected.dump()) + " expected, the body has " +
+         Quote(actual.dump());
+}
+
 std::vector<std::string> Check(const MockEntry& entry, const RequestView& v,
                                int script_request) {
   std::vector<std::string> failures;
@@ -108,6 +132,11 @@ std::vector<std::string> Check(const MockEntry& entry, const RequestView& v,
   if (e.messages && *e.messages != v.messages) {
     failures.push_back(where + "messages " + std::to_string(*e.messages) +
                        ": the request has " + std::to_string(v.messages));
+  }
+  if (e.body) {
+    std::string why =
+        BodyMismatch(json::parse(*e.body, nullptr, false), v.body, "");
+    if (!why.empty()) failures.push_back(where + "body " + why);
   }
   return failures;
 }

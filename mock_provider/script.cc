@@ -156,11 +156,18 @@ Result<MockExpect> ParseExpect(const YAML::Node& node) {
       auto v = Integer(kv.second, "messages");
       if (!v.ok()) return v.status();
       e.messages = static_cast<int>(*v);
+    } else if (key == "body") {
+      if (!kv.second.IsMap()) {
+        return Error(kv.second,
+                     "'body' must be a mapping of the keys the request's "
+                     "wire body must hold, e.g. {temperature: 0.2}");
+      }
+      e.body = DumpJson(YamlToJson(kv.second));
     } else {
       return Error(kv.first,
                    "unknown key '" + key +
                        "' in expect (known: system_contains, last_contains, "
-                       "tool_result, request, messages)");
+                       "tool_result, request, messages, body)");
     }
   }
   return e;

@@ -41,6 +41,10 @@ struct MockExpect {
   std::optional<int> request;
   // The request holds exactly this many messages (system included).
   std::optional<int> messages;
+  // JSON text of a mapping every key of which the request's wire body holds
+  // with an equal value (nested mappings compared the same way, key by key;
+  // lists and scalars whole): `body: {temperature: 0.2, seed: 7}`.
+  std::optional<std::string> body;
 };
 
 struct MockUsage {

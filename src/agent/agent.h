@@ -21,6 +21,7 @@
 #include "core/duration.h"
 #include "core/outcome.h"
 #include "process/sandbox_bwrap.h"
+#include "providers/model_parameters.h"
 
 namespace steps {
 class ProcessLauncher;
@@ -46,6 +47,8 @@ struct AgentSource {
   // agent/cli_source.h): NAME -> value, final. Nothing else of steps' own
   // environment reaches the command.
   std::map<std::string, std::string> env;
+  // The source's own parameters over its agent entry's (hosted sources).
+  ModelParameters params;
 
   bool is_cli() const { return !cli.empty(); }
 };

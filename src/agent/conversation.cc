@@ -206,6 +206,7 @@ class Conversation {
     }
     connected_ = std::move(*resolved);
     request_.model = connected_->model;
+    request_.params = source.params;
     RetryPolicy policy = setup_.retry;
     policy.attempts = std::max(1, inv_.attempts);
     retrying_ = std::make_unique<RetryingProvider>(*connected_->provider,

@@ -12,10 +12,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `lookup` expands the `${NAME}` references of a CLI source's `env:`.
+// `lookup` expands the `${NAME}` references of a CLI source's `env:`;
+// `entry_params` fill the parameters the source leaves unset.
 agent::AgentSource ToAgentSource(const ModelSource& s,
+                                 const ModelParameters& entry_params,
                                  const EnvLookup& lookup) {
   agent::AgentSource out;
+  if (!s.is_cli()) out.params = s.params.Over(entry_params);
   out.env = ExpandEnv(s.env, lookup);
   out.model = s.model;
   out.cli = s.cli;
@@ -36,9 +39,9 @@ agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
   agent::AgentInvocation inv;
   inv.agent_name = entry.name;
   inv.step_name = step_name;
-  inv.sources.push_back(ToAgentSource(primary, lookup));
+  inv.sources.push_back(ToAgentSource(primary, entry.params, lookup));
   for (const ModelSource& f : entry.fallback)
-    inv.sources.push_back(ToAgentSource(f, lookup));
+    inv.sources.push_back(ToAgentSource(f, entry.params, lookup));
   inv.persona = entry.persona;
   inv.tools = entry.tools;
   inv.required_tools = entry.required_tools;

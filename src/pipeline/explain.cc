@@ -340,6 +340,37 @@ class Printer {
          << origin << "\n";
   }
 
+  // "params  temperature=0.2 seed=7  for openai/gpt-4o (source, line 4;
+  // agent entry, line 9)": what one hosted source is sent, and from where.
+  void ParameterRows(const ModelSource& source, const AgentEntry& agent,
+                     int indent) {
+    if (source.is_cli()) return;
+    const ModelParameters p = source.params.Over(agent.params);
+    if (p.empty()) return;
+    std::vector<std::string> parts;
+    auto number = [](double v) { return nlohmann::json(v).dump(); };
+    if (p.temperature) parts.push_back("temperature=" + number(*p.temperature));
+    if (p.top_p) parts.push_back("top_p=" + number(*p.top_p));
+    if (p.seed) parts.push_back("seed=" + std::to_string(*p.seed));
+    if (p.max_output_tokens)
+      parts.push_back("max_output_tokens=" +
+                      std::to_string(*p.max_output_tokens));
+    if (!p.stop.empty())
+      parts.push_back("stop=" + nlohmann::json(p.stop).dump());
+    if (p.json_schema) parts.push_back("response_format=json_schema");
+    std::string value;
+    for (const std::string& part : parts)
+      value += (value.empty() ? "" : " ") + part;
+    std::string origin = "for " + source.model + " (";
+    if (!source.params.empty())
+      origin += "source, line " + std::to_string(source.line);
+    if (!agent.params.empty()) {
+      if (!source.params.empty()) origin += "; ";
+      origin += "agent entry, line " + std::to_string(agent.params_line);
+    }
+    Row(indent, "params", value, origin + ")");
+  }
+
   void Step(const pipeline::Step& s, int indent, const std::string& label) {
     out_ << "\n"
          << std::string(indent, ' ') << label << " " << StepKindName(s.kind);
@@ -352,6 +383,9 @@ class Printer {
       for (const ModelSource& f : r.agent->fallback)
         out_ << " → " << f.Describe();
       out_ << "\n";
+      ParameterRows(r.source, *r.agent, indent);
+      for (const ModelSource& f : r.agent->fallback)
+        ParameterRows(f, *r.agent, indent);
       AgentDials(r.dials, indent);
     } else if (!s.is_container()) {
       const ResolvedDials& d = r.dials;

@@ -75,6 +75,13 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
   if (auto stream = ReadBool(r.Take("stream"), key + ".stream", d))
     s.stream = *stream;
   internal::ReadSourceEnv(r, key, s);
+  int params_line = 0;
+  internal::ReadModelParameters(r, key + ".", s.params, params_line, d);
+  if (s.is_cli() && !s.params.empty()) {
+    d.Error(params_line, "'" + key + "." + s.params.SetKeys().front() +
+                             "' is for hosted models: a CLI source ('cli: " +
+                             s.cli + "') takes no model parameters");
+  }
   YAML::Node price = r.Take("price");
   if (price.IsDefined()) {
     if (!price.IsMap()) {
@@ -196,6 +203,7 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   ReadAgentDuration(r, "llm_timeout", a.llm_timeout, d);
   ReadAgentDuration(r, "tool_timeout", a.tool_timeout, d);
   internal::ReadSandbox(r, a.sandbox, d);
+  internal::ReadModelParameters(r, "", a.params, a.params_line, d);
   if (YAML::Node req = r.Take("required"); req.IsDefined()) {
     auto v = ReadString(req, "required", d);
     if (v && *v == "tools") {

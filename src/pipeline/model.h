@@ -15,6 +15,7 @@
 
 #include "core/duration.h"
 #include "core/outcome.h"
+#include "providers/model_parameters.h"
 
 namespace steps::pipeline {
 
@@ -45,6 +46,8 @@ struct ModelSource {
   // A CLI source's environment besides the minimal base (agent/cli_source.h):
   // NAME -> value as written, `${NAME}` references expanded when it runs.
   std::map<std::string, std::string> env;
+  // Set on the source itself; an agent entry's fill what it leaves unset.
+  ModelParameters params;
   int line = 0;
 
   bool is_cli() const { return !cli.empty(); }
@@ -88,6 +91,9 @@ struct AgentEntry {
   Written<Millis> tool_timeout;
   bool required_tools = false;   // `required: tools`.
   Written<SandboxSpec> sandbox;  // For run_shell.
+  // For every hosted source of the entry that does not set its own.
+  ModelParameters params;
+  int params_line = 0;  // The first parameter key's line; 0 when none.
 };
 
 enum class Backoff { kFixed, kLinear, kExponential };

@@ -61,6 +61,41 @@ void CheckSourceProvider(const ModelSource& s, Diagnostics& d) {
                       "with base_url)");
 }
 
+// Each source of `a` can honour the model parameters it gets (its own over
+// the entry's): a CLI source takes none, and a provider only those it has.
+void CheckModelParameters(const Pipeline& p, const AgentEntry& a,
+                          Diagnostics& d) {
+  std::vector<const ModelSource*> sources;
+  if (a.source) {
+    sources.push_back(&*a.source);
+  } else if (p.defaults.source) {
+    sources.push_back(&*p.defaults.source);
+  }
+  for (const ModelSource& f : a.fallback) sources.push_back(&f);
+  for (const ModelSource* s : sources) {
+    const ModelParameters params = s->params.Over(a.params);
+    if (s->is_cli()) {
+      if (!a.params.empty()) {
+        d.Error(a.params_line,
+                "agent '" + a.name + "' sets '" + a.params.SetKeys().front() +
+                    "', but its source 'cli: " + s->cli +
+                    "' takes no model parameters — set them on its hosted "
+                    "sources instead");
+      }
+      continue;
+    }
+    const std::string provider = s->model.substr(0, s->model.find('/'));
+    for (const std::string& key : UnhonouredParameters(provider, params)) {
+      const bool own = !UnhonouredParameters(provider, s->params).empty();
+      d.Error(own ? s->line : a.params_line,
+              "'" + key + "' cannot be honoured by provider '" + provider +
+                  "' (source '" + s->model + "' of agent '" + a.name +
+                  "') — remove it, or set it only on sources whose "
+                  "provider has it");
+    }
+  }
+}
+
 // Tools an agent entry grants must exist; providers its sources name too.
 void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
   if (p.defaults.source) CheckSourceProvider(*p.defaults.source, d);
@@ -68,6 +103,7 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
   for (const AgentEntry& a : p.agents) {
     if (a.source) CheckSourceProvider(*a.source, d);
     for (const ModelSource& f : a.fallback) CheckSourceProvider(f, d);
+    CheckModelParameters(p, a, d);
     for (const std::string& t : a.tools) {
       if (tools.Find(t)) continue;
       d.Error(a.tools_line ? a.tools_line : a.line,

@@ -92,11 +92,24 @@ const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
 }
 
 // Every source of the chain, as what decides its answers: the model or CLI
-// command, the endpoint, and a CLI's environment as written.
-void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s) {
+// command, the endpoint, a CLI's environment as written, and the model
+// parameters it is sent with (only those set, so a source with none keeps
+// the key it had before parameters existed).
+void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s,
+               const ModelParameters& entry_params) {
   h.Add(field, s.is_cli() ? "cli:" + s.cli : "model:" + s.model);
   h.Add(field + ".base_url", s.base_url.value_or(""));
   for (const auto& [k, v] : s.env) h.Add(field + ".env." + k, v);
+  if (s.is_cli()) return;
+  const ModelParameters p = s.params.Over(entry_params);
+  auto number = [](double v) { return nlohmann::json(v).dump(); };
+  if (p.temperature) h.Add(field + ".temperature", number(*p.temperature));
+  if (p.top_p) h.Add(field + ".top_p", number(*p.top_p));
+  if (p.seed) h.Add(field + ".seed", std::to_string(*p.seed));
+  if (p.max_output_tokens)
+    h.Add(field + ".max_output_tokens", std::to_string(*p.max_output_tokens));
+  for (const std::string& stop : p.stop) h.Add(field + ".stop", stop);
+  if (p.json_schema) h.Add(field + ".response_format", *p.json_schema);
 }
 
 // A sandbox changes what a command can see and reach, so what it produces:
@@ -157,8 +170,9 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
     case StepKind::kAgent: {
       const AgentEntry* a = p.FindAgent(s.agent);
       if (a) {
-        AddSource(h, "source", SourceOf(p, *a));
-        for (const ModelSource& f : a->fallback) AddSource(h, "fallback", f);
+        AddSource(h, "source", SourceOf(p, *a), a->params);
+        for (const ModelSource& f : a->fallback)
+          AddSource(h, "fallback", f, a->params);
         h.Add("persona", a->persona);
         std::vector<std::string> tools = a->tools;
         std::sort(tools.begin(), tools.end());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/duration.h"
+#include "providers/model_parameters.h"
 
 namespace steps {
 
@@ -86,6 +87,9 @@ struct ChatRequest {
   // Upper bound on generated tokens; unset leaves the provider's default
   // (the Anthropic adapter, where the field is mandatory, sends 4096).
   std::optional<int64_t> max_tokens;
+  // Sampling and output parameters; params.max_output_tokens, when set,
+  // takes the place of max_tokens.
+  ModelParameters params;
 };
 
 struct Usage {

@@ -136,7 +136,23 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
     body["tools"] = std::move(tools);
     body["tool_choice"] = ToolChoiceJson(request.tool_choice);
   }
-  if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
+  const ModelParameters& mp = request.params;
+  if (mp.max_output_tokens) {
+    body["max_tokens"] = *mp.max_output_tokens;
+  } else if (request.max_tokens) {
+    body["max_tokens"] = *request.max_tokens;
+  }
+  if (mp.temperature) body["temperature"] = *mp.temperature;
+  if (mp.top_p) body["top_p"] = *mp.top_p;
+  if (mp.seed) body["seed"] = *mp.seed;
+  if (!mp.stop.empty()) body["stop"] = mp.stop;
+  if (mp.json_schema) {
+    body["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema",
+         {{"name", "answer"},
+          {"schema", nlohmann::json::parse(*mp.json_schema, nullptr, false)}}}};
+  }
   if (stream) {
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};

@@ -130,6 +130,36 @@ reviewer:
             "'reviewer')");
 }
 
+// `body` holds when every key it names is in the wire body with an equal
+// value, nested mappings key by key; each miss names the key path.
+TEST_F(InProcessTest, ExpectBodyComparesTheWireBodyKeyByKey) {
+  Load(R"(
+reviewer:
+  - expect: {body: {model: m}}
+    say: holds
+  - expect: {body: {model: other}}
+    say: a
+  - expect: {body: {seed: 7}}
+    say: b
+  - expect: {body: {stream_options: {include_usage: true}}}
+    say: c
+)");
+  ResolvedSource s = Source("mock/m");
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(Send(*s.provider, "reviewer", s.model).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_EQ(failures[0],
+            "line 5: expect body model: '\"other\"' expected, the body has "
+            "'\"m\"' (request 2, agent 'reviewer')");
+  EXPECT_EQ(failures[1],
+            "line 7: expect body seed: absent from the body (request 3, agent "
+            "'reviewer')");
+  EXPECT_EQ(failures[2],
+            "line 9: expect body stream_options: absent from the body "
+            "(request 4, agent 'reviewer')");
+}
+
 TEST_F(InProcessTest, AnEntryWithOnlyModifiersAnswersAsTheDefault) {
   Load(R"(
 reviewer:

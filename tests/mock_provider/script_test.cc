@@ -90,7 +90,10 @@ TEST(MockScriptTest, ErrorsNameTheLine) {
       {"a:\n  - expect: {request: 0}\n", "2: 'request' counts from 1"},
       {"a:\n  - expect: {sytem_contains: x}\n",
        "2: unknown key 'sytem_contains' in expect (known: system_contains, "
-       "last_contains, tool_result, request, messages)"},
+       "last_contains, tool_result, request, messages, body)"},
+      {"a:\n  - expect: {body: 3}\n",
+       "2: 'body' must be a mapping of the keys the request's wire body must "
+       "hold, e.g. {temperature: 0.2}"},
       {"a:\n  - call: {arguments: {}}\n", "2: a call needs a 'name'"},
       {"a: 3\n", "1: the script for 'a' must be a list of entries"},
       {"default:\n  delay: 1s\n",
