@@ -4,46 +4,35 @@
 // the bounds `steps explain` prints for routing, kill grace, huge retry
 // schedules and fan-outs under a job deadline.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
+#include <chrono>
 #include <filesystem>
 #include <string>
 
+#include "common/steps_cli.h"
 #include "common/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using steps::test_support::TempDir;
+namespace test_support = steps::test_support;
+using test_support::TempDir;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using Result = test_support::CliResult;
+using test_support::Has;
 
 class PreflightCliTest : public ::testing::Test {
  protected:
   // Runs `steps ARGS` in the temporary folder with the provider key
   // variables unset, stdout and stderr together.
-  RunResult Steps(const std::string& args, const std::string& env = "") {
-    std::string cmd = "cd '" + dir_.path() +
-                      "' && env -u OPENAI_API_KEY -u OPENROUTER_API_KEY "
-                      "-u ANTHROPIC_API_KEY -u PREFLIGHT_KEY " +
-                      env + " timeout -s KILL 120 '" + kSteps + "' " + args +
-                      " 2>&1";
-    RunResult r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+  Result Steps(const std::string& args, const std::string& env = "") {
+    test_support::StepsOptions options;
+    options.prefix =
+        "env -u OPENAI_API_KEY -u OPENROUTER_API_KEY -u ANTHROPIC_API_KEY "
+        "-u PREFLIGHT_KEY " +
+        env;
+    options.kill_after = std::chrono::seconds(120);
+    return test_support::RunSteps(dir_.path(), args, options);
   }
 
   bool Exists(const std::string& name) { return fs::exists(dir_ / name); }
@@ -55,10 +44,6 @@ class PreflightCliTest : public ::testing::Test {
 
   TempDir dir_;
 };
-
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // --- A: names that refer to nothing -------------------------------------
 
@@ -74,12 +59,12 @@ TEST_F(PreflightCliTest, UnknownToolIsRefusedWithItsLine) {
              "  - agent: a\n"
              "    messages: [hi]\n");
   for (const char* cmd : {"validate --strict", "run", "explain"}) {
-    RunResult r = Steps(std::string(cmd) + " p.yaml");
-    EXPECT_EQ(r.exit_code, 65) << cmd << "\n" << r.output;
+    Result r = Steps(std::string(cmd) + " p.yaml");
+    EXPECT_EQ(r.exit_code, 65) << cmd << "\n" << r.out;
     EXPECT_TRUE(
-        Has(r.output, "p.yaml:4: error: agent 'a' grants unknown tool 'grep'"))
-        << r.output;
-    EXPECT_TRUE(Has(r.output, "run_shell")) << "names the known tools";
+        Has(r.out, "p.yaml:4: error: agent 'a' grants unknown tool 'grep'"))
+        << r.out;
+    EXPECT_TRUE(Has(r.out, "run_shell")) << "names the known tools";
   }
 }
 
@@ -94,13 +79,13 @@ TEST_F(PreflightCliTest, UnknownProviderIsRefused) {
              "  plan:\n"
              "  - agent: a\n"
              "    messages: [hi]\n");
-  RunResult r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  Result r = Steps("validate p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:3: error: model 'acme/x' names unknown provider "
                   "'acme'"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "openrouter")) << r.output;
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "openrouter")) << r.out;
 }
 
 TEST_F(PreflightCliTest, TemplateValueThatIsNotSetIsRefusedBeforeAnyStep) {
@@ -116,14 +101,14 @@ TEST_F(PreflightCliTest, TemplateValueThatIsNotSetIsRefusedBeforeAnyStep) {
                  "    do:\n"
                  "    - task: t\n"
                  "      run: echo {{ .w | shellquote }}\n");
-  RunResult v = Steps("validate p.yaml");
-  EXPECT_EQ(v.exit_code, 65) << v.output;
-  EXPECT_TRUE(Has(v.output,
+  Result v = Steps("validate p.yaml");
+  EXPECT_EQ(v.exit_code, 65) << v.out;
+  EXPECT_TRUE(Has(v.out,
                   "p.yaml:9: error: task 't' run: {{ .w | shellquote }}: .w "
                   "is not set here (known: .v)"))
-      << v.output;
-  RunResult r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
+      << v.out;
+  Result r = Steps("run p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
   EXPECT_FALSE(Exists("first-ran")) << "refused before the first step";
 }
 
@@ -144,16 +129,16 @@ TEST_F(PreflightCliTest, UnknownPipeIsRefusedInScriptsAndMessages) {
              "    do:\n"
              "    - task: t\n"
              "      run: echo {{ .v | upper }}\n");
-  RunResult r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  Result r = Steps("validate p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:5: error: resource type 'up' in: {{ .version.ref | "
                   "upper }}: unknown template pipe 'upper'"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output,
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:15: error: task 't' run: {{ .v | upper "
                   "}}: unknown template pipe 'upper'"))
-      << r.output;
+      << r.out;
 }
 
 TEST_F(PreflightCliTest, ResourceScriptValuesAreCheckedPerStep) {
@@ -170,18 +155,18 @@ TEST_F(PreflightCliTest, ResourceScriptValuesAreCheckedPerStep) {
              "  plan:\n"
              "  - get: r\n"
              "  - put: r\n");
-  RunResult r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  Result r = Steps("validate p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:4: error: resource type 'up' check: {{ "
                   ".version.ref | shellquote }}: .version is not "
                   "set here"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output,
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:5: error: resource type 'up' out: {{ "
                   ".source.uri | shellquote }}: .source.uri is not "
                   "set (resource 'r'"))
-      << r.output;
+      << r.out;
 }
 
 TEST_F(PreflightCliTest, ForwardRouteIsRefusedAndBackwardRunsAsBefore) {
@@ -194,10 +179,9 @@ TEST_F(PreflightCliTest, ForwardRouteIsRefusedAndBackwardRunsAsBefore) {
              "    to: b\n"
              "  - task: b\n"
              "    run: echo b\n");
-  RunResult v = Steps("validate --strict fwd.yaml");
-  EXPECT_EQ(v.exit_code, 65) << v.output;
-  EXPECT_TRUE(Has(v.output, "fwd.yaml:6: error: 'to: b' routes forward"))
-      << v.output;
+  Result v = Steps("validate --strict fwd.yaml");
+  EXPECT_EQ(v.exit_code, 65) << v.out;
+  EXPECT_TRUE(Has(v.out, "fwd.yaml:6: error: 'to: b' routes forward")) << v.out;
   EXPECT_EQ(Steps("run fwd.yaml").exit_code, 65);
 
   dir_.Write("hook.yaml",
@@ -207,9 +191,9 @@ TEST_F(PreflightCliTest, ForwardRouteIsRefusedAndBackwardRunsAsBefore) {
              "  - task: a\n"
              "    run: 'true'\n"
              "    on_failure: { task: h, run: 'true', to: a }\n");
-  RunResult h = Steps("validate hook.yaml");
-  EXPECT_EQ(h.exit_code, 65) << h.output;
-  EXPECT_TRUE(Has(h.output, "would never route")) << h.output;
+  Result h = Steps("validate hook.yaml");
+  EXPECT_EQ(h.exit_code, 65) << h.out;
+  EXPECT_TRUE(Has(h.out, "would never route")) << h.out;
 
   // To itself or an earlier step stays valid: the step re-runs up to
   // max_visits times.
@@ -223,9 +207,9 @@ TEST_F(PreflightCliTest, ForwardRouteIsRefusedAndBackwardRunsAsBefore) {
              "  - task: b\n"
              "    run: exit 1\n"
              "    to: a\n");
-  RunResult b = Steps("run back.yaml");
-  EXPECT_EQ(b.exit_code, 1) << b.output;
-  EXPECT_TRUE(Has(b.output, "max_visits")) << b.output;
+  Result b = Steps("run back.yaml");
+  EXPECT_EQ(b.exit_code, 1) << b.out;
+  EXPECT_TRUE(Has(b.out, "max_visits")) << b.out;
 }
 
 // --- C: what a shell runs is quoted -------------------------------------
@@ -249,19 +233,19 @@ TEST_F(PreflightCliTest, UnquotedValueInAShellScriptIsRefused) {
                  "    do:\n"
                  "    - task: t\n"
                  "      run: echo {{ .v }}\n");
-  RunResult r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_FALSE(Exists("pwned")) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  Result r = Steps("run p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_FALSE(Exists("pwned")) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:4: error: resource type 'up' out: {{ "
                   ".params | json }} would put a value into a "
                   "shell script unquoted"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "{{ .params | json | shellquote }}")) << r.output;
-  EXPECT_TRUE(Has(r.output,
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "{{ .params | json | shellquote }}")) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:15: error: task 't' run: {{ .v }} would "
                   "put a value into a shell script unquoted"))
-      << r.output;
+      << r.out;
 }
 
 TEST_F(PreflightCliTest, QuotedJsonRunsAsTextAndLiteralBracesPassThrough) {
@@ -281,12 +265,12 @@ TEST_F(PreflightCliTest, QuotedJsonRunsAsTextAndLiteralBracesPassThrough) {
                  ")\" }\n"
                  "  - task: fmt\n"
                  "    run: echo '{{ \"{{\" }} .State }}'\n");
-  RunResult r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(Exists("pwned")) << r.output;
-  EXPECT_TRUE(Has(r.output, "{\"x\":\"$(touch '" + (dir_ / "pwned") + "')\"}"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "{{ .State }}")) << r.output;
+  Result r = Steps("run p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(Exists("pwned")) << r.out;
+  EXPECT_TRUE(Has(r.out, "{\"x\":\"$(touch '" + (dir_ / "pwned") + "')\"}"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "{{ .State }}")) << r.out;
 }
 
 // --- B: sources that cannot be served ------------------------------------
@@ -313,17 +297,17 @@ std::string Keyed(const std::string& touch) {
 
 TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
   dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  RunResult r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_FALSE(Exists("first-ran")) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  Result r = Steps("run p.yaml");
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_FALSE(Exists("first-ran")) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:3: error: model 'openai/gpt-4.1-mini': "
                   "environment variable OPENAI_API_KEY is not set"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output,
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "p.yaml:5: error: model 'openai/gpt-4.1-mini': "
                   "environment variable PREFLIGHT_KEY is not set"))
-      << r.output;
+      << r.out;
 
   // With the keys set the check passes (the agent step itself then fails
   // to reach a server, which is not this test's business).
@@ -333,30 +317,30 @@ TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
                                    "  - task: t\n"
                                    "    run: " +
                                    Touch("k-ran") + "\n");
-  RunResult k =
+  Result k =
       Steps("run task-only.yaml --job k", "OPENAI_API_KEY=x PREFLIGHT_KEY=y");
-  EXPECT_EQ(k.exit_code, 0) << k.output;
+  EXPECT_EQ(k.exit_code, 0) << k.out;
   // A job that uses no agent needs no key.
-  RunResult no_key = Steps("run task-only.yaml --job k");
-  EXPECT_EQ(no_key.exit_code, 0) << no_key.output;
+  Result no_key = Steps("run task-only.yaml --job k");
+  EXPECT_EQ(no_key.exit_code, 0) << no_key.out;
   EXPECT_TRUE(Exists("k-ran"));
 }
 
 TEST_F(PreflightCliTest, ValidateWarnsAboutAMissingKeyAndStrictFails) {
   dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  RunResult v = Steps("validate p.yaml");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_TRUE(Has(v.output,
+  Result v = Steps("validate p.yaml");
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_TRUE(Has(v.out,
                   "p.yaml:3: warning: model 'openai/gpt-4.1-mini': "
                   "environment variable OPENAI_API_KEY is not set"))
-      << v.output;
-  EXPECT_TRUE(Has(v.output, "Valid: p (3 steps) — 2 warnings")) << v.output;
-  RunResult s = Steps("validate --strict p.yaml");
-  EXPECT_EQ(s.exit_code, 65) << s.output;
-  EXPECT_TRUE(Has(s.output, "failing due to --strict")) << s.output;
-  RunResult set =
+      << v.out;
+  EXPECT_TRUE(Has(v.out, "Valid: p (3 steps) — 2 warnings")) << v.out;
+  Result s = Steps("validate --strict p.yaml");
+  EXPECT_EQ(s.exit_code, 65) << s.out;
+  EXPECT_TRUE(Has(s.out, "failing due to --strict")) << s.out;
+  Result set =
       Steps("validate --strict p.yaml", "OPENAI_API_KEY=x PREFLIGHT_KEY=y");
-  EXPECT_EQ(set.exit_code, 0) << set.output;
+  EXPECT_EQ(set.exit_code, 0) << set.out;
 }
 
 TEST_F(PreflightCliTest, MockedRunsNeedNoKey) {
@@ -374,21 +358,21 @@ TEST_F(PreflightCliTest, MockedRunsNeedNoKey) {
              "mock:\n"
              "  a:\n"
              "  - say: hello\n");
-  RunResult m = Steps("run --mock p.yaml");
-  EXPECT_EQ(m.exit_code, 0) << m.output;
-  RunResult t = Steps("test p.yaml");
-  EXPECT_EQ(t.exit_code, 0) << t.output;
-  RunResult real = Steps("run p.yaml");
-  EXPECT_EQ(real.exit_code, 65) << real.output;
-  EXPECT_TRUE(Has(real.output, "OPENAI_API_KEY")) << real.output;
+  Result m = Steps("run --mock p.yaml");
+  EXPECT_EQ(m.exit_code, 0) << m.out;
+  Result t = Steps("test p.yaml");
+  EXPECT_EQ(t.exit_code, 0) << t.out;
+  Result real = Steps("run p.yaml");
+  EXPECT_EQ(real.exit_code, 65) << real.out;
+  EXPECT_TRUE(Has(real.out, "OPENAI_API_KEY")) << real.out;
 }
 
 TEST_F(PreflightCliTest, TestWithoutMockFailsTheFileNamingTheVariable) {
   dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  RunResult t = Steps("test p.yaml");
-  EXPECT_EQ(t.exit_code, 1) << t.output;
-  EXPECT_TRUE(Has(t.output, "OPENAI_API_KEY is not set")) << t.output;
-  EXPECT_FALSE(Exists("first-ran")) << t.output;
+  Result t = Steps("test p.yaml");
+  EXPECT_EQ(t.exit_code, 1) << t.out;
+  EXPECT_TRUE(Has(t.out, "OPENAI_API_KEY is not set")) << t.out;
+  EXPECT_FALSE(Exists("first-ran")) << t.out;
 }
 
 // --- D: explain's bounds ---------------------------------------------------
@@ -409,9 +393,9 @@ TEST_F(PreflightCliTest, ExplainCountsKillGraceAndRouting) {
              "  - task: t\n"
              "    timeout: 300ms\n"
              "    run: sleep 10\n");
-  RunResult g = Steps("explain grace.yaml");
-  EXPECT_EQ(g.exit_code, 0) << g.output;
-  EXPECT_TRUE(Has(JobBoundRow(g.output), "2.3s")) << g.output;
+  Result g = Steps("explain grace.yaml");
+  EXPECT_EQ(g.exit_code, 0) << g.out;
+  EXPECT_TRUE(Has(JobBoundRow(g.out), "2.3s")) << g.out;
 
   dir_.Write("route.yaml",
              "jobs:\n"
@@ -428,11 +412,11 @@ TEST_F(PreflightCliTest, ExplainCountsKillGraceAndRouting) {
              "  - task: c\n"
              "    timeout: 1s\n"
              "    run: 'true'\n");
-  RunResult r = Steps("explain route.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  Result r = Steps("explain route.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   // a and b run up to 3 times each, c once: 7 × (1s + 2s grace).
-  EXPECT_TRUE(Has(JobBoundRow(r.output), "21s")) << r.output;
-  EXPECT_TRUE(Has(r.output, "max_visits 3")) << r.output;
+  EXPECT_TRUE(Has(JobBoundRow(r.out), "21s")) << r.out;
+  EXPECT_TRUE(Has(r.out, "max_visits 3")) << r.out;
 
   // max_visits: 1 is the edge: routing can never re-run anything.
   dir_.Write("once.yaml",
@@ -444,8 +428,8 @@ TEST_F(PreflightCliTest, ExplainCountsKillGraceAndRouting) {
              "    timeout: 1s\n"
              "    run: 'true'\n"
              "    to: a\n");
-  RunResult o = Steps("explain once.yaml");
-  EXPECT_TRUE(Has(JobBoundRow(o.output), " 3s ")) << o.output;
+  Result o = Steps("explain once.yaml");
+  EXPECT_TRUE(Has(JobBoundRow(o.out), " 3s ")) << o.out;
 }
 
 TEST_F(PreflightCliTest, ExplainSaturatesHugeRetrySchedules) {
@@ -467,13 +451,13 @@ TEST_F(PreflightCliTest, ExplainSaturatesHugeRetrySchedules) {
              "      max_attempts: 1000000\n"
              "      backoff: exponential\n"
              "      base_delay_ms: 1000000\n");
-  RunResult r = Steps("explain p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(Has(JobBoundRow(r.output), "over 100 years")) << r.output;
-  EXPECT_FALSE(Has(r.output, "12495338809h")) << r.output;
-  EXPECT_FALSE(Has(r.output, "bound              -"))
+  Result r = Steps("explain p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(JobBoundRow(r.out), "over 100 years")) << r.out;
+  EXPECT_FALSE(Has(r.out, "12495338809h")) << r.out;
+  EXPECT_FALSE(Has(r.out, "bound              -"))
       << "no wrapped, negative bound\n"
-      << r.output;
+      << r.out;
 }
 
 TEST_F(PreflightCliTest, ExplainBoundsAFanOutByTheJobDeadline) {
@@ -488,12 +472,12 @@ TEST_F(PreflightCliTest, ExplainBoundsAFanOutByTheJobDeadline) {
              "    - task: t\n"
              "      timeout: 58s\n"
              "      run: 'true'\n");
-  RunResult r = Steps("explain p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  Result r = Steps("explain p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   // 5 cells × (58s + 2s) = 5m in sequence, but no cell starts after the
   // 1m deadline: 1m + one cell of 1m.
-  EXPECT_TRUE(Has(JobBoundRow(r.output), "2m ")) << r.output;
-  EXPECT_TRUE(Has(r.output, "without the deadline 5m")) << r.output;
+  EXPECT_TRUE(Has(JobBoundRow(r.out), "2m ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "without the deadline 5m")) << r.out;
 
   // At the edge: a deadline past the sum changes nothing.
   dir_.Write("long.yaml",
@@ -506,9 +490,9 @@ TEST_F(PreflightCliTest, ExplainBoundsAFanOutByTheJobDeadline) {
              "    - task: t\n"
              "      timeout: 58s\n"
              "      run: 'true'\n");
-  RunResult l = Steps("explain long.yaml");
-  EXPECT_TRUE(Has(JobBoundRow(l.output), "2m ")) << l.output;
-  EXPECT_FALSE(Has(l.output, "without the deadline")) << l.output;
+  Result l = Steps("explain long.yaml");
+  EXPECT_TRUE(Has(JobBoundRow(l.out), "2m ")) << l.out;
+  EXPECT_FALSE(Has(l.out, "without the deadline")) << l.out;
 }
 
 }  // namespace
