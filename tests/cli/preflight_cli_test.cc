@@ -3,11 +3,17 @@
 // unquoted values in shell scripts, agent sources without their key; and
 // the bounds `steps explain` prints for routing, kill grace, huge retry
 // schedules and fan-outs under a job deadline.
+//
+// Each case writes one pipeline, runs one `steps` command on it and checks
+// the exit code, what the output says (or must not say), which files the
+// pipeline's steps made, and explain's job bound.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
@@ -16,366 +22,525 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace test_support = steps::test_support;
-using test_support::TempDir;
 
 using Result = test_support::CliResult;
 using test_support::Has;
 
-class PreflightCliTest : public ::testing::Test {
- protected:
-  // Runs `steps ARGS` in the temporary folder with the provider key
-  // variables unset, stdout and stderr together.
-  Result Steps(const std::string& args, const std::string& env = "") {
-    test_support::StepsOptions options;
-    options.prefix =
-        "env -u OPENAI_API_KEY -u OPENROUTER_API_KEY -u ANTHROPIC_API_KEY "
-        "-u PREFLIGHT_KEY " +
-        env;
-    options.kill_after = std::chrono::seconds(120);
-    return test_support::RunSteps(dir_.path(), args, options);
-  }
+// Stands for the test's temporary folder in a case's pipeline and texts
+// (steps run in folders of their own, so what they touch is named in full).
+constexpr const char* kDir = "@DIR@";
 
-  bool Exists(const std::string& name) { return fs::exists(dir_ / name); }
-  // `touch` of a file in the temporary folder (steps run in folders of
-  // their own), for Exists to find.
-  std::string Touch(const std::string& name) {
-    return "touch '" + (dir_ / name) + "'";
-  }
+// `touch` of a file in the temporary folder, for the case to look for.
+std::string Touch(const std::string& name) {
+  return "touch '" + std::string(kDir) + "/" + name + "'";
+}
 
-  TempDir dir_;
+struct PreflightCase {
+  std::string name;     // The test's name.
+  std::string file;     // Where the pipeline is written.
+  std::string yaml;     // The pipeline.
+  std::string command;  // `steps` arguments.
+  int exit_code = 0;
+  std::vector<std::string> says = {};        // In the output.
+  std::vector<std::string> never_says = {};  // Nowhere in the output.
+  std::vector<std::string> made = {};        // Files the steps made.
+  std::vector<std::string> not_made = {};    // Files no step made.
+  std::string bound = "";                    // In explain's job "bound" row.
+  std::string env = "";                      // `NAME=value` set for the run.
 };
+
+// Names the case in test output (gtest would print its bytes).
+void PrintTo(const PreflightCase& c, std::ostream* os) { *os << c.name; }
 
 // --- A: names that refer to nothing -------------------------------------
 
-TEST_F(PreflightCliTest, UnknownToolIsRefusedWithItsLine) {
-  dir_.Write("p.yaml",
-             "agents:\n"
-             "- name: a\n"
-             "  source: { model: openai/gpt-4.1-mini }\n"
-             "  tools: [read_file, grep]\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - agent: a\n"
-             "    messages: [hi]\n");
-  for (const char* cmd : {"validate --strict", "run", "explain"}) {
-    Result r = Steps(std::string(cmd) + " p.yaml");
-    EXPECT_EQ(r.exit_code, 65) << cmd << "\n" << r.out;
-    EXPECT_TRUE(
-        Has(r.out, "p.yaml:4: error: agent 'a' grants unknown tool 'grep'"))
-        << r.out;
-    EXPECT_TRUE(Has(r.out, "run_shell")) << "names the known tools";
-  }
-}
+const std::string kUnknownTool =
+    "agents:\n"
+    "- name: a\n"
+    "  source: { model: openai/gpt-4.1-mini }\n"
+    "  tools: [read_file, grep]\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - agent: a\n"
+    "    messages: [hi]\n";
+// The refusal names the known tools (run_shell among them).
+const std::vector<std::string> kUnknownToolSays = {
+    "p.yaml:4: error: agent 'a' grants unknown tool 'grep'", "run_shell"};
 
-TEST_F(PreflightCliTest, UnknownProviderIsRefused) {
-  dir_.Write("p.yaml",
-             "agents:\n"
-             "- name: a\n"
-             "  source: { model: acme/x }\n"
-             "  fallback: [{ model: openai/gpt-4.1-mini }]\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - agent: a\n"
-             "    messages: [hi]\n");
-  Result r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:3: error: model 'acme/x' names unknown provider "
-                  "'acme'"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out, "openrouter")) << r.out;
-}
+const std::string kUnknownProvider =
+    "agents:\n"
+    "- name: a\n"
+    "  source: { model: acme/x }\n"
+    "  fallback: [{ model: openai/gpt-4.1-mini }]\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - agent: a\n"
+    "    messages: [hi]\n";
 
-TEST_F(PreflightCliTest, TemplateValueThatIsNotSetIsRefusedBeforeAnyStep) {
-  dir_.Write("p.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - task: first\n"
-             "    run: " +
-                 Touch("first-ran") +
-                 "\n"
-                 "  - across: [{var: v, values: [x]}]\n"
-                 "    do:\n"
-                 "    - task: t\n"
-                 "      run: echo {{ .w | shellquote }}\n");
-  Result v = Steps("validate p.yaml");
-  EXPECT_EQ(v.exit_code, 65) << v.out;
-  EXPECT_TRUE(Has(v.out,
-                  "p.yaml:9: error: task 't' run: {{ .w | shellquote }}: .w "
-                  "is not set here (known: .v)"))
-      << v.out;
-  Result r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_FALSE(Exists("first-ran")) << "refused before the first step";
-}
+const std::string kUnsetValue =
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: first\n"
+    "    run: " +
+    Touch("first-ran") +
+    "\n"
+    "  - across: [{var: v, values: [x]}]\n"
+    "    do:\n"
+    "    - task: t\n"
+    "      run: echo {{ .w | shellquote }}\n";
 
-TEST_F(PreflightCliTest, UnknownPipeIsRefusedInScriptsAndMessages) {
-  dir_.Write("p.yaml",
-             "resource_types:\n"
-             "- name: up\n"
-             "  config:\n"
-             "    check: echo '[{\"ref\":\"v1\"}]'\n"
-             "    in: echo {{ .version.ref | upper }}\n"
-             "resources:\n"
-             "- { name: r, type: up, source: {} }\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - get: r\n"
-             "  - across: [{var: v, values: [x]}]\n"
-             "    do:\n"
-             "    - task: t\n"
-             "      run: echo {{ .v | upper }}\n");
-  Result r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:5: error: resource type 'up' in: {{ .version.ref | "
-                  "upper }}: unknown template pipe 'upper'"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:15: error: task 't' run: {{ .v | upper "
-                  "}}: unknown template pipe 'upper'"))
-      << r.out;
-}
+const std::string kUnknownPipe =
+    "resource_types:\n"
+    "- name: up\n"
+    "  config:\n"
+    "    check: echo '[{\"ref\":\"v1\"}]'\n"
+    "    in: echo {{ .version.ref | upper }}\n"
+    "resources:\n"
+    "- { name: r, type: up, source: {} }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - get: r\n"
+    "  - across: [{var: v, values: [x]}]\n"
+    "    do:\n"
+    "    - task: t\n"
+    "      run: echo {{ .v | upper }}\n";
 
-TEST_F(PreflightCliTest, ResourceScriptValuesAreCheckedPerStep) {
-  dir_.Write("p.yaml",
-             "resource_types:\n"
-             "- name: up\n"
-             "  config:\n"
-             "    check: echo '[]' {{ .version.ref | shellquote }}\n"
-             "    out: echo {{ .source.uri | shellquote }}\n"
-             "resources:\n"
-             "- { name: r, type: up, source: { url: x } }\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - get: r\n"
-             "  - put: r\n");
-  Result r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:4: error: resource type 'up' check: {{ "
-                  ".version.ref | shellquote }}: .version is not "
-                  "set here"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:5: error: resource type 'up' out: {{ "
-                  ".source.uri | shellquote }}: .source.uri is not "
-                  "set (resource 'r'"))
-      << r.out;
-}
+const std::string kResourceScriptValues =
+    "resource_types:\n"
+    "- name: up\n"
+    "  config:\n"
+    "    check: echo '[]' {{ .version.ref | shellquote }}\n"
+    "    out: echo {{ .source.uri | shellquote }}\n"
+    "resources:\n"
+    "- { name: r, type: up, source: { url: x } }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - get: r\n"
+    "  - put: r\n";
 
-TEST_F(PreflightCliTest, ForwardRouteIsRefusedAndBackwardRunsAsBefore) {
-  dir_.Write("fwd.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - task: a\n"
-             "    run: exit 1\n"
-             "    to: b\n"
-             "  - task: b\n"
-             "    run: echo b\n");
-  Result v = Steps("validate --strict fwd.yaml");
-  EXPECT_EQ(v.exit_code, 65) << v.out;
-  EXPECT_TRUE(Has(v.out, "fwd.yaml:6: error: 'to: b' routes forward")) << v.out;
-  EXPECT_EQ(Steps("run fwd.yaml").exit_code, 65);
+const std::string kForwardRoute =
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: a\n"
+    "    run: exit 1\n"
+    "    to: b\n"
+    "  - task: b\n"
+    "    run: echo b\n";
 
-  dir_.Write("hook.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - task: a\n"
-             "    run: 'true'\n"
-             "    on_failure: { task: h, run: 'true', to: a }\n");
-  Result h = Steps("validate hook.yaml");
-  EXPECT_EQ(h.exit_code, 65) << h.out;
-  EXPECT_TRUE(Has(h.out, "would never route")) << h.out;
+const std::string kHookRoute =
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: a\n"
+    "    run: 'true'\n"
+    "    on_failure: { task: h, run: 'true', to: a }\n";
 
-  // To itself or an earlier step stays valid: the step re-runs up to
-  // max_visits times.
-  dir_.Write("back.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  max_visits: 2\n"
-             "  plan:\n"
-             "  - task: a\n"
-             "    run: echo a >> visits\n"
-             "  - task: b\n"
-             "    run: exit 1\n"
-             "    to: a\n");
-  Result b = Steps("run back.yaml");
-  EXPECT_EQ(b.exit_code, 1) << b.out;
-  EXPECT_TRUE(Has(b.out, "max_visits")) << b.out;
-}
+// To itself or an earlier step stays valid: the step re-runs up to
+// max_visits times.
+const std::string kBackwardRoute =
+    "jobs:\n"
+    "- name: j\n"
+    "  max_visits: 2\n"
+    "  plan:\n"
+    "  - task: a\n"
+    "    run: echo a >> visits\n"
+    "  - task: b\n"
+    "    run: exit 1\n"
+    "    to: a\n";
 
 // --- C: what a shell runs is quoted -------------------------------------
 
-TEST_F(PreflightCliTest, UnquotedValueInAShellScriptIsRefused) {
-  dir_.Write("p.yaml",
-             "resource_types:\n"
-             "- name: up\n"
-             "  config:\n"
-             "    out: echo {{ .params | json }}\n"
-             "resources:\n"
-             "- { name: r, type: up, source: {} }\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - put: r\n"
-             "    params: { x: \"$(" +
-                 Touch("pwned") +
-                 ")\" }\n"
-                 "  - across: [{var: v, values: [x]}]\n"
-                 "    do:\n"
-                 "    - task: t\n"
-                 "      run: echo {{ .v }}\n");
-  Result r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_FALSE(Exists("pwned")) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:4: error: resource type 'up' out: {{ "
-                  ".params | json }} would put a value into a "
-                  "shell script unquoted"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out, "{{ .params | json | shellquote }}")) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:15: error: task 't' run: {{ .v }} would "
-                  "put a value into a shell script unquoted"))
-      << r.out;
-}
+const std::string kUnquoted =
+    "resource_types:\n"
+    "- name: up\n"
+    "  config:\n"
+    "    out: echo {{ .params | json }}\n"
+    "resources:\n"
+    "- { name: r, type: up, source: {} }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - put: r\n"
+    "    params: { x: \"$(" +
+    Touch("pwned") +
+    ")\" }\n"
+    "  - across: [{var: v, values: [x]}]\n"
+    "    do:\n"
+    "    - task: t\n"
+    "      run: echo {{ .v }}\n";
 
-TEST_F(PreflightCliTest, QuotedJsonRunsAsTextAndLiteralBracesPassThrough) {
-  dir_.Write("p.yaml",
-             "resource_types:\n"
-             "- name: up\n"
-             "  config:\n"
-             "    out: printf '%s\\n' {{ .params | json | shellquote }}\n"
-             "resources:\n"
-             "- { name: r, type: up, source: {} }\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - put: r\n"
-             "    params: { x: \"$(" +
-                 Touch("pwned") +
-                 ")\" }\n"
-                 "  - task: fmt\n"
-                 "    run: echo '{{ \"{{\" }} .State }}'\n");
-  Result r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_FALSE(Exists("pwned")) << r.out;
-  EXPECT_TRUE(Has(r.out, "{\"x\":\"$(touch '" + (dir_ / "pwned") + "')\"}"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out, "{{ .State }}")) << r.out;
-}
+const std::string kQuotedJson =
+    "resource_types:\n"
+    "- name: up\n"
+    "  config:\n"
+    "    out: printf '%s\\n' {{ .params | json | shellquote }}\n"
+    "resources:\n"
+    "- { name: r, type: up, source: {} }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - put: r\n"
+    "    params: { x: \"$(" +
+    Touch("pwned") +
+    ")\" }\n"
+    "  - task: fmt\n"
+    "    run: echo '{{ \"{{\" }} .State }}'\n";
 
 // --- B: sources that cannot be served ------------------------------------
 
-std::string Keyed(const std::string& touch) {
-  return "agents:\n"
-         "- name: a\n"
-         "  source: { model: openai/gpt-4.1-mini }\n"
-         "- name: b\n"
-         "  source: { model: openai/gpt-4.1-mini, api_key_env: PREFLIGHT_KEY "
-         "}\n"
-         "jobs:\n"
-         "- name: j\n"
-         "  plan:\n"
-         "  - task: first\n"
-         "    run: " +
-         touch +
-         "\n"
-         "  - agent: a\n"
-         "    messages: [hi]\n"
-         "  - agent: b\n"
-         "    messages: [hi]\n";
-}
+const std::string kKeyed =
+    "agents:\n"
+    "- name: a\n"
+    "  source: { model: openai/gpt-4.1-mini }\n"
+    "- name: b\n"
+    "  source: { model: openai/gpt-4.1-mini, api_key_env: PREFLIGHT_KEY "
+    "}\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: first\n"
+    "    run: " +
+    Touch("first-ran") +
+    "\n"
+    "  - agent: a\n"
+    "    messages: [hi]\n"
+    "  - agent: b\n"
+    "    messages: [hi]\n";
+// kKeyed and a job k that uses no agent.
+const std::string kTaskOnly = kKeyed +
+                              "- name: k\n"
+                              "  plan:\n"
+                              "  - task: t\n"
+                              "    run: " +
+                              Touch("k-ran") + "\n";
+const std::string kBothKeys = "OPENAI_API_KEY=x PREFLIGHT_KEY=y";
 
-TEST_F(PreflightCliTest, MissingKeyRefusesTheRunBeforeTheFirstStep) {
-  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  Result r = Steps("run p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.out;
-  EXPECT_FALSE(Exists("first-ran")) << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:3: error: model 'openai/gpt-4.1-mini': "
-                  "environment variable OPENAI_API_KEY is not set"))
-      << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "p.yaml:5: error: model 'openai/gpt-4.1-mini': "
-                  "environment variable PREFLIGHT_KEY is not set"))
-      << r.out;
-
-  // With the keys set the check passes (the agent step itself then fails
-  // to reach a server, which is not this test's business).
-  dir_.Write("task-only.yaml", Keyed(Touch("first-ran")) +
-                                   "- name: k\n"
-                                   "  plan:\n"
-                                   "  - task: t\n"
-                                   "    run: " +
-                                   Touch("k-ran") + "\n");
-  Result k =
-      Steps("run task-only.yaml --job k", "OPENAI_API_KEY=x PREFLIGHT_KEY=y");
-  EXPECT_EQ(k.exit_code, 0) << k.out;
-  // A job that uses no agent needs no key.
-  Result no_key = Steps("run task-only.yaml --job k");
-  EXPECT_EQ(no_key.exit_code, 0) << no_key.out;
-  EXPECT_TRUE(Exists("k-ran"));
-}
-
-TEST_F(PreflightCliTest, ValidateWarnsAboutAMissingKeyAndStrictFails) {
-  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  Result v = Steps("validate p.yaml");
-  EXPECT_EQ(v.exit_code, 0) << v.out;
-  EXPECT_TRUE(Has(v.out,
-                  "p.yaml:3: warning: model 'openai/gpt-4.1-mini': "
-                  "environment variable OPENAI_API_KEY is not set"))
-      << v.out;
-  EXPECT_TRUE(Has(v.out, "Valid: p (3 steps) — 2 warnings")) << v.out;
-  Result s = Steps("validate --strict p.yaml");
-  EXPECT_EQ(s.exit_code, 65) << s.out;
-  EXPECT_TRUE(Has(s.out, "failing due to --strict")) << s.out;
-  Result set =
-      Steps("validate --strict p.yaml", "OPENAI_API_KEY=x PREFLIGHT_KEY=y");
-  EXPECT_EQ(set.exit_code, 0) << set.out;
-}
-
-TEST_F(PreflightCliTest, MockedRunsNeedNoKey) {
-  dir_.Write("p.yaml",
-             "agents:\n"
-             "- name: a\n"
-             "  source: { model: openai/gpt-4.1-mini }\n"
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - agent: a\n"
-             "    messages: [hi]\n"
-             "    assert: { stdout: hello }\n"
-             "  assert: { execution: [a], outcome: succeeded }\n"
-             "mock:\n"
-             "  a:\n"
-             "  - say: hello\n");
-  Result m = Steps("run --mock p.yaml");
-  EXPECT_EQ(m.exit_code, 0) << m.out;
-  Result t = Steps("test p.yaml");
-  EXPECT_EQ(t.exit_code, 0) << t.out;
-  Result real = Steps("run p.yaml");
-  EXPECT_EQ(real.exit_code, 65) << real.out;
-  EXPECT_TRUE(Has(real.out, "OPENAI_API_KEY")) << real.out;
-}
-
-TEST_F(PreflightCliTest, TestWithoutMockFailsTheFileNamingTheVariable) {
-  dir_.Write("p.yaml", Keyed(Touch("first-ran")));
-  Result t = Steps("test p.yaml");
-  EXPECT_EQ(t.exit_code, 1) << t.out;
-  EXPECT_TRUE(Has(t.out, "OPENAI_API_KEY is not set")) << t.out;
-  EXPECT_FALSE(Exists("first-ran")) << t.out;
-}
+const std::string kMocked =
+    "agents:\n"
+    "- name: a\n"
+    "  source: { model: openai/gpt-4.1-mini }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - agent: a\n"
+    "    messages: [hi]\n"
+    "    assert: { stdout: hello }\n"
+    "  assert: { execution: [a], outcome: succeeded }\n"
+    "mock:\n"
+    "  a:\n"
+    "  - say: hello\n";
 
 // --- D: explain's bounds ---------------------------------------------------
+
+const std::string kKillGrace =
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: t\n"
+    "    timeout: 300ms\n"
+    "    run: sleep 10\n";
+
+// a and b run up to 3 times each, c once: 7 × (1s + 2s grace).
+const std::string kRouting =
+    "jobs:\n"
+    "- name: j\n"
+    "  max_visits: 3\n"
+    "  plan:\n"
+    "  - task: a\n"
+    "    timeout: 1s\n"
+    "    run: 'true'\n"
+    "  - task: b\n"
+    "    timeout: 1s\n"
+    "    run: exit 1\n"
+    "    to: a\n"
+    "  - task: c\n"
+    "    timeout: 1s\n"
+    "    run: 'true'\n";
+
+// max_visits: 1 is the edge: routing can never re-run anything.
+const std::string kVisitedOnce =
+    "jobs:\n"
+    "- name: j\n"
+    "  max_visits: 1\n"
+    "  plan:\n"
+    "  - task: a\n"
+    "    timeout: 1s\n"
+    "    run: 'true'\n"
+    "    to: a\n";
+
+const std::string kHugeRetries =
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: t\n"
+    "    timeout: 1s\n"
+    "    run: 'true'\n"
+    "    retry:\n"
+    "      max_attempts: 80\n"
+    "      backoff: exponential\n"
+    "      base_delay_ms: 1000\n"
+    "  - task: u\n"
+    "    timeout: 1s\n"
+    "    run: 'true'\n"
+    "    retry:\n"
+    "      max_attempts: 1000000\n"
+    "      backoff: exponential\n"
+    "      base_delay_ms: 1000000\n";
+
+// 5 cells × (58s + 2s) = 5m in sequence, but no cell starts after the 1m
+// deadline: 1m + one cell of 1m.
+const std::string kFanOut =
+    "jobs:\n"
+    "- name: j\n"
+    "  timeout: 1m\n"
+    "  plan:\n"
+    "  - across: [{var: v, values: [a, b, c, d, e], max_in_flight: "
+    "1}]\n"
+    "    do:\n"
+    "    - task: t\n"
+    "      timeout: 58s\n"
+    "      run: 'true'\n";
+
+// At the edge: a deadline past the sum changes nothing.
+const std::string kFanOutLongDeadline =
+    "jobs:\n"
+    "- name: j\n"
+    "  timeout: 5m\n"
+    "  plan:\n"
+    "  - across: [{var: v, values: [a, b], max_in_flight: 1}]\n"
+    "    do:\n"
+    "    - task: t\n"
+    "      timeout: 58s\n"
+    "      run: 'true'\n";
+
+const std::vector<PreflightCase> kCases = {
+    // A: names that refer to nothing.
+    {.name = "UnknownToolValidateStrict",
+     .file = "p.yaml",
+     .yaml = kUnknownTool,
+     .command = "validate --strict p.yaml",
+     .exit_code = 65,
+     .says = kUnknownToolSays},
+    {.name = "UnknownToolRun",
+     .file = "p.yaml",
+     .yaml = kUnknownTool,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .says = kUnknownToolSays},
+    {.name = "UnknownToolExplain",
+     .file = "p.yaml",
+     .yaml = kUnknownTool,
+     .command = "explain p.yaml",
+     .exit_code = 65,
+     .says = kUnknownToolSays},
+    {.name = "UnknownProvider",
+     .file = "p.yaml",
+     .yaml = kUnknownProvider,
+     .command = "validate p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:3: error: model 'acme/x' names unknown provider 'acme'",
+              "openrouter"}},
+    {.name = "UnsetTemplateValueValidate",
+     .file = "p.yaml",
+     .yaml = kUnsetValue,
+     .command = "validate p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:9: error: task 't' run: {{ .w | shellquote }}: .w is "
+              "not set here (known: .v)"}},
+    // Refused before the first step.
+    {.name = "UnsetTemplateValueRun",
+     .file = "p.yaml",
+     .yaml = kUnsetValue,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .not_made = {"first-ran"}},
+    {.name = "UnknownPipeInScriptsAndMessages",
+     .file = "p.yaml",
+     .yaml = kUnknownPipe,
+     .command = "validate p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:5: error: resource type 'up' in: {{ .version.ref | "
+              "upper }}: unknown template pipe 'upper'",
+              "p.yaml:15: error: task 't' run: {{ .v | upper }}: unknown "
+              "template pipe 'upper'"}},
+    {.name = "ResourceScriptValuesAreCheckedPerStep",
+     .file = "p.yaml",
+     .yaml = kResourceScriptValues,
+     .command = "validate p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:4: error: resource type 'up' check: {{ .version.ref | "
+              "shellquote }}: .version is not set here",
+              "p.yaml:5: error: resource type 'up' out: {{ .source.uri | "
+              "shellquote }}: .source.uri is not set (resource 'r'"}},
+    {.name = "ForwardRouteValidate",
+     .file = "fwd.yaml",
+     .yaml = kForwardRoute,
+     .command = "validate --strict fwd.yaml",
+     .exit_code = 65,
+     .says = {"fwd.yaml:6: error: 'to: b' routes forward"}},
+    {.name = "ForwardRouteRun",
+     .file = "fwd.yaml",
+     .yaml = kForwardRoute,
+     .command = "run fwd.yaml",
+     .exit_code = 65},
+    {.name = "HookRouteWouldNeverRoute",
+     .file = "hook.yaml",
+     .yaml = kHookRoute,
+     .command = "validate hook.yaml",
+     .exit_code = 65,
+     .says = {"would never route"}},
+    {.name = "BackwardRouteRunsAsBefore",
+     .file = "back.yaml",
+     .yaml = kBackwardRoute,
+     .command = "run back.yaml",
+     .exit_code = 1,
+     .says = {"max_visits"}},
+    // C: what a shell runs is quoted.
+    {.name = "UnquotedValueInAShellScript",
+     .file = "p.yaml",
+     .yaml = kUnquoted,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:4: error: resource type 'up' out: {{ .params | json }} "
+              "would put a value into a shell script unquoted",
+              "{{ .params | json | shellquote }}",
+              "p.yaml:15: error: task 't' run: {{ .v }} would put a value "
+              "into a shell script unquoted"},
+     .not_made = {"pwned"}},
+    {.name = "QuotedJsonRunsAsTextAndLiteralBracesPassThrough",
+     .file = "p.yaml",
+     .yaml = kQuotedJson,
+     .command = "run p.yaml",
+     .exit_code = 0,
+     .says = {"{\"x\":\"$(" + Touch("pwned") + ")\"}", "{{ .State }}"},
+     .not_made = {"pwned"}},
+    // B: sources that cannot be served.
+    {.name = "MissingKeyRefusesTheRunBeforeTheFirstStep",
+     .file = "p.yaml",
+     .yaml = kKeyed,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:3: error: model 'openai/gpt-4.1-mini': environment "
+              "variable OPENAI_API_KEY is not set",
+              "p.yaml:5: error: model 'openai/gpt-4.1-mini': environment "
+              "variable PREFLIGHT_KEY is not set"},
+     .not_made = {"first-ran"}},
+    // With the keys set the check passes (an agent step would then fail
+    // to reach a server, which is not this test's business).
+    {.name = "SetKeysPassTheCheck",
+     .file = "task-only.yaml",
+     .yaml = kTaskOnly,
+     .command = "run task-only.yaml --job k",
+     .exit_code = 0,
+     .made = {"k-ran"},
+     .env = kBothKeys},
+    {.name = "AJobWithoutAgentsNeedsNoKey",
+     .file = "task-only.yaml",
+     .yaml = kTaskOnly,
+     .command = "run task-only.yaml --job k",
+     .exit_code = 0,
+     .made = {"k-ran"}},
+    {.name = "ValidateWarnsAboutAMissingKey",
+     .file = "p.yaml",
+     .yaml = kKeyed,
+     .command = "validate p.yaml",
+     .exit_code = 0,
+     .says = {"p.yaml:3: warning: model 'openai/gpt-4.1-mini': environment "
+              "variable OPENAI_API_KEY is not set",
+              "Valid: p (3 steps) — 2 warnings"}},
+    {.name = "ValidateStrictFailsOnAMissingKey",
+     .file = "p.yaml",
+     .yaml = kKeyed,
+     .command = "validate --strict p.yaml",
+     .exit_code = 65,
+     .says = {"failing due to --strict"}},
+    {.name = "ValidateStrictPassesWithTheKeys",
+     .file = "p.yaml",
+     .yaml = kKeyed,
+     .command = "validate --strict p.yaml",
+     .exit_code = 0,
+     .env = kBothKeys},
+    {.name = "MockedRunNeedsNoKey",
+     .file = "p.yaml",
+     .yaml = kMocked,
+     .command = "run --mock p.yaml",
+     .exit_code = 0},
+    {.name = "TestNeedsNoKey",
+     .file = "p.yaml",
+     .yaml = kMocked,
+     .command = "test p.yaml",
+     .exit_code = 0},
+    {.name = "RealRunOfAMockedPipelineNeedsTheKey",
+     .file = "p.yaml",
+     .yaml = kMocked,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .says = {"OPENAI_API_KEY"}},
+    {.name = "TestWithoutMockFailsTheFileNamingTheVariable",
+     .file = "p.yaml",
+     .yaml = kKeyed,
+     .command = "test p.yaml",
+     .exit_code = 1,
+     .says = {"OPENAI_API_KEY is not set"},
+     .not_made = {"first-ran"}},
+    // D: explain's bounds.
+    {.name = "ExplainCountsKillGrace",
+     .file = "grace.yaml",
+     .yaml = kKillGrace,
+     .command = "explain grace.yaml",
+     .exit_code = 0,
+     .bound = "2.3s"},
+    {.name = "ExplainCountsRouting",
+     .file = "route.yaml",
+     .yaml = kRouting,
+     .command = "explain route.yaml",
+     .exit_code = 0,
+     .says = {"max_visits 3"},
+     .bound = "21s"},
+    {.name = "ExplainMaxVisitsOneNeverReruns",
+     .file = "once.yaml",
+     .yaml = kVisitedOnce,
+     .command = "explain once.yaml",
+     .exit_code = 0,
+     .bound = " 3s "},
+    // No wrapped, negative bound.
+    {.name = "ExplainSaturatesHugeRetrySchedules",
+     .file = "p.yaml",
+     .yaml = kHugeRetries,
+     .command = "explain p.yaml",
+     .exit_code = 0,
+     .never_says = {"12495338809h", "bound              -"},
+     .bound = "over 100 years"},
+    {.name = "ExplainBoundsAFanOutByTheJobDeadline",
+     .file = "p.yaml",
+     .yaml = kFanOut,
+     .command = "explain p.yaml",
+     .exit_code = 0,
+     .says = {"without the deadline 5m"},
+     .bound = "2m "},
+    {.name = "ExplainFanOutUnderALongerDeadline",
+     .file = "long.yaml",
+     .yaml = kFanOutLongDeadline,
+     .command = "explain long.yaml",
+     .exit_code = 0,
+     .never_says = {"without the deadline"},
+     .bound = "2m "},
+};
+
+// `text` with kDir replaced by `dir`.
+std::string InDir(std::string text, const std::string& dir) {
+  const std::string marker = kDir;
+  for (size_t at = text.find(marker); at != std::string::npos;
+       at = text.find(marker, at + dir.size()))
+    text.replace(at, marker.size(), dir);
+  return text;
+}
 
 // The value printed on the job's "bound" row.
 std::string JobBoundRow(const std::string& explain) {
@@ -385,114 +550,45 @@ std::string JobBoundRow(const std::string& explain) {
   return explain.substr(at + 1, end - at - 1);
 }
 
-TEST_F(PreflightCliTest, ExplainCountsKillGraceAndRouting) {
-  dir_.Write("grace.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - task: t\n"
-             "    timeout: 300ms\n"
-             "    run: sleep 10\n");
-  Result g = Steps("explain grace.yaml");
-  EXPECT_EQ(g.exit_code, 0) << g.out;
-  EXPECT_TRUE(Has(JobBoundRow(g.out), "2.3s")) << g.out;
+class PreflightCliTest : public ::testing::TestWithParam<PreflightCase> {
+ protected:
+  // Runs `steps ARGS` in the temporary folder with the provider key
+  // variables unset, stdout and stderr together.
+  Result Steps(const std::string& args, const std::string& env) {
+    test_support::StepsOptions options;
+    options.prefix =
+        "env -u OPENAI_API_KEY -u OPENROUTER_API_KEY -u ANTHROPIC_API_KEY "
+        "-u PREFLIGHT_KEY " +
+        env;
+    options.kill_after = std::chrono::seconds(120);
+    return test_support::RunSteps(dir_.path(), args, options);
+  }
 
-  dir_.Write("route.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  max_visits: 3\n"
-             "  plan:\n"
-             "  - task: a\n"
-             "    timeout: 1s\n"
-             "    run: 'true'\n"
-             "  - task: b\n"
-             "    timeout: 1s\n"
-             "    run: exit 1\n"
-             "    to: a\n"
-             "  - task: c\n"
-             "    timeout: 1s\n"
-             "    run: 'true'\n");
-  Result r = Steps("explain route.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  // a and b run up to 3 times each, c once: 7 × (1s + 2s grace).
-  EXPECT_TRUE(Has(JobBoundRow(r.out), "21s")) << r.out;
-  EXPECT_TRUE(Has(r.out, "max_visits 3")) << r.out;
+  test_support::TempDir dir_;
+};
 
-  // max_visits: 1 is the edge: routing can never re-run anything.
-  dir_.Write("once.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  max_visits: 1\n"
-             "  plan:\n"
-             "  - task: a\n"
-             "    timeout: 1s\n"
-             "    run: 'true'\n"
-             "    to: a\n");
-  Result o = Steps("explain once.yaml");
-  EXPECT_TRUE(Has(JobBoundRow(o.out), " 3s ")) << o.out;
+TEST_P(PreflightCliTest, Case) {
+  const PreflightCase& c = GetParam();
+  dir_.Write(c.file, InDir(c.yaml, dir_.path()));
+  const Result r = Steps(c.command, c.env);
+  EXPECT_EQ(r.exit_code, c.exit_code) << c.command << "\n" << r.out;
+  for (const std::string& text : c.says)
+    EXPECT_TRUE(Has(r.out, InDir(text, dir_.path()))) << text << "\n" << r.out;
+  for (const std::string& text : c.never_says)
+    EXPECT_FALSE(Has(r.out, text)) << text << "\n" << r.out;
+  for (const std::string& name : c.made)
+    EXPECT_TRUE(fs::exists(dir_ / name)) << name << "\n" << r.out;
+  for (const std::string& name : c.not_made)
+    EXPECT_FALSE(fs::exists(dir_ / name)) << name << "\n" << r.out;
+  if (!c.bound.empty()) {
+    EXPECT_TRUE(Has(JobBoundRow(r.out), c.bound)) << c.bound << "\n" << r.out;
+  }
 }
 
-TEST_F(PreflightCliTest, ExplainSaturatesHugeRetrySchedules) {
-  dir_.Write("p.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  plan:\n"
-             "  - task: t\n"
-             "    timeout: 1s\n"
-             "    run: 'true'\n"
-             "    retry:\n"
-             "      max_attempts: 80\n"
-             "      backoff: exponential\n"
-             "      base_delay_ms: 1000\n"
-             "  - task: u\n"
-             "    timeout: 1s\n"
-             "    run: 'true'\n"
-             "    retry:\n"
-             "      max_attempts: 1000000\n"
-             "      backoff: exponential\n"
-             "      base_delay_ms: 1000000\n");
-  Result r = Steps("explain p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Has(JobBoundRow(r.out), "over 100 years")) << r.out;
-  EXPECT_FALSE(Has(r.out, "12495338809h")) << r.out;
-  EXPECT_FALSE(Has(r.out, "bound              -"))
-      << "no wrapped, negative bound\n"
-      << r.out;
-}
-
-TEST_F(PreflightCliTest, ExplainBoundsAFanOutByTheJobDeadline) {
-  dir_.Write("p.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  timeout: 1m\n"
-             "  plan:\n"
-             "  - across: [{var: v, values: [a, b, c, d, e], max_in_flight: "
-             "1}]\n"
-             "    do:\n"
-             "    - task: t\n"
-             "      timeout: 58s\n"
-             "      run: 'true'\n");
-  Result r = Steps("explain p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  // 5 cells × (58s + 2s) = 5m in sequence, but no cell starts after the
-  // 1m deadline: 1m + one cell of 1m.
-  EXPECT_TRUE(Has(JobBoundRow(r.out), "2m ")) << r.out;
-  EXPECT_TRUE(Has(r.out, "without the deadline 5m")) << r.out;
-
-  // At the edge: a deadline past the sum changes nothing.
-  dir_.Write("long.yaml",
-             "jobs:\n"
-             "- name: j\n"
-             "  timeout: 5m\n"
-             "  plan:\n"
-             "  - across: [{var: v, values: [a, b], max_in_flight: 1}]\n"
-             "    do:\n"
-             "    - task: t\n"
-             "      timeout: 58s\n"
-             "      run: 'true'\n");
-  Result l = Steps("explain long.yaml");
-  EXPECT_TRUE(Has(JobBoundRow(l.out), "2m ")) << l.out;
-  EXPECT_FALSE(Has(l.out, "without the deadline")) << l.out;
-}
+INSTANTIATE_TEST_SUITE_P(Refusals, PreflightCliTest,
+                         ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<PreflightCase>& i) {
+                           return i.param.name;
+                         });
 
 }  // namespace
