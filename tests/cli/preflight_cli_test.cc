@@ -37,9 +37,8 @@ std::string Touch(const std::string& name) {
 
 struct PreflightCase {
   std::string name;     // The test's name.
-  std::string file;     // Where the pipeline is written.
   std::string yaml;     // The pipeline.
-  std::string command;  // `steps` arguments.
+  std::string command;  // `steps` arguments, the pipeline's file among them.
   int exit_code = 0;
   std::vector<std::string> says = {};        // In the output.
   std::vector<std::string> never_says = {};  // Nowhere in the output.
@@ -322,32 +321,27 @@ const std::string kFanOutLongDeadline =
 const std::vector<PreflightCase> kCases = {
     // A: names that refer to nothing.
     {.name = "UnknownToolValidateStrict",
-     .file = "p.yaml",
      .yaml = kUnknownTool,
      .command = "validate --strict p.yaml",
      .exit_code = 65,
      .says = kUnknownToolSays},
     {.name = "UnknownToolRun",
-     .file = "p.yaml",
      .yaml = kUnknownTool,
      .command = "run p.yaml",
      .exit_code = 65,
      .says = kUnknownToolSays},
     {.name = "UnknownToolExplain",
-     .file = "p.yaml",
      .yaml = kUnknownTool,
      .command = "explain p.yaml",
      .exit_code = 65,
      .says = kUnknownToolSays},
     {.name = "UnknownProvider",
-     .file = "p.yaml",
      .yaml = kUnknownProvider,
      .command = "validate p.yaml",
      .exit_code = 65,
      .says = {"p.yaml:3: error: model 'acme/x' names unknown provider 'acme'",
               "openrouter"}},
     {.name = "UnsetTemplateValueValidate",
-     .file = "p.yaml",
      .yaml = kUnsetValue,
      .command = "validate p.yaml",
      .exit_code = 65,
@@ -355,13 +349,11 @@ const std::vector<PreflightCase> kCases = {
               "not set here (known: .v)"}},
     // Refused before the first step.
     {.name = "UnsetTemplateValueRun",
-     .file = "p.yaml",
      .yaml = kUnsetValue,
      .command = "run p.yaml",
      .exit_code = 65,
      .not_made = {"first-ran"}},
     {.name = "UnknownPipeInScriptsAndMessages",
-     .file = "p.yaml",
      .yaml = kUnknownPipe,
      .command = "validate p.yaml",
      .exit_code = 65,
@@ -370,7 +362,6 @@ const std::vector<PreflightCase> kCases = {
               "p.yaml:15: error: task 't' run: {{ .v | upper }}: unknown "
               "template pipe 'upper'"}},
     {.name = "ResourceScriptValuesAreCheckedPerStep",
-     .file = "p.yaml",
      .yaml = kResourceScriptValues,
      .command = "validate p.yaml",
      .exit_code = 65,
@@ -379,31 +370,26 @@ const std::vector<PreflightCase> kCases = {
               "p.yaml:5: error: resource type 'up' out: {{ .source.uri | "
               "shellquote }}: .source.uri is not set (resource 'r'"}},
     {.name = "ForwardRouteValidate",
-     .file = "fwd.yaml",
      .yaml = kForwardRoute,
      .command = "validate --strict fwd.yaml",
      .exit_code = 65,
      .says = {"fwd.yaml:6: error: 'to: b' routes forward"}},
     {.name = "ForwardRouteRun",
-     .file = "fwd.yaml",
      .yaml = kForwardRoute,
      .command = "run fwd.yaml",
      .exit_code = 65},
     {.name = "HookRouteWouldNeverRoute",
-     .file = "hook.yaml",
      .yaml = kHookRoute,
      .command = "validate hook.yaml",
      .exit_code = 65,
      .says = {"would never route"}},
     {.name = "BackwardRouteRunsAsBefore",
-     .file = "back.yaml",
      .yaml = kBackwardRoute,
      .command = "run back.yaml",
      .exit_code = 1,
      .says = {"max_visits"}},
     // C: what a shell runs is quoted.
     {.name = "UnquotedValueInAShellScript",
-     .file = "p.yaml",
      .yaml = kUnquoted,
      .command = "run p.yaml",
      .exit_code = 65,
@@ -414,7 +400,6 @@ const std::vector<PreflightCase> kCases = {
               "into a shell script unquoted"},
      .not_made = {"pwned"}},
     {.name = "QuotedJsonRunsAsTextAndLiteralBracesPassThrough",
-     .file = "p.yaml",
      .yaml = kQuotedJson,
      .command = "run p.yaml",
      .exit_code = 0,
@@ -422,7 +407,6 @@ const std::vector<PreflightCase> kCases = {
      .not_made = {"pwned"}},
     // B: sources that cannot be served.
     {.name = "MissingKeyRefusesTheRunBeforeTheFirstStep",
-     .file = "p.yaml",
      .yaml = kKeyed,
      .command = "run p.yaml",
      .exit_code = 65,
@@ -434,20 +418,17 @@ const std::vector<PreflightCase> kCases = {
     // With the keys set the check passes (an agent step would then fail
     // to reach a server, which is not this test's business).
     {.name = "SetKeysPassTheCheck",
-     .file = "task-only.yaml",
      .yaml = kTaskOnly,
      .command = "run task-only.yaml --job k",
      .exit_code = 0,
      .made = {"k-ran"},
      .env = kBothKeys},
     {.name = "AJobWithoutAgentsNeedsNoKey",
-     .file = "task-only.yaml",
      .yaml = kTaskOnly,
      .command = "run task-only.yaml --job k",
      .exit_code = 0,
      .made = {"k-ran"}},
     {.name = "ValidateWarnsAboutAMissingKey",
-     .file = "p.yaml",
      .yaml = kKeyed,
      .command = "validate p.yaml",
      .exit_code = 0,
@@ -455,35 +436,29 @@ const std::vector<PreflightCase> kCases = {
               "variable OPENAI_API_KEY is not set",
               "Valid: p (3 steps) — 2 warnings"}},
     {.name = "ValidateStrictFailsOnAMissingKey",
-     .file = "p.yaml",
      .yaml = kKeyed,
      .command = "validate --strict p.yaml",
      .exit_code = 65,
      .says = {"failing due to --strict"}},
     {.name = "ValidateStrictPassesWithTheKeys",
-     .file = "p.yaml",
      .yaml = kKeyed,
      .command = "validate --strict p.yaml",
      .exit_code = 0,
      .env = kBothKeys},
     {.name = "MockedRunNeedsNoKey",
-     .file = "p.yaml",
      .yaml = kMocked,
      .command = "run --mock p.yaml",
      .exit_code = 0},
     {.name = "TestNeedsNoKey",
-     .file = "p.yaml",
      .yaml = kMocked,
      .command = "test p.yaml",
      .exit_code = 0},
     {.name = "RealRunOfAMockedPipelineNeedsTheKey",
-     .file = "p.yaml",
      .yaml = kMocked,
      .command = "run p.yaml",
      .exit_code = 65,
      .says = {"OPENAI_API_KEY"}},
     {.name = "TestWithoutMockFailsTheFileNamingTheVariable",
-     .file = "p.yaml",
      .yaml = kKeyed,
      .command = "test p.yaml",
      .exit_code = 1,
@@ -491,47 +466,49 @@ const std::vector<PreflightCase> kCases = {
      .not_made = {"first-ran"}},
     // D: explain's bounds.
     {.name = "ExplainCountsKillGrace",
-     .file = "grace.yaml",
      .yaml = kKillGrace,
      .command = "explain grace.yaml",
      .exit_code = 0,
      .bound = "2.3s"},
     {.name = "ExplainCountsRouting",
-     .file = "route.yaml",
      .yaml = kRouting,
      .command = "explain route.yaml",
      .exit_code = 0,
      .says = {"max_visits 3"},
      .bound = "21s"},
     {.name = "ExplainMaxVisitsOneNeverReruns",
-     .file = "once.yaml",
      .yaml = kVisitedOnce,
      .command = "explain once.yaml",
      .exit_code = 0,
      .bound = " 3s "},
     // No wrapped, negative bound.
     {.name = "ExplainSaturatesHugeRetrySchedules",
-     .file = "p.yaml",
      .yaml = kHugeRetries,
      .command = "explain p.yaml",
      .exit_code = 0,
      .never_says = {"12495338809h", "bound              -"},
      .bound = "over 100 years"},
     {.name = "ExplainBoundsAFanOutByTheJobDeadline",
-     .file = "p.yaml",
      .yaml = kFanOut,
      .command = "explain p.yaml",
      .exit_code = 0,
      .says = {"without the deadline 5m"},
      .bound = "2m "},
     {.name = "ExplainFanOutUnderALongerDeadline",
-     .file = "long.yaml",
      .yaml = kFanOutLongDeadline,
      .command = "explain long.yaml",
      .exit_code = 0,
      .never_says = {"without the deadline"},
      .bound = "2m "},
 };
+
+// The pipeline file a case's command names: its word ending in ".yaml".
+std::string PipelineFile(const std::string& command) {
+  size_t end = command.find(".yaml");
+  size_t start = command.rfind(' ', end);
+  start = start == std::string::npos ? 0 : start + 1;
+  return command.substr(start, end + 5 - start);
+}
 
 // `text` with kDir replaced by `dir`.
 std::string InDir(std::string text, const std::string& dir) {
@@ -569,7 +546,7 @@ class PreflightCliTest : public ::testing::TestWithParam<PreflightCase> {
 
 TEST_P(PreflightCliTest, Case) {
   const PreflightCase& c = GetParam();
-  dir_.Write(c.file, InDir(c.yaml, dir_.path()));
+  dir_.Write(PipelineFile(c.command), InDir(c.yaml, dir_.path()));
   const Result r = Steps(c.command, c.env);
   EXPECT_EQ(r.exit_code, c.exit_code) << c.command << "\n" << r.out;
   for (const std::string& text : c.says)
