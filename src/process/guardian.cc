@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "process/proc_stat.h"
 #include "process/recorded_group.h"
+#include "process/spawn.h"
 #include "process/subreaper.h"
 
 extern char** environ;
@@ -47,13 +47,6 @@ std::vector<std::string> GuardianEnvironment() {
   return env;
 }
 
-std::vector<char*> Pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -80,38 +73,20 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   std::vector<std::string> argv_strings{"steps", kGuardianCommand};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings = GuardianEnvironment();
-  std::vector<char*> argv = Pointers(argv_strings);
-  std::vector<char*> envp = Pointers(env_strings);
-
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_init(&actions);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(
-      &attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), STDIN_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
+  // A session of its own: a terminal's Ctrl-C or hang-up never reaches it.
+  SpawnSetup setup(SpawnGroup::kOwnSession);
+  posix_spawn_file_actions_t* actions = setup.actions();
+  posix_spawn_file_actions_adddup2(actions, theirs.get(), STDIN_FILENO);
+  posix_spawn_file_actions_addopen(actions, STDOUT_FILENO, "/dev/null",
                                    O_WRONLY, 0);
-  if (lock.valid()) posix_spawn_file_actions_adddup2(&actions, lock.get(), 3);
+  if (lock.valid()) posix_spawn_file_actions_adddup2(actions, lock.get(), 3);
   // Nothing else we were given (a caller's stray descriptors) goes along.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  pid_t pid = 0;
-  int err;
-  {
-    SpawnGuard guard;  // No sweep sees it before it is registered.
-    err = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argv.data(),
-                      envp.data());
-    if (err == 0) guard.Register(pid);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (err != 0) return ErrnoStatus("starting the run's guardian", err);
-  return std::unique_ptr<RunGuardian>(new RunGuardian(pid, std::move(ours)));
+  posix_spawn_file_actions_addclosefrom_np(actions, 4);
+  Result<pid_t> pid =
+      setup.Spawn("/proc/self/exe", std::move(argv_strings),
+                  std::move(env_strings), "starting the run's guardian");
+  if (!pid.ok()) return pid.status();
+  return std::unique_ptr<RunGuardian>(new RunGuardian(*pid, std::move(ours)));
 }
 
 bool RunGuardian::Lost() {

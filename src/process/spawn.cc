@@ -32,27 +32,12 @@ Status MakePipe(UniqueFd& read_end, UniqueFd& write_end, bool parent_reads) {
   return Status::Ok();
 }
 
-// Owns posix_spawn's attribute and file-action objects.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    posix_spawnattr_init(&attr_);
-    posix_spawn_file_actions_init(&actions_);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions_);
-    posix_spawnattr_destroy(&attr_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-
-  posix_spawnattr_t* attr() { return &attr_; }
-  posix_spawn_file_actions_t* actions() { return &actions_; }
-
- private:
-  posix_spawnattr_t attr_;
-  posix_spawn_file_actions_t actions_;
-};
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
 
 std::string ValueOf(const std::vector<std::string>& env,
                     const std::string& name) {
@@ -75,6 +60,44 @@ void SetScope(std::vector<std::string>& env, const std::string& scope) {
 }
 
 }  // namespace
+
+SpawnSetup::SpawnSetup(SpawnGroup group) {
+  posix_spawnattr_init(&attr_);
+  posix_spawn_file_actions_init(&actions_);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr_, &all);
+  posix_spawnattr_setsigmask(&attr_, &none);
+  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+  if (group == SpawnGroup::kOwnGroup) {
+    posix_spawnattr_setpgroup(&attr_, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  } else {
+    flags |= POSIX_SPAWN_SETSID;
+  }
+  posix_spawnattr_setflags(&attr_, flags);
+}
+
+SpawnSetup::~SpawnSetup() {
+  posix_spawn_file_actions_destroy(&actions_);
+  posix_spawnattr_destroy(&attr_);
+}
+
+Result<pid_t> SpawnSetup::Spawn(const std::string& program,
+                                std::vector<std::string> argv,
+                                std::vector<std::string> env,
+                                const std::string& what) {
+  std::vector<char*> c_argv = Pointers(argv);
+  std::vector<char*> c_env = Pointers(env);
+  pid_t pid = 0;
+  SpawnGuard guard;
+  int rc = posix_spawn(&pid, program.c_str(), &actions_, &attr_, c_argv.data(),
+                       c_env.data());
+  if (rc != 0) return ErrnoStatus(what, rc);
+  guard.Register(pid);
+  return pid;
+}
 
 std::vector<std::string> BuildChildEnvironment(
     const ProcessRequest& request, const std::vector<std::string>& base) {
@@ -170,7 +193,8 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
     if (Status s = MakePipe(in_read, child.in, false); !s.ok()) return s;
   }
 
-  SpawnSetup setup;
+  // Own process group, so the whole tree can be signalled at once.
+  SpawnSetup setup(SpawnGroup::kOwnGroup);
   posix_spawn_file_actions_t* actions = setup.actions();
   if (in_read.valid()) {
     posix_spawn_file_actions_adddup2(actions, in_read.get(), STDIN_FILENO);
@@ -189,32 +213,11 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
     posix_spawn_file_actions_addchdir_np(actions, request.working_dir.c_str());
   }
 
-  // Own process group, so the whole tree can be signalled at once; default
-  // dispositions and an empty mask, whatever this process ignores or blocks.
-  posix_spawnattr_t* attr = setup.attr();
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setpgroup(attr, 0);
-  posix_spawnattr_setsigdefault(attr, &all);
-  posix_spawnattr_setsigmask(attr, &none);
-  posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                     POSIX_SPAWN_SETSIGMASK);
-
-  std::vector<char*> c_argv;
-  for (std::string& arg : argv) c_argv.push_back(arg.data());
-  c_argv.push_back(nullptr);
-  std::vector<char*> c_env;
-  for (std::string& entry : env) c_env.push_back(entry.data());
-  c_env.push_back(nullptr);
-
-  pid_t pid = 0;
-  SpawnGuard guard;
-  int rc = posix_spawn(&pid, program->c_str(), actions, attr, c_argv.data(),
-                       c_env.data());
-  if (rc != 0) return ErrnoStatus("spawn " + argv[0], rc);
-  guard.Register(pid);
-  child.pid = pid;
+  const std::string what = "spawn " + argv[0];
+  Result<pid_t> pid =
+      setup.Spawn(*program, std::move(argv), std::move(env), what);
+  if (!pid.ok()) return pid.status();
+  child.pid = *pid;
   return child;
 }
 

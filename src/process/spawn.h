@@ -1,8 +1,10 @@
 // Starting one child for LocalProcessLauncher: environment, PATH lookup,
-// pipes and posix_spawn with its own process group.
+// pipes and posix_spawn with its own process group; and SpawnSetup, the
+// posix_spawn set-up every child of ours shares (the run's guardian too).
 #ifndef STEPS_PROCESS_SPAWN_H_
 #define STEPS_PROCESS_SPAWN_H_
 
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <string>
@@ -22,6 +24,38 @@ struct SpawnedChild {
   UniqueFd out;
   UniqueFd err;
   UniqueFd in;
+};
+
+// Where a child started by SpawnSetup stands.
+enum class SpawnGroup {
+  kOwnGroup,    // Leader of a new process group, in our session.
+  kOwnSession,  // Leader of a new session (so of a new group too).
+};
+
+// Owns posix_spawn's attribute and file-action objects for one child. The
+// attributes give the child default dispositions for every signal and an
+// empty mask, whatever this process ignores or blocks, and put it in its
+// own group or session; the caller adds its file actions. Not thread-safe;
+// one per spawn.
+class SpawnSetup {
+ public:
+  explicit SpawnSetup(SpawnGroup group);
+  ~SpawnSetup();
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+
+  posix_spawn_file_actions_t* actions() { return &actions_; }
+
+  // Starts `program` with `argv` and `env` ("NAME=value" entries) and
+  // registers the child with the sweeps (SpawnGuard) before any sweep can
+  // see it; the caller unregisters it once reaped. An error names `what`
+  // and posix_spawn's reason.
+  Result<pid_t> Spawn(const std::string& program, std::vector<std::string> argv,
+                      std::vector<std::string> env, const std::string& what);
+
+ private:
+  posix_spawnattr_t attr_;
+  posix_spawn_file_actions_t actions_;
 };
 
 // The child's environment as "NAME=value" entries: `base` (ignored when the

@@ -3,67 +3,43 @@
 // deadline, bounded by their own timeouts; a job's hooks follow its outcome;
 // every step kept from starting has a record that says why.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
 namespace {
 
-namespace fs = std::filesystem;
-
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+namespace test_support = steps::test_support;
+using Result = test_support::CliResult;
+using test_support::Has;
 
 class HooksCliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-hooks-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   void Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ + "/" + name) << text;
+    dir_.Write(name, text);
   }
-
-  struct Result {
-    int exit_code = -1;
-    std::string output;
-  };
 
   // Runs steps in the temporary folder, stdout+stderr captured (stdout
   // alone with `stdout_only`). A run that hangs is killed after 120 s so
   // the suite reports it instead of hanging.
   Result Steps(const std::string& args, bool stdout_only = false) {
-    std::string cmd = "cd '" + dir_ + "' && timeout -s KILL 120 '" + kSteps +
-                      "' " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    test_support::StepsOptions options;
+    if (stdout_only) options.streams = test_support::Streams::kStdoutOnly;
+    options.kill_after = std::chrono::seconds(120);
+    return test_support::RunSteps(dir_.path(), args, options);
   }
 
   // The steps of the last run's first job, as `steps show --json` gives them.
   nlohmann::json ShownSteps() {
     Result shown = Steps("show --json", true);
-    EXPECT_EQ(shown.exit_code, 0) << shown.output;
-    nlohmann::json run = nlohmann::json::parse(shown.output, nullptr, false);
+    EXPECT_EQ(shown.exit_code, 0) << shown.out;
+    nlohmann::json run = nlohmann::json::parse(shown.out, nullptr, false);
     if (run.is_discarded() || run["jobs"].empty()) {
-      ADD_FAILURE() << "no run in: " << shown.output;
+      ADD_FAILURE() << "no run in: " << shown.out;
       return nlohmann::json::array();
     }
     return run["jobs"][0]["steps"];
@@ -78,12 +54,8 @@ class HooksCliTest : public ::testing::Test {
     return nullptr;
   }
 
-  std::string dir_;
+  test_support::TempDir dir_;
 };
-
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // After the job's deadline every hook runs, a step inside a `do:` hook
 // included; a hook step is bounded by its own timeout, not cut short by
@@ -106,16 +78,16 @@ TEST_F(HooksCliTest, HooksRunAfterTheJobDeadlineBoundedByTheirOwnTimeout) {
   auto start = std::chrono::steady_clock::now();
   Result r = Steps("run p.yaml --plain --no-cache");
   auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(Has(r.output, "quick | quick ran")) << r.output;
-  EXPECT_TRUE(Has(r.output, "STEP_TIMEOUT: Step 'stuck' timed out after 300ms"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "tidy | tidy ran")) << r.output;
-  EXPECT_FALSE(Has(r.output, "must not run")) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "quick | quick ran")) << r.out;
+  EXPECT_TRUE(Has(r.out, "STEP_TIMEOUT: Step 'stuck' timed out after 300ms"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "tidy | tidy ran")) << r.out;
+  EXPECT_FALSE(Has(r.out, "must not run")) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "task: never not started: job 'j' passed its timeout of "
                   "200ms\n"))
-      << r.output;
+      << r.out;
   EXPECT_LT(took, std::chrono::seconds(20)) << "stuck was not cut at 300ms";
 
   nlohmann::json steps = ShownSteps();
@@ -130,11 +102,11 @@ TEST_F(HooksCliTest, HooksRunAfterTheJobDeadlineBoundedByTheirOwnTimeout) {
   EXPECT_EQ(Named(steps, "stuck")["outcome"], "failed");
 
   Result explained = Steps("explain p.yaml");
-  EXPECT_EQ(explained.exit_code, 0) << explained.output;
-  EXPECT_TRUE(Has(explained.output,
+  EXPECT_EQ(explained.exit_code, 0) << explained.out;
+  EXPECT_TRUE(Has(explained.out,
                   "checked between steps, never during one; hooks run past "
                   "it, each bounded by its own timeout"))
-      << explained.output;
+      << explained.out;
 }
 
 // A job whose step errored ends failed, so the job's on_failure fires, not
@@ -156,16 +128,16 @@ mock:
   default: { status: 500, body: '{"error": {"message": "internal error"}}' }
 )");
   Result r = Steps("run p.yaml --plain --mock --no-cache");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(Has(r.output, "page | job on_failure")) << r.output;
-  EXPECT_FALSE(Has(r.output, "job on_error")) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "page | job on_failure")) << r.out;
+  EXPECT_FALSE(Has(r.out, "job on_error")) << r.out;
 
   Result v = Steps("validate p.yaml");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_TRUE(Has(v.output,
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_TRUE(Has(v.out,
                   "p.yaml:7: warning: job 'j': a job-level 'on_error' never "
                   "fires"))
-      << v.output;
+      << v.out;
   EXPECT_NE(Steps("validate --strict p.yaml").exit_code, 0);
   // A step's on_error stays: a step does end errored.
   Write("step.yaml", R"(jobs:
@@ -176,8 +148,8 @@ mock:
     on_error: { task: page, run: echo paged }
 )");
   Result step = Steps("validate step.yaml");
-  EXPECT_EQ(step.exit_code, 0) << step.output;
-  EXPECT_FALSE(Has(step.output, "warning")) << step.output;
+  EXPECT_EQ(step.exit_code, 0) << step.out;
+  EXPECT_FALSE(Has(step.out, "warning")) << step.out;
 }
 
 // Under fail_fast the siblings that never started are recorded, with the
@@ -196,20 +168,20 @@ TEST_F(HooksCliTest, FailFastRecordsTheSiblingsThatNeverStarted) {
         - { task: inner, run: echo must not run }
 )");
   Result r = Steps("run p.yaml --plain --no-cache");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_FALSE(Has(r.output, "must not run")) << r.output;
-  EXPECT_TRUE(Has(r.output,
-                  "task: later not started: fail_fast: sibling 'bad' failed\n"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output,
-                  "do: do not started: fail_fast: sibling 'bad' failed\n"))
-      << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(Has(r.out, "must not run")) << r.out;
+  EXPECT_TRUE(
+      Has(r.out, "task: later not started: fail_fast: sibling 'bad' failed\n"))
+      << r.out;
+  EXPECT_TRUE(
+      Has(r.out, "do: do not started: fail_fast: sibling 'bad' failed\n"))
+      << r.out;
 
   Result shown = Steps("show");
-  EXPECT_TRUE(Has(shown.output,
+  EXPECT_TRUE(Has(shown.out,
                   "2. later\n     not started: fail_fast: sibling 'bad' "
                   "failed\n"))
-      << shown.output;
+      << shown.out;
   nlohmann::json steps = ShownSteps();
   nlohmann::json later = Named(steps, "later");
   ASSERT_FALSE(later.is_null()) << steps.dump(2);
@@ -242,16 +214,16 @@ TEST_F(HooksCliTest, UnadmittedCellsAndBranchesHaveRecords) {
       - { task: next, run: echo must not run }
 )");
   Result r = Steps("run p.yaml --plain --no-cache");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(Has(r.output,
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "task: build [os=b] not started: fail_fast: sibling "
                   "cell os=a failed\n"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output,
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
                   "task: next not started: job 'branches' passed its timeout "
                   "of 200ms\n"))
-      << r.output;
-  EXPECT_FALSE(Has(r.output, "must not run")) << r.output;
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "must not run")) << r.out;
 }
 
 }  // namespace

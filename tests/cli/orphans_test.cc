@@ -10,8 +10,8 @@
 // broken binary from hanging the test.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/steps_cli.h"
 #include "common/temp_dir.h"
 #include "process/proc_stat.h"
 #include "store/store.h"
@@ -33,7 +34,7 @@ namespace {
 
 using test_support::TempDir;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+using test_support::kStepsBinary;
 constexpr auto kBound = std::chrono::seconds(30);
 
 // Polls `condition` every 10ms until it holds or `bound` passes.
@@ -68,17 +69,8 @@ pid_t PidIn(const std::string& path) {
 
 // `steps ARGS...` started in the background, its output in `log`.
 pid_t StartSteps(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  dup2(fd, STDOUT_FILENO);
-  dup2(fd, STDERR_FILENO);
-  std::vector<char*> argv{const_cast<char*>(kSteps.c_str())};
-  for (const std::string& arg : args)
-    argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  execv(kSteps.c_str(), argv.data());
-  _exit(127);
+  return test_support::SpawnSteps(std::filesystem::current_path().string(),
+                                  args, log);
 }
 
 int WaitExit(pid_t pid) {
@@ -473,8 +465,9 @@ TEST(OrphansTest, ARunStartedWithoutStandardDescriptorsIsStillGuarded) {
     close(log);
     close(STDIN_FILENO);
     close(STDOUT_FILENO);
-    execl(kSteps.c_str(), kSteps.c_str(), "run", (dir / "p.yaml").c_str(),
-          "--plain", "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+    execl(kStepsBinary.c_str(), kStepsBinary.c_str(), "run",
+          (dir / "p.yaml").c_str(), "--plain", "--state-dir", state.c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   pid_t task = 0;

@@ -1,66 +1,40 @@
 // `steps run` and `steps test` as a user runs them: real processes, real
 // files, exit codes and signals.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 
-extern char** environ;
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+namespace test_support = steps::test_support;
+using Result = test_support::CliResult;
+using test_support::kStepsBinary;
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-cli-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+  void Write(const std::string& name, const std::string& text) {
+    temp_.Write(name, text);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path) << text;
-    return path;
-  }
-
-  struct Result {
-    int exit_code = -1;
-    std::string output;
-  };
 
   // Runs steps with `args` in the temporary folder; stdout+stderr captured.
   Result Steps(const std::string& args) {
-    std::string cmd = "cd '" + dir_ + "' && '" + kSteps + "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return test_support::RunSteps(dir_, args);
   }
 
-  std::string dir_;
+  test_support::TempDir temp_;
+  const std::string& dir_ = temp_.path();
 };
 
 TEST_F(CliTest, RunExitCodes) {
@@ -75,24 +49,23 @@ TEST_F(CliTest, RunExitCodes) {
         "mock:\n  default: { status: 503 }\n");
   Write("bad.yaml", "jobs:\n- name: j\n  plan:\n  - { task: t }\n");
   Result ok = Steps("run ok.yaml --plain");
-  EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_NE(ok.output.find("t | fine"), std::string::npos) << ok.output;
-  EXPECT_NE(ok.output.find("task: t succeeded"), std::string::npos)
-      << ok.output;
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("t | fine"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("task: t succeeded"), std::string::npos) << ok.out;
   EXPECT_EQ(Steps("run fail.yaml --plain").exit_code, 1);
   Result errored = Steps("run error.yaml --plain --mock");
   EXPECT_EQ(errored.exit_code, 2) << "a job failed because a step errored\n"
-                                  << errored.output;
+                                  << errored.out;
   Result refused = Steps("run bad.yaml");
   EXPECT_EQ(refused.exit_code, 65);
-  EXPECT_NE(refused.output.find("bad.yaml:4: error: task 't' has no 'run'"),
+  EXPECT_NE(refused.out.find("bad.yaml:4: error: task 't' has no 'run'"),
             std::string::npos)
-      << refused.output;
+      << refused.out;
   EXPECT_EQ(Steps("run ok.yaml --job nope").exit_code, 64);
   EXPECT_EQ(Steps("run").exit_code, 64);
   Result no_mock = Steps("run ok.yaml --mock");
   EXPECT_EQ(no_mock.exit_code, 64);
-  EXPECT_NE(no_mock.output.find("--mock needs a 'mock:' block"),
+  EXPECT_NE(no_mock.out.find("--mock needs a 'mock:' block"),
             std::string::npos);
 }
 
@@ -101,16 +74,15 @@ TEST_F(CliTest, JobHeaderShowsTheTimeoutAsWritten) {
         "jobs:\n- name: j\n  timeout: 15m\n  plan:\n  - { task: t, run: true "
         "}\n");
   Result r = Steps("run p.yaml --plain");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("job j (timeout 15m)\n"), std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("job j (timeout 15m)\n"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, VersionComesFromTheProject) {
   for (const char* flag : {"--version", "-V"}) {
     Result r = Steps(flag);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_EQ(r.output, std::string("steps ") + STEPS_VERSION + "\n");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out, std::string("steps ") + STEPS_VERSION + "\n");
   }
 }
 
@@ -121,11 +93,11 @@ TEST_F(CliTest, RunPrintsAttemptMarkers) {
   Result r = Steps("run flaky.yaml --plain");
   EXPECT_EQ(r.exit_code, 1);
   // The spec's markers: the first attempt plain, later ones numbered.
-  EXPECT_NE(r.output.find("task: build\n"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("task: build (attempt 2/3)\n"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("task: build (attempt 3/3)\n"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.out.find("task: build\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("task: build (attempt 2/3)\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("task: build (attempt 3/3)\n"), std::string::npos)
+      << r.out;
 }
 
 // On a terminal, a status block shows each running step's elapsed time and
@@ -137,18 +109,18 @@ TEST_F(CliTest, LiveProgressOnATerminal) {
   Write("slow.yaml",
         "jobs:\n- name: j\n  plan:\n  - { task: slow, run: sleep 1, timeout: "
         "30s }\n");
-  Result r =
-      Steps("run slow.yaml --state-dir st > /dev/null; script -qfec \"'" +
-            kSteps + "' run slow.yaml --no-cache --state-dir st\" /dev/null");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("task: slow  "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("(30s left)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("\033[J"), std::string::npos)
+  Result r = Steps(
+      "run slow.yaml --state-dir st > /dev/null 2>&1; script -qfec \"'" +
+      kStepsBinary + "' run slow.yaml --no-cache --state-dir st\" /dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("task: slow  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(30s left)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\033[J"), std::string::npos)
       << "the block is redrawn in place";
   Result plain = Steps("run slow.yaml --no-cache --state-dir st");
-  EXPECT_EQ(plain.output.find("left)"), std::string::npos)
+  EXPECT_EQ(plain.out.find("left)"), std::string::npos)
       << "no status block off a terminal";
-  EXPECT_EQ(plain.output.find("\033["), std::string::npos);
+  EXPECT_EQ(plain.out.find("\033["), std::string::npos);
 }
 
 TEST_F(CliTest, JobSelection) {
@@ -157,8 +129,8 @@ TEST_F(CliTest, JobSelection) {
         "- name: b\n  plan: [{ task: tb, run: echo B }]\n");
   Result r = Steps("run two.yaml --plain --job b");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output.find("job a"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("job b"), std::string::npos) << r.output;
+  EXPECT_EQ(r.out.find("job a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job b"), std::string::npos) << r.out;
 }
 
 // SIGINT and SIGTERM abort at once, kill the running task's process group,
@@ -172,22 +144,9 @@ TEST_F(CliTest, SignalsAbortTheRun) {
   for (int sig : {SIGINT, SIGTERM}) {
     fs::remove(dir_ + "/pgid");
     fs::remove(dir_ + "/tidied");
-    pid_t pid = 0;
-    std::string log = dir_ + "/out.log";
-    std::vector<std::string> args = {kSteps, "run", "hang.yaml", "--plain"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addchdir_np(&fa, dir_.c_str());
-    ASSERT_EQ(
-        posix_spawn(&pid, kSteps.c_str(), &fa, nullptr, argv.data(), environ),
-        0);
-    posix_spawn_file_actions_destroy(&fa);
+    const pid_t pid = test_support::SpawnSteps(
+        dir_, {"run", "hang.yaml", "--plain"}, dir_ + "/out.log");
+    ASSERT_GT(pid, 0);
     // Wait (bounded) until the task has written its process group.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!fs::exists(dir_ + "/pgid") || fs::file_size(dir_ + "/pgid") == 0) {
@@ -242,18 +201,14 @@ TEST_F(CliTest, TestCommandJudgesJobsAndWritesJunit) {
         "# expect-refused: 'attempts' must be a positive integer\n"
         "jobs:\n- name: r\n  plan: [{ task: t, run: x, attempts: 0 }]\n");
   Result all = Steps("test suite --junit report.xml");
-  EXPECT_EQ(all.exit_code, 1) << all.output;
-  EXPECT_NE(all.output.find("\n3 passed, 1 failed\n"), std::string::npos)
-      << all.output;
-  EXPECT_NE(all.output.find("FAIL  suite/wrong.yaml  mismatch"),
-            std::string::npos)
-      << all.output;
-  EXPECT_NE(all.output.find("execution [t], expected [t, u]"),
-            std::string::npos)
-      << all.output;
-  std::ifstream junit(dir_ + "/report.xml");
-  std::string xml((std::istreambuf_iterator<char>(junit)),
-                  std::istreambuf_iterator<char>());
+  EXPECT_EQ(all.exit_code, 1) << all.out;
+  EXPECT_NE(all.out.find("\n3 passed, 1 failed\n"), std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("FAIL  suite/wrong.yaml  mismatch"), std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("execution [t], expected [t, u]"), std::string::npos)
+      << all.out;
+  const std::string xml = temp_.Read("report.xml");
   EXPECT_NE(
       xml.find("<testsuites name=\"steps test\" tests=\"4\" failures=\"1\""),
       std::string::npos)
@@ -262,9 +217,9 @@ TEST_F(CliTest, TestCommandJudgesJobsAndWritesJunit) {
   EXPECT_NE(xml.find("<failure message="), std::string::npos);
   fs::remove(dir_ + "/suite/wrong.yaml");
   Result green = Steps("test suite");
-  EXPECT_EQ(green.exit_code, 0) << green.output;
-  EXPECT_NE(green.output.find("\n3 passed, 0 failed\n"), std::string::npos)
-      << green.output;
+  EXPECT_EQ(green.exit_code, 0) << green.out;
+  EXPECT_NE(green.out.find("\n3 passed, 0 failed\n"), std::string::npos)
+      << green.out;
   EXPECT_EQ(Steps("test no-such-dir").exit_code, 64);
 }
 
@@ -279,11 +234,9 @@ mock:
     say: hi
 )");
   Result r = Steps("test expect.yaml");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("FAIL  expect.yaml  j"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("mock expectation missed"), std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL  expect.yaml  j"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mock expectation missed"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -5,17 +5,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "common/steps_cli.h"
 #include "common/temp_dir.h"
 
 namespace {
@@ -23,34 +20,18 @@ namespace {
 namespace fs = std::filesystem;
 using steps::test_support::TempDir;
 
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
-
-struct Ran {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs `command` through sh; stdout and stderr together.
-Ran Shell(const std::string& command) {
-  Ran r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Ran = steps::test_support::CliResult;
+using steps::test_support::RunInShell;
+using steps::test_support::RunSteps;
 
 // Why bwrap cannot run here, or "" when it can.
 std::string BwrapUnusable() {
-  Ran r = Shell("bwrap --ro-bind / / --unshare-pid --unshare-net true");
+  Ran r =
+      RunInShell("/", "bwrap --ro-bind / / --unshare-pid --unshare-net true");
   if (r.exit_code == 0) return "";
   return "bwrap cannot run on this machine (install Debian's bubblewrap; it "
          "needs user namespaces or root): " +
-         r.output;
+         r.out;
 }
 
 // A loopback TCP port that accepts connections (the kernel completes them
@@ -78,29 +59,6 @@ class Listener {
  private:
   int fd_ = -1;
   int port_ = 0;
-};
-
-// A fresh folder under the build folder, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = std::string(STEPS_BINARY_DIR) + "/sandbox-test-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ + "/" + name) << text;
-  }
-
- private:
-  std::string path_;
 };
 
 // What the probes managed to do, read from the marker files they leave in
@@ -159,8 +117,9 @@ class SandboxCliTest : public ::testing::Test {
   }
 
   Ran Steps(const std::string& args, const std::string& env = "") const {
-    return Shell("cd '" + dir_.path() + "' && " + env + " '" + kSteps + "' " +
-                 args);
+    steps::test_support::StepsOptions options;
+    options.prefix = env;
+    return RunSteps(dir_.path(), args, options);
   }
 
   // Runs `yaml` (with --mock) and reads back the markers.
@@ -170,7 +129,7 @@ class SandboxCliTest : public ::testing::Test {
     fs::remove(outside_);
     const bool mock = yaml.find("\nmock:") != std::string::npos;
     last_ = Steps(mock ? "run p.yaml --mock --plain" : "run p.yaml --plain");
-    EXPECT_EQ(last_.exit_code, 0) << last_.output;
+    EXPECT_EQ(last_.exit_code, 0) << last_.out;
     Probes p;
     std::error_code ec;
     for (const auto& e :
@@ -192,7 +151,8 @@ class SandboxCliTest : public ::testing::Test {
 
   // Outside /tmp (the sandbox's /tmp is a private tmpfs, where a write
   // would succeed and vanish): under the build folder, as a checkout is.
-  ScratchDir dir_;
+  // Under the build folder rather than the system's temp folder.
+  TempDir dir_{STEPS_BINARY_DIR};
   const std::string state_ = dir_ / ".steps";
   const std::string outside_ = dir_ / "outside.txt";
   Listener listener_;
@@ -201,7 +161,7 @@ class SandboxCliTest : public ::testing::Test {
 
 TEST_F(SandboxCliTest, RunShellUnsandboxedReachesEverything) {
   Probes p = RunProbes(AgentPipeline(""));
-  EXPECT_TRUE(p.ran) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
   EXPECT_TRUE(p.read_state);
   EXPECT_TRUE(p.wrote_outside);
   EXPECT_TRUE(p.connected);
@@ -209,24 +169,24 @@ TEST_F(SandboxCliTest, RunShellUnsandboxedReachesEverything) {
 
 TEST_F(SandboxCliTest, SandboxedRunShellSeesOnlyItsDirectory) {
   Probes p = RunProbes(AgentPipeline("  sandbox: bwrap\n"));
-  EXPECT_TRUE(p.ran) << last_.output;
-  EXPECT_FALSE(p.read_state) << last_.output;
-  EXPECT_FALSE(p.wrote_outside) << last_.output;
-  EXPECT_FALSE(p.connected) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
+  EXPECT_FALSE(p.read_state) << last_.out;
+  EXPECT_FALSE(p.wrote_outside) << last_.out;
+  EXPECT_FALSE(p.connected) << last_.out;
 }
 
 TEST_F(SandboxCliTest, NetworkTrueGivesRunShellTheSocketOnly) {
   Probes p =
       RunProbes(AgentPipeline("  sandbox: { kind: bwrap, network: true }\n"));
-  EXPECT_TRUE(p.ran) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
   EXPECT_FALSE(p.read_state);
   EXPECT_FALSE(p.wrote_outside);
-  EXPECT_TRUE(p.connected) << last_.output;
+  EXPECT_TRUE(p.connected) << last_.out;
 }
 
 TEST_F(SandboxCliTest, TaskUnsandboxedReachesEverything) {
   Probes p = RunProbes(TaskPipeline(""));
-  EXPECT_TRUE(p.ran) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
   EXPECT_TRUE(p.read_state);
   EXPECT_TRUE(p.wrote_outside);
   EXPECT_TRUE(p.connected);
@@ -234,26 +194,26 @@ TEST_F(SandboxCliTest, TaskUnsandboxedReachesEverything) {
 
 TEST_F(SandboxCliTest, SandboxedTaskFromDefaultsSeesOnlyItsDirectory) {
   Probes p = RunProbes("defaults:\n  sandbox: bwrap\n" + TaskPipeline(""));
-  EXPECT_TRUE(p.ran) << last_.output;
-  EXPECT_FALSE(p.read_state) << last_.output;
-  EXPECT_FALSE(p.wrote_outside) << last_.output;
-  EXPECT_FALSE(p.connected) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
+  EXPECT_FALSE(p.read_state) << last_.out;
+  EXPECT_FALSE(p.wrote_outside) << last_.out;
+  EXPECT_FALSE(p.connected) << last_.out;
 }
 
 TEST_F(SandboxCliTest, StepSandboxNoneOverridesDefaults) {
   Probes p = RunProbes("defaults:\n  sandbox: bwrap\n" +
                        TaskPipeline("    sandbox: none\n"));
-  EXPECT_TRUE(p.read_state) << last_.output;
+  EXPECT_TRUE(p.read_state) << last_.out;
   EXPECT_TRUE(p.connected);
 }
 
 TEST_F(SandboxCliTest, NetworkTrueGivesTaskTheSocketOnly) {
   Probes p =
       RunProbes(TaskPipeline("    sandbox: { kind: bwrap, network: true }\n"));
-  EXPECT_TRUE(p.ran) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
   EXPECT_FALSE(p.read_state);
   EXPECT_FALSE(p.wrote_outside);
-  EXPECT_TRUE(p.connected) << last_.output;
+  EXPECT_TRUE(p.connected) << last_.out;
 }
 
 TEST_F(SandboxCliTest, SandboxedGetScriptSeesOnlyItsFolder) {
@@ -265,10 +225,10 @@ TEST_F(SandboxCliTest, SandboxedGetScriptSeesOnlyItsFolder) {
        "resources:\n- { name: r, type: probe }\n"
        "jobs:\n- name: j\n  plan:\n  - get: r\n    sandbox: bwrap\n";
   Probes p = RunProbes(y);
-  EXPECT_TRUE(p.ran) << last_.output;
-  EXPECT_FALSE(p.read_state) << last_.output;
-  EXPECT_FALSE(p.wrote_outside) << last_.output;
-  EXPECT_FALSE(p.connected) << last_.output;
+  EXPECT_TRUE(p.ran) << last_.out;
+  EXPECT_FALSE(p.read_state) << last_.out;
+  EXPECT_FALSE(p.wrote_outside) << last_.out;
+  EXPECT_FALSE(p.connected) << last_.out;
 }
 
 TEST_F(SandboxCliTest, TimeoutKillsEverythingInsideTheSandbox) {
@@ -276,12 +236,12 @@ TEST_F(SandboxCliTest, TimeoutKillsEverythingInsideTheSandbox) {
              "jobs:\n- name: j\n  plan:\n  - task: t\n    sandbox: bwrap\n"
              "    timeout: 1s\n    run: sleep 987654 & sleep 987654\n");
   Ran r = Steps("run p.yaml --plain");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("STEP_TIMEOUT"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("STEP_TIMEOUT"), std::string::npos) << r.out;
   // bwrap went with the process group; its pid namespace took the rest,
   // the background sleep included.
   // (The bracket keeps pgrep from matching the shell that runs it.)
-  EXPECT_NE(Shell("pgrep -f 'sleep 98765[4]'").exit_code, 0);
+  EXPECT_NE(RunInShell(dir_.path(), "pgrep -f 'sleep 98765[4]'").exit_code, 0);
 }
 
 // Whatever the machine: a pipeline that asks for bwrap where it cannot be
@@ -290,8 +250,10 @@ class SandboxMissingTest : public ::testing::Test {
  protected:
   Ran Steps(const std::string& args) const {
     fs::create_directories(dir_ / "empty-path");
-    return Shell("cd '" + dir_.path() + "' && PATH='" + (dir_ / "empty-path") +
-                 "' '" + kSteps + "' " + args);
+    steps::test_support::StepsOptions options;
+    options.prefix =
+        "PATH=" + steps::test_support::ShellQuote(dir_ / "empty-path");
+    return RunSteps(dir_.path(), args, options);
   }
   TempDir dir_;
 };
@@ -301,16 +263,15 @@ TEST_F(SandboxMissingTest, StepErrorsWithTheFixAndValidateWarns) {
              "jobs:\n- name: j\n  plan:\n  - task: t\n"
              "    sandbox: bwrap\n    run: echo ran\n");
   Ran run = Steps("run p.yaml --plain");
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("install bubblewrap"), std::string::npos)
-      << run.output;
-  EXPECT_EQ(run.output.find("| ran"), std::string::npos) << run.output;
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.out.find("install bubblewrap"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("| ran"), std::string::npos) << run.out;
 
   Ran validate = Steps("validate p.yaml");
-  EXPECT_EQ(validate.exit_code, 0) << validate.output;
-  EXPECT_NE(validate.output.find("p.yaml:5: warning: sandbox: bwrap"),
+  EXPECT_EQ(validate.exit_code, 0) << validate.out;
+  EXPECT_NE(validate.out.find("p.yaml:5: warning: sandbox: bwrap"),
             std::string::npos)
-      << validate.output;
+      << validate.out;
   EXPECT_EQ(Steps("validate --strict p.yaml").exit_code, 65);
 }
 
@@ -333,13 +294,12 @@ TEST(SandboxKeyTest, ExplainShowsEachSandboxAndWhereItCameFrom) {
             "    sandbox: none\n"
             "  - agent: a\n"
             "    messages: [hi]\n");
-  Ran r = Shell("'" + kSteps + "' explain '" + (dir / "p.yaml") + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Ran r = RunSteps(dir.path(), "explain p.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* want :
        {"bwrap (no network)", "defaults (line 2)", "step (line 14)",
         "bwrap (network)", "agent entry (line 6)"}) {
-    EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n"
-                                                      << r.output;
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
 }
 
@@ -354,21 +314,20 @@ TEST(SandboxKeyTest, BadValuesAreRefusedWithTheirLine) {
   dir.Write("network.yaml",
             "jobs:\n- name: j\n  plan:\n  - task: t\n    run: 'true'\n"
             "    sandbox: { kind: bwrap, network: maybe }\n");
-  Ran kind = Shell("'" + kSteps + "' validate '" + (dir / "kind.yaml") + "'");
+  Ran kind = RunSteps(dir.path(), "validate kind.yaml");
   EXPECT_EQ(kind.exit_code, 65);
-  EXPECT_NE(kind.output.find(":6: error: 'sandbox' must be bwrap or none"),
+  EXPECT_NE(kind.out.find(":6: error: 'sandbox' must be bwrap or none"),
             std::string::npos)
-      << kind.output;
-  Ran block = Shell("'" + kSteps + "' validate '" + (dir / "block.yaml") + "'");
+      << kind.out;
+  Ran block = RunSteps(dir.path(), "validate block.yaml");
   EXPECT_EQ(block.exit_code, 65);
-  EXPECT_NE(block.output.find(":7: error: 'sandbox' applies to task"),
+  EXPECT_NE(block.out.find(":7: error: 'sandbox' applies to task"),
             std::string::npos)
-      << block.output;
-  Ran network =
-      Shell("'" + kSteps + "' validate '" + (dir / "network.yaml") + "'");
+      << block.out;
+  Ran network = RunSteps(dir.path(), "validate network.yaml");
   EXPECT_EQ(network.exit_code, 65);
-  EXPECT_NE(network.output.find("sandbox.network"), std::string::npos)
-      << network.output;
+  EXPECT_NE(network.out.find("sandbox.network"), std::string::npos)
+      << network.out;
 }
 
 }  // namespace

@@ -3,67 +3,32 @@
 // each testcase, the expect-warning / expect-strict headers, and what the
 // loader refuses on ensure hooks and retry blocks.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
+
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+namespace test_support = steps::test_support;
+using Result = test_support::CliResult;
+using test_support::Has;
 
 class TestCommandTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-testcmd-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   void Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ + "/" + name) << text;
+    dir_.Write(name, text);
   }
-
-  std::string Read(const std::string& name) {
-    std::ifstream in(dir_ + "/" + name);
-    return {std::istreambuf_iterator<char>(in),
-            std::istreambuf_iterator<char>()};
-  }
-
-  struct Result {
-    int exit_code = -1;
-    std::string output;
-  };
+  std::string Read(const std::string& name) { return dir_.Read(name); }
 
   // Runs steps with `args` in the temporary folder; stdout+stderr captured.
   Result Steps(const std::string& args) {
-    std::string cmd = "cd '" + dir_ + "' && '" + kSteps + "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return test_support::RunSteps(dir_.path(), args);
   }
 
-  std::string dir_;
+  test_support::TempDir dir_;
 };
-
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // The text of the <testcase> element named `name`.
 std::string Testcase(const std::string& xml, const std::string& name) {
@@ -91,14 +56,15 @@ mock:
     say: hi
 )");
   Result r = Steps("test expect.yaml --junit report.xml");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(Has(r.output, "PASS  expect.yaml  first")) << r.output;
-  EXPECT_TRUE(Has(r.output, "FAIL  expect.yaml  second")) << r.output;
-  EXPECT_TRUE(Has(r.output, "step 'b': mock expectation missed: line 12: "
-                            "expect last_contains"))
-      << r.output;
-  EXPECT_FALSE(Has(r.output, "(mock expectations)")) << r.output;
-  EXPECT_TRUE(Has(r.output, "\n1 passed, 1 failed\n")) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "PASS  expect.yaml  first")) << r.out;
+  EXPECT_TRUE(Has(r.out, "FAIL  expect.yaml  second")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "step 'b': mock expectation missed: line 12: "
+                  "expect last_contains"))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "(mock expectations)")) << r.out;
+  EXPECT_TRUE(Has(r.out, "\n1 passed, 1 failed\n")) << r.out;
   const std::string xml = Read("report.xml");
   EXPECT_TRUE(Has(Testcase(xml, "second"), "<failure message=\"step 'b'"))
       << xml;
@@ -123,13 +89,15 @@ mock:
     body: '{"error": {"message": "internal error"}}'
 )");
   Result r = Steps("test two.yaml --junit report.xml");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
   const std::string xml = Read("report.xml");
-  EXPECT_TRUE(Has(xml, "<testsuites name=\"steps test\" tests=\"3\" "
-                       "failures=\"1\" errors=\"1\" skipped=\"0\""))
+  EXPECT_TRUE(Has(xml,
+                  "<testsuites name=\"steps test\" tests=\"3\" "
+                  "failures=\"1\" errors=\"1\" skipped=\"0\""))
       << xml;
-  EXPECT_TRUE(Has(xml, "<testsuite name=\"steps\" tests=\"3\" failures=\"1\" "
-                       "errors=\"1\" skipped=\"0\""))
+  EXPECT_TRUE(Has(xml,
+                  "<testsuite name=\"steps\" tests=\"3\" failures=\"1\" "
+                  "errors=\"1\" skipped=\"0\""))
       << xml;
   const std::string one = Testcase(xml, "one");
   EXPECT_TRUE(Has(one, "<failure message=")) << xml;
@@ -151,23 +119,23 @@ TEST_F(TestCommandTest, ExpectWarningHeaderIsHonoured) {
   plan: [{ task: fetch, run: echo ok, retry: { max_attempts: 2 } }]
 )");
   Result warns = Steps("test warns.yaml");
-  EXPECT_EQ(warns.exit_code, 0) << warns.output;
-  EXPECT_TRUE(Has(warns.output, "PASS  warns.yaml  (load warnings)"))
-      << warns.output;
-  EXPECT_TRUE(Has(warns.output, "PASS  warns.yaml  w")) << warns.output;
+  EXPECT_EQ(warns.exit_code, 0) << warns.out;
+  EXPECT_TRUE(Has(warns.out, "PASS  warns.yaml  (load warnings)")) << warns.out;
+  EXPECT_TRUE(Has(warns.out, "PASS  warns.yaml  w")) << warns.out;
 
   Write("quiet.yaml", header + R"(jobs:
 - name: w
   plan: [{ task: fetch, run: echo ok, timeout: 30s, retry: { max_attempts: 2 } }]
 )");
   Result quiet = Steps("test quiet.yaml");
-  EXPECT_EQ(quiet.exit_code, 1) << quiet.output;
-  EXPECT_TRUE(Has(quiet.output,
+  EXPECT_EQ(quiet.exit_code, 1) << quiet.out;
+  EXPECT_TRUE(Has(quiet.out,
                   "FAIL  quiet.yaml  (load warnings)  (0ms): no warning says: "
                   "declares 'retry' but no 'timeout'") ||
-              Has(quiet.output, "no warning says: declares 'retry' but no "
-                                "'timeout'"))
-      << quiet.output;
+              Has(quiet.out,
+                  "no warning says: declares 'retry' but no "
+                  "'timeout'"))
+      << quiet.out;
 }
 
 TEST_F(TestCommandTest, ExpectStrictHeaderIsHonoured) {
@@ -179,19 +147,20 @@ TEST_F(TestCommandTest, ExpectStrictHeaderIsHonoured) {
   plan: [{ task: fetch, run: echo ok, retry: { max_attempts: 2 } }]
 )");
   Result warned = Steps("test strict.yaml");
-  EXPECT_EQ(warned.exit_code, 0) << warned.output;
-  EXPECT_TRUE(Has(warned.output, "PASS  strict.yaml  (load warnings)"))
-      << warned.output;
+  EXPECT_EQ(warned.exit_code, 0) << warned.out;
+  EXPECT_TRUE(Has(warned.out, "PASS  strict.yaml  (load warnings)"))
+      << warned.out;
 
   Write("strict.yaml", header + R"(jobs:
 - name: w
   plan: [{ task: fetch, run: echo ok, timeout: 30s, retry: { max_attempts: 2 } }]
 )");
   Result clean = Steps("test strict.yaml");
-  EXPECT_EQ(clean.exit_code, 1) << clean.output;
-  EXPECT_TRUE(Has(clean.output, "validate --strict says \"Valid: strict (1 "
-                                "step)\" and passes"))
-      << clean.output;
+  EXPECT_EQ(clean.exit_code, 1) << clean.out;
+  EXPECT_TRUE(Has(clean.out,
+                  "validate --strict says \"Valid: strict (1 "
+                  "step)\" and passes"))
+      << clean.out;
 }
 
 TEST_F(TestCommandTest, EnsureRefusesAttemptsAsItRefusesRetry) {
@@ -204,11 +173,12 @@ TEST_F(TestCommandTest, EnsureRefusesAttemptsAsItRefusesRetry) {
     attempts: 2
 )");
   Result r = Steps("validate ensure.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_TRUE(Has(r.output, "ensure.yaml:7: error: 'attempts' is refused on "
-                            "an 'ensure' hook step — ensure runs exactly "
-                            "once"))
-      << r.output;
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "ensure.yaml:7: error: 'attempts' is refused on "
+                  "an 'ensure' hook step — ensure runs exactly "
+                  "once"))
+      << r.out;
   Write("retry.yaml", R"(jobs:
 - name: w
   plan: [{ task: fetch, run: echo fetched }]
@@ -219,8 +189,8 @@ TEST_F(TestCommandTest, EnsureRefusesAttemptsAsItRefusesRetry) {
     retry: { max_attempts: 2 }
 )");
   Result same = Steps("validate retry.yaml");
-  EXPECT_EQ(same.exit_code, 65) << same.output;
-  EXPECT_TRUE(Has(same.output, "ensure runs exactly once")) << same.output;
+  EXPECT_EQ(same.exit_code, 65) << same.out;
+  EXPECT_TRUE(Has(same.out, "ensure runs exactly once")) << same.out;
   // On a step's own hook other than ensure, attempts stays allowed.
   Write("hook.yaml", R"(jobs:
 - name: w
@@ -242,12 +212,13 @@ TEST_F(TestCommandTest, MaxDelayZeroIsRefusedAtLoad) {
   };
   Write("zero.yaml", file("0"));
   Result zero = Steps("validate zero.yaml");
-  EXPECT_EQ(zero.exit_code, 65) << zero.output;
-  EXPECT_TRUE(Has(zero.output, "zero.yaml:10: error: 'retry.max_delay_ms' "
-                               "must be a positive number (got 0) — a cap of "
-                               "0 would make every wait 0; omit "
-                               "'max_delay_ms' for no cap"))
-      << zero.output;
+  EXPECT_EQ(zero.exit_code, 65) << zero.out;
+  EXPECT_TRUE(Has(zero.out,
+                  "zero.yaml:10: error: 'retry.max_delay_ms' "
+                  "must be a positive number (got 0) — a cap of "
+                  "0 would make every wait 0; omit "
+                  "'max_delay_ms' for no cap"))
+      << zero.out;
   Write("negative.yaml", file("-1"));
   EXPECT_EQ(Steps("validate negative.yaml").exit_code, 65);
   Write("one.yaml", file("1"));  // The edge: 1 ms is a cap.
@@ -283,14 +254,14 @@ mock:
   };
   Write("entry.yaml", with("fix: fixer"));
   Result entry = Steps("test entry.yaml");
-  EXPECT_EQ(entry.exit_code, 0) << entry.output;
+  EXPECT_EQ(entry.exit_code, 0) << entry.out;
   // fix: {attempts} comes first.
   Write("own.yaml", with("fix: { agent: fixer, attempts: 1 }"));
   Result own = Steps("test own.yaml");
-  EXPECT_EQ(own.exit_code, 1) << own.output;
-  EXPECT_TRUE(Has(own.output, "execution [fixer, check]") ||
-              Has(own.output, "outcome failed"))
-      << own.output;
+  EXPECT_EQ(own.exit_code, 1) << own.out;
+  EXPECT_TRUE(Has(own.out, "execution [fixer, check]") ||
+              Has(own.out, "outcome failed"))
+      << own.out;
 }
 
 TEST_F(TestCommandTest, JobAssertStepsAreCheckedAndBadEntriesRefused) {
@@ -307,11 +278,12 @@ TEST_F(TestCommandTest, JobAssertStepsAreCheckedAndBadEntriesRefused) {
     - { name: absent, outcome: succeeded }
 )");
   Result r = Steps("test steps.yaml");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(Has(r.output, "step 'fetch': 3 attempts, expected 2")) << r.output;
-  EXPECT_TRUE(Has(r.output, "step 'absent': did not run (assert.steps, line "
-                            "11)"))
-      << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "step 'fetch': 3 attempts, expected 2")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "step 'absent': did not run (assert.steps, line "
+                  "11)"))
+      << r.out;
 
   Write("bad.yaml", R"(jobs:
 - name: j
@@ -322,16 +294,19 @@ TEST_F(TestCommandTest, JobAssertStepsAreCheckedAndBadEntriesRefused) {
     - { name: fetch, waits_ms: 200, outcome: fine }
 )");
   Result bad = Steps("validate bad.yaml");
-  EXPECT_EQ(bad.exit_code, 65) << bad.output;
-  EXPECT_TRUE(Has(bad.output, "bad.yaml:6: error: an 'assert.steps' entry "
-                              "needs the 'name' of the step"))
-      << bad.output;
-  EXPECT_TRUE(Has(bad.output, "bad.yaml:7: error: 'assert.steps.waits_ms' "
-                              "must be a list"))
-      << bad.output;
-  EXPECT_TRUE(Has(bad.output, "'assert.steps.outcome' must be succeeded, "
-                              "failed, errored or aborted, not 'fine'"))
-      << bad.output;
+  EXPECT_EQ(bad.exit_code, 65) << bad.out;
+  EXPECT_TRUE(Has(bad.out,
+                  "bad.yaml:6: error: an 'assert.steps' entry "
+                  "needs the 'name' of the step"))
+      << bad.out;
+  EXPECT_TRUE(Has(bad.out,
+                  "bad.yaml:7: error: 'assert.steps.waits_ms' "
+                  "must be a list"))
+      << bad.out;
+  EXPECT_TRUE(Has(bad.out,
+                  "'assert.steps.outcome' must be succeeded, "
+                  "failed, errored or aborted, not 'fine'"))
+      << bad.out;
 }
 
 }  // namespace

@@ -2,21 +2,17 @@
 // script that carry invalid UTF-8 never abort `steps`, and every JSON and
 // XML writer (show --json, runs --json, JUnit) still emits valid output.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
 namespace {
 
-namespace fs = std::filesystem;
-
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
+namespace test_support = steps::test_support;
+using Result = test_support::CliResult;
 
 // A task whose output is not UTF-8: a lone 0xFF, a reversed BOM byte, a
 // truncated sequence, and control characters (ESC colour codes, 0x01).
@@ -47,52 +43,24 @@ const char kBadAgent[] =
 
 class TextBytesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/steps-bytes-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+  void Write(const std::string& name, const std::string& text) {
+    dir_.Write(name, text);
   }
 
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-
-  struct Result {
-    int exit_code = -1;  // -1: killed by a signal (an abort, a crash).
-    std::string out;     // stdout only.
-  };
-
-  // Runs steps with `args` in the temporary folder; stderr goes to err.txt.
+  // Runs steps with `args` in the temporary folder; stdout is read, stderr
+  // goes to err.txt.
   Result Steps(const std::string& args) {
-    std::string cmd =
-        "cd '" + dir_ + "' && '" + kSteps + "' " + args + " 2>>err.txt";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.out.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return test_support::RunSteps(dir_.path(), args + " 2>>err.txt");
   }
 
-  std::string Err() {
-    std::ifstream in(dir_ + "/err.txt", std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string Err() { return dir_.Read("err.txt"); }
 
   // Parses `text` strictly (nlohmann refuses invalid UTF-8).
   static nlohmann::json Parse(const std::string& text) {
     return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   }
 
-  std::string dir_;
+  test_support::TempDir dir_;
 };
 
 TEST_F(TextBytesTest, ShowAndRunsJsonStayValidAfterATaskPrintsBytes) {
@@ -143,22 +111,15 @@ TEST_F(TextBytesTest, JunitIsWellFormedWhenTheLogHoldsBytes) {
   Write("p.yaml", std::string(kBadTask) + "      exit 1\n");
   Result test = Steps("test p.yaml --junit out.xml");
   ASSERT_EQ(test.exit_code, 1) << test.out << Err();
-  std::ifstream in(dir_ + "/out.xml", std::ios::binary);
-  std::string xml(std::istreambuf_iterator<char>(in), {});
+  const std::string xml = dir_.Read("out.xml");
   EXPECT_NE(xml.find("<failure"), std::string::npos) << xml;
   EXPECT_NE(xml.find("caf\xEF\xBF\xBD"), std::string::npos) << xml;
   // Control characters are written visibly, not dropped.
   EXPECT_NE(xml.find("\\x1b[31mred"), std::string::npos) << xml;
   // xmllint (libxml2-utils) is the judge of well-formed.
-  std::string cmd = "xmllint --noout '" + dir_ + "/out.xml' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  std::string lint;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    lint.append(buf.data(), n);
-  int status = pclose(p);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << lint << xml;
+  Result lint =
+      test_support::RunInShell(dir_.path(), "xmllint --noout out.xml");
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << xml;
 }
 
 }  // namespace

@@ -1,26 +1,18 @@
 // The job's workspace through `steps run`: what tasks leave in it (FIFOs,
 // large files) never blocks, slows or outlasts later steps, and workspace
 // work counts against the step's timeout and stops on abort.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
-
-extern char** environ;
 
 namespace {
 
@@ -28,7 +20,7 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
 namespace test_support = steps::test_support;
-using test_support::kStepsBinary;
+using Result = test_support::CliResult;
 
 class WorkspaceCliTest : public ::testing::Test {
  protected:
@@ -36,18 +28,13 @@ class WorkspaceCliTest : public ::testing::Test {
     temp_.Write(name, text);
   }
 
-  struct Result {
-    int exit_code = -1;
-    std::string output;
-  };
-
   // Runs steps in the temporary folder, stdout+stderr captured. A run that
   // hangs (the defect these tests guard against) is killed after 120 s so
   // the suite reports it instead of hanging.
   Result Steps(const std::string& args) {
-    test_support::CliResult r = test_support::RunInShell(
-        dir_, "timeout -s KILL 120 \"$STEPS\" " + args);
-    return {r.exit_code, r.out};
+    test_support::StepsOptions options;
+    options.kill_after = std::chrono::seconds(120);
+    return test_support::RunSteps(dir_, args, options);
   }
 
   test_support::TempDir temp_;
@@ -87,13 +74,11 @@ TEST_F(WorkspaceCliTest, FifoInTheWorkspaceIsSkippedWithAWarning) {
         "  - task: b\n    timeout: 30s\n    inputs: [o]\n"
         "    run: cat o/f; test -e o/q || echo no-fifo\n");
   Result r = Steps("run p.yaml --plain");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("b | data"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("b | no-fifo"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("WRN workspace.skipped"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("artifacts/p type=fifo"), std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("b | data"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b | no-fifo"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("WRN workspace.skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("artifacts/p type=fifo"), std::string::npos) << r.out;
 }
 
 // SIGTERM ends a run whose workspace holds a FIFO at once, with 143.
@@ -103,21 +88,9 @@ TEST_F(WorkspaceCliTest, FifoAndSigtermEndPromptly) {
         "  - task: a\n    run: mkfifo \"$STEPS_ARTIFACTS/p\"\n"
         "  - task: b\n    run: |\n      echo $$ > '" +
             dir_ + "/started'\n      sleep 1000\n");
-  std::vector<std::string> args = {kStepsBinary, "run", "p.yaml", "--plain"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string log = dir_ + "/out.log";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addchdir_np(&fa, dir_.c_str());
-  pid_t pid = 0;
-  ASSERT_EQ(
-      posix_spawn(&pid, kStepsBinary.c_str(), &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t pid = test_support::SpawnSteps(dir_, {"run", "p.yaml", "--plain"},
+                                             dir_ + "/out.log");
+  ASSERT_GT(pid, 0);
   // Polls (bounded) for the later step to start: it never did while
   // hashing blocked in open() on the FIFO.
   const auto until =
@@ -140,8 +113,7 @@ TEST_F(WorkspaceCliTest, FifoAndSigtermEndPromptly) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   const auto took = std::chrono::steady_clock::now() - sent;
-  std::ifstream in(log);
-  std::string output((std::istreambuf_iterator<char>(in)), {});
+  const std::string output = temp_.Read("out.log");
   EXPECT_TRUE(started) << "the step after the FIFO never started\n" << output;
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 143) << output;
@@ -162,21 +134,20 @@ TEST_F(WorkspaceCliTest, LargeFilesCostOnlyTheStepsThatDeclareThem) {
   const auto began = std::chrono::steady_clock::now();
   Result r = Steps("run p.yaml --plain");
   const auto took = std::chrono::steady_clock::now() - began;
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
   // Generous: the step itself is an echo; hashing 2 GB takes seconds.
-  const long b = ReportedMillis(r.output, "task: b succeeded");
-  EXPECT_GE(b, 0) << r.output;
-  EXPECT_LT(b, 900) << r.output;
-  EXPECT_NE(r.output.find("STEP_TIMEOUT: Step 'c' timed out after 1000ms "
-                          "while hashing the workspace"),
+  const long b = ReportedMillis(r.out, "task: b succeeded");
+  EXPECT_GE(b, 0) << r.out;
+  EXPECT_LT(b, 900) << r.out;
+  EXPECT_NE(r.out.find("STEP_TIMEOUT: Step 'c' timed out after 1000ms "
+                       "while hashing the workspace"),
             std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("c | never"), std::string::npos) << r.output;
-  const long c = ReportedMillis(r.output, "task: c failed");
-  EXPECT_GE(c, 1000) << "the reported duration includes the hashing\n"
-                     << r.output;
-  EXPECT_LT(c, 5000) << r.output;
-  EXPECT_LT(took, std::chrono::seconds(15)) << r.output;
+      << r.out;
+  EXPECT_EQ(r.out.find("c | never"), std::string::npos) << r.out;
+  const long c = ReportedMillis(r.out, "task: c failed");
+  EXPECT_GE(c, 1000) << "the reported duration includes the hashing\n" << r.out;
+  EXPECT_LT(c, 5000) << r.out;
+  EXPECT_LT(took, std::chrono::seconds(15)) << r.out;
 }
 
 // A task plants a hard link to a file outside the workspace; the agent's
@@ -203,12 +174,12 @@ TEST_F(WorkspaceCliTest, FileToolsRefuseAHardLinkPlantedByATask) {
             "refused'}\n"
             "    say: done\n");
   Result r = Steps("test p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 passed, 0 failed"), std::string::npos) << r.out;
   std::ifstream in(dir_ + "/outside.txt");
   std::string kept((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(kept, "secret\n");
-  EXPECT_EQ(r.output.find("secret"), std::string::npos) << r.output;
+  EXPECT_EQ(r.out.find("secret"), std::string::npos) << r.out;
 }
 
 }  // namespace

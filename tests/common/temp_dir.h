@@ -1,5 +1,5 @@
-// A fresh folder under the system's temp folder, removed with everything in
-// it when the object goes.
+// A fresh folder under the system's temp folder (or a given one), removed with
+// everything in it when the object goes.
 #ifndef STEPS_TESTS_COMMON_TEMP_DIR_H_
 #define STEPS_TESTS_COMMON_TEMP_DIR_H_
 
@@ -7,15 +7,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace steps::test_support {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "steps-test-XXXXXX").string();
+  TempDir() : TempDir(std::filesystem::temp_directory_path().string()) {}
+  // A fresh folder inside `parent` (which exists).
+  explicit TempDir(const std::string& parent) {
+    std::string tmpl = parent + "/steps-test-XXXXXX";
     path_ = mkdtemp(tmpl.data());
   }
   ~TempDir() {
@@ -34,6 +36,12 @@ class TempDir {
   void Write(const std::string& name, const std::string& content) const {
     std::ofstream(std::filesystem::path(path_) / name, std::ios::binary)
         << content;
+  }
+  // The bytes of `name` inside ("" when it cannot be read).
+  std::string Read(const std::string& name) const {
+    std::ifstream in(std::filesystem::path(path_) / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in),
+            std::istreambuf_iterator<char>()};
   }
 
  private:

@@ -392,24 +392,56 @@ TEST(ExecutorTest, AcrossMaxInFlightBoundsConcurrencyAndRendersValues) {
   }
 }
 
+// --- fail_fast -------------------------------------------------------------
+
+// `text` with every line indented by `by` spaces.
+std::string Indented(const std::string& text, int by) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    end = end == std::string::npos ? text.size() : end + 1;
+    out += std::string(by, ' ') + text.substr(at, end - at);
+    at = end;
+  }
+  return out;
+}
+
+// A job `j` whose plan is one in_parallel block with fail_fast on: the
+// block's other `keys` (e.g. "limit: 1\n") and its `branches`, both
+// written unindented.
+std::string FailFastJob(const std::string& keys, const std::string& branches) {
+  return "jobs:\n- name: j\n  plan:\n  - in_parallel:\n"
+         "      fail_fast: true\n" +
+         Indented(keys, 6) + "      steps:\n" + Indented(branches, 6);
+}
+
+// Shell lines that wait (20 s at most) for the file `name` in the step's
+// artifacts, made there by a sibling.
+std::string AwaitArtifact(const std::string& name) {
+  return "for i in $(seq 2000); do\n"
+         "  if [ -e \"$STEPS_ARTIFACTS/" +
+         name +
+         "\" ]; then break; fi\n"
+         "  sleep 0.01\n"
+         "done\n";
+}
+
+// The branch `bad`: it fails (exit 1) once a sibling has made the artifact
+// `name`, so that sibling is running when fail_fast cancels it; exit 2 if
+// the file never comes.
+std::string BadOnceArtifact(const std::string& name) {
+  return "- task: bad\n  run: |\n" +
+         Indented(AwaitArtifact(name) + "test -e \"$STEPS_ARTIFACTS/" + name +
+                      "\" || exit 2\nexit 1\n",
+                  4);
+}
+
 TEST(ExecutorTest, FailFastCancelsSiblings) {
-  // `bad` fails only once `long` has started (a file it waits for, 20 s at
-  // most), so `long` is running when fail_fast cancels it.
-  PipelineRun run(R"(jobs:
-- name: j
-  plan:
-  - in_parallel:
-      fail_fast: true
-      steps:
-      - task: bad
-        run: |
-          for i in $(seq 2000); do
-            if [ -e "$STEPS_ARTIFACTS/long-started" ]; then exit 1; fi
-            sleep 0.01
-          done
-          exit 2
-      - { task: long, run: "touch \"$STEPS_ARTIFACTS/long-started\"; sleep 10" }
-)");
+  PipelineRun run(FailFastJob(
+      "",
+      BadOnceArtifact("long-started") +
+          R"(- { task: long, run: "touch \"$STEPS_ARTIFACTS/long-started\"; sleep 10" }
+)"));
   auto start = std::chrono::steady_clock::now();
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kFailed);
@@ -421,19 +453,12 @@ TEST(ExecutorTest, FailFastCancelsSiblings) {
 }
 
 TEST(ExecutorTest, FailFastRecordsSiblingsThatNeverStarted) {
-  PipelineRun run(R"(jobs:
-- name: j
-  plan:
-  - in_parallel:
-      limit: 1
-      fail_fast: true
-      steps:
-      - { task: bad, run: exit 1 }
-      - { task: later, run: "true" }
-      - do:
-        - { task: inner, run: "true" }
-        on_failure: { task: hook, run: "true" }
-)");
+  PipelineRun run(FailFastJob("limit: 1\n", R"(- { task: bad, run: exit 1 }
+- { task: later, run: "true" }
+- do:
+  - { task: inner, run: "true" }
+  on_failure: { task: hook, run: "true" }
+)"));
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kFailed);
   EXPECT_EQ(job.execution, Names({"bad"}));  // Not started is not finished.
@@ -451,29 +476,16 @@ TEST(ExecutorTest, FailFastRecordsSiblingsThatNeverStarted) {
 }
 
 TEST(ExecutorTest, FailFastNamesTheSiblingInsideNestedBlocks) {
-  // `bad` fails once `blocker` has started (a file it waits for, 20 s at
-  // most); the inner block's next branch is then kept from starting by the
-  // outer block's fail_fast, and its record says so.
-  PipelineRun run(R"(jobs:
-- name: j
-  plan:
-  - in_parallel:
-      fail_fast: true
-      steps:
-      - task: bad
-        run: |
-          for i in $(seq 2000); do
-            if [ -e "$STEPS_ARTIFACTS/blocker-started" ]; then exit 1; fi
-            sleep 0.01
-          done
-          exit 2
-      - in_parallel:
-          limit: 1
-          steps:
-          - task: blocker
-            run: "touch \"$STEPS_ARTIFACTS/blocker-started\"; sleep 30"
-          - { task: after, run: "true" }
-)");
+  // The inner block's next branch is kept from starting by the outer
+  // block's fail_fast, and its record says so.
+  PipelineRun run(FailFastJob("", BadOnceArtifact("blocker-started") +
+                                      R"(- in_parallel:
+    limit: 1
+    steps:
+    - task: blocker
+      run: "touch \"$STEPS_ARTIFACTS/blocker-started\"; sleep 30"
+    - { task: after, run: "true" }
+)"));
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kFailed);
   ASSERT_NE(run.observer().Step("blocker"), nullptr);
@@ -486,35 +498,19 @@ TEST(ExecutorTest, FailFastNamesTheSiblingInsideNestedBlocks) {
 
 TEST(ExecutorTest, FailFastDoesNotCutASiblingsEnsureHook) {
   // `bad` fails while `ok`'s ensure hook runs (each waits for the other's
-  // file, 20 s at most); the hook is cleanup and runs to its end, a second
-  // past the cancel.
-  PipelineRun run(R"(jobs:
-- name: j
-  plan:
-  - in_parallel:
-      fail_fast: true
-      steps:
-      - task: bad
-        run: |
-          for i in $(seq 2000); do
-            if [ -e "$STEPS_ARTIFACTS/tidy-started" ]; then break; fi
-            sleep 0.01
-          done
-          touch "$STEPS_ARTIFACTS/bad-exiting"
-          exit 1
-      - task: ok
-        run: "true"
-        ensure:
-          task: tidy
-          run: |
-            touch "$STEPS_ARTIFACTS/tidy-started"
-            for i in $(seq 2000); do
-              if [ -e "$STEPS_ARTIFACTS/bad-exiting" ]; then break; fi
-              sleep 0.01
-            done
-            sleep 1
-            echo tidied
-)");
+  // file); the hook is cleanup and runs to its end, a second past the
+  // cancel.
+  const std::string bad =
+      "- task: bad\n  run: |\n" +
+      Indented(AwaitArtifact("tidy-started") +
+                   "touch \"$STEPS_ARTIFACTS/bad-exiting\"\nexit 1\n",
+               4);
+  const std::string ok =
+      "- task: ok\n  run: \"true\"\n  ensure:\n    task: tidy\n    run: |\n" +
+      Indented("touch \"$STEPS_ARTIFACTS/tidy-started\"\n" +
+                   AwaitArtifact("bad-exiting") + "sleep 1\necho tidied\n",
+               6);
+  PipelineRun run(FailFastJob("", bad + ok));
   JobRecord job = run.RunJob();
   EXPECT_EQ(job.outcome, Outcome::kFailed);
   const StepRecord* tidy = run.observer().Step("tidy");

@@ -1,43 +1,25 @@
 // Runs the real `steps` binary: every spec example under fixtures/spec loads,
 // or is refused (or warned about) with the spec text's own message.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
+#include "common/steps_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
+using RunResult = steps::test_support::CliResult;
+using steps::test_support::ShellQuote;
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
+// Runs `steps ARGS` in the test's working folder; stdout and stderr
+// together.
 RunResult RunSteps(const std::string& args) {
-  std::string cmd = Quote(std::string(STEPS_BINARY_DIR) + "/src/cli/steps") +
-                    " " + args + " 2>&1";
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    r.output.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return steps::test_support::RunSteps(fs::current_path().string(), args);
 }
 
 // The value of a "# KEY: value" header line, or "".
@@ -112,28 +94,26 @@ TEST(SpecFixturesTest, EachLoadsOrIsRefusedWithTheTextsMessage) {
     const std::string refused = Header(f, "expect-refused");
     const std::string warning = Header(f, "expect-warning");
     const std::string strict = Header(f, "expect-strict");
-    RunResult r = RunSteps("validate " + Quote(f.string()));
+    RunResult r = RunSteps("validate " + ShellQuote(f.string()));
     if (!refused.empty()) {
-      EXPECT_EQ(r.exit_code, 65) << r.output;
-      EXPECT_NE(r.output.find(": error: " + refused), std::string::npos)
-          << r.output;
-      EXPECT_NE(r.output.find("Invalid: "), std::string::npos) << r.output;
+      EXPECT_EQ(r.exit_code, 65) << r.out;
+      EXPECT_NE(r.out.find(": error: " + refused), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("Invalid: "), std::string::npos) << r.out;
     } else {
-      EXPECT_EQ(r.exit_code, 0) << r.output;
-      EXPECT_NE(r.output.find("Valid: " + f.stem().string()), std::string::npos)
-          << r.output;
+      EXPECT_EQ(r.exit_code, 0) << r.out;
+      EXPECT_NE(r.out.find("Valid: " + f.stem().string()), std::string::npos)
+          << r.out;
     }
     if (!warning.empty()) {
-      EXPECT_NE(r.output.find(": warning: "), std::string::npos) << r.output;
-      EXPECT_NE(r.output.find(warning), std::string::npos) << r.output;
-      RunResult s = RunSteps("validate --strict " + Quote(f.string()));
-      EXPECT_EQ(s.exit_code, 65) << "--strict fails on the warning\n"
-                                 << s.output;
+      EXPECT_NE(r.out.find(": warning: "), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find(warning), std::string::npos) << r.out;
+      RunResult s = RunSteps("validate --strict " + ShellQuote(f.string()));
+      EXPECT_EQ(s.exit_code, 65) << "--strict fails on the warning\n" << s.out;
     }
     if (!strict.empty()) {
-      RunResult s = RunSteps("validate --strict " + Quote(f.string()));
-      EXPECT_EQ(s.exit_code, 65) << s.output;
-      EXPECT_NE(s.output.find(strict), std::string::npos) << s.output;
+      RunResult s = RunSteps("validate --strict " + ShellQuote(f.string()));
+      EXPECT_EQ(s.exit_code, 65) << s.out;
+      EXPECT_NE(s.out.find(strict), std::string::npos) << s.out;
       EXPECT_EQ(r.exit_code, 0) << "without --strict a warning passes";
     }
     ++checked;
@@ -143,20 +123,20 @@ TEST(SpecFixturesTest, EachLoadsOrIsRefusedWithTheTextsMessage) {
 
 TEST(SpecFixturesTest, WarningLinesCarryFileAndLine) {
   fs::path f = kSource / "fixtures/spec/warning-unknown-retry-key.yaml";
-  RunResult r = RunSteps("validate " + Quote(f.string()));
-  EXPECT_NE(r.output.find(f.string() +
-                          ":10: warning: unknown key 'jitter' (line 10)"),
-            std::string::npos)
-      << r.output;
+  RunResult r = RunSteps("validate " + ShellQuote(f.string()));
+  EXPECT_NE(
+      r.out.find(f.string() + ":10: warning: unknown key 'jitter' (line 10)"),
+      std::string::npos)
+      << r.out;
 }
 
 TEST(CliTest, ExamplesValidateAndExplain) {
   for (const fs::path& f : YamlFiles(kSource / "examples")) {
-    RunResult v = RunSteps("validate " + Quote(f.string()));
-    EXPECT_EQ(v.exit_code, 0) << v.output;
-    RunResult e = RunSteps("explain " + Quote(f.string()));
-    EXPECT_EQ(e.exit_code, 0) << e.output;
-    EXPECT_NE(e.output.find("bound"), std::string::npos) << e.output;
+    RunResult v = RunSteps("validate " + ShellQuote(f.string()));
+    EXPECT_EQ(v.exit_code, 0) << v.out;
+    RunResult e = RunSteps("explain " + ShellQuote(f.string()));
+    EXPECT_EQ(e.exit_code, 0) << e.out;
+    EXPECT_NE(e.out.find("bound"), std::string::npos) << e.out;
   }
 }
 
@@ -168,19 +148,19 @@ TEST(CliTest, ExitCodes) {
   EXPECT_EQ(RunSteps("validate /nonexistent.yaml").exit_code, 65);
   RunResult help = RunSteps("--help");
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.output.find("validate"), std::string::npos);
-  EXPECT_NE(help.output.find("explain"), std::string::npos);
+  EXPECT_NE(help.out.find("validate"), std::string::npos);
+  EXPECT_NE(help.out.find("explain"), std::string::npos);
   RunResult sub_help = RunSteps("explain --help");
   EXPECT_EQ(sub_help.exit_code, 0);
-  EXPECT_NE(sub_help.output.find("--job"), std::string::npos);
+  EXPECT_NE(sub_help.out.find("--job"), std::string::npos);
   fs::path example = kSource / "examples/hello.yaml";
   RunResult no_job =
-      RunSteps("explain " + Quote(example.string()) + " --job nope");
+      RunSteps("explain " + ShellQuote(example.string()) + " --job nope");
   EXPECT_EQ(no_job.exit_code, 64);
-  EXPECT_NE(no_job.output.find("no job named 'nope'"), std::string::npos);
-  RunResult one_job =
-      RunSteps("explain " + Quote(example.string()) + " --job release-notes");
-  EXPECT_EQ(one_job.exit_code, 0) << one_job.output;
+  EXPECT_NE(no_job.out.find("no job named 'nope'"), std::string::npos);
+  RunResult one_job = RunSteps("explain " + ShellQuote(example.string()) +
+                               " --job release-notes");
+  EXPECT_EQ(one_job.exit_code, 0) << one_job.out;
 }
 
 }  // namespace
