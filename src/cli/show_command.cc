@@ -6,6 +6,7 @@
 #include "core/json_text.h"
 #include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_json.h"
 #include "store/store.h"
 
 namespace steps::cli {
