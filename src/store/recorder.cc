@@ -69,7 +69,8 @@ Status WriteAttempt(Db& db, const std::string& run_id,
 }
 
 // The tool_calls column: one object per call, read back by LoadRun.
-nlohmann::json ToolCallsColumn(const std::vector<agent::ToolCallRecord>& calls) {
+nlohmann::json ToolCallsColumn(
+    const std::vector<agent::ToolCallRecord>& calls) {
   nlohmann::json out = nlohmann::json::array();
   for (const agent::ToolCallRecord& c : calls) {
     out.push_back({{"name", c.name},

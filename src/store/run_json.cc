@@ -83,12 +83,9 @@ json TurnJson(const StoredTurn& t) {
   json calls = json::array();
   for (const agent::ToolCallRecord& c : t.tool_calls)
     calls.push_back(ToolCallJson(c));
-  json j = {{"turn", t.turn},
-            {"at", OptionalTime(t.at_ms)},
-            {"source", t.source},
-            {"provider_requests", t.provider_requests},
-            {"text", t.text},
-            {"tool_calls", calls}};
+  json j = {{"turn", t.turn},     {"at", OptionalTime(t.at_ms)},
+            {"source", t.source}, {"provider_requests", t.provider_requests},
+            {"text", t.text},     {"tool_calls", calls}};
   Spend{t.prompt_tokens, t.completion_tokens, t.usd}.Into(j);
   return j;
 }

@@ -214,8 +214,8 @@ TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
   recorder_->OnAgentTurn(review, turn);
   // As stores wrote them before calls kept their results: "NAME ARGS",
   // cut at 300 bytes with "...".
-  const std::string cut = R"(write_file {"text": ")" + std::string(280, 'x') +
-                          "...";
+  const std::string cut =
+      R"(write_file {"text": ")" + std::string(280, 'x') + "...";
   const nlohmann::json legacy = {R"(read_file {"path":"a"})", "list_files",
                                  cut};
   ASSERT_TRUE(store_

@@ -127,8 +127,7 @@ class Checker {
   const std::set<std::string>& seen() const { return seen_; }
 
  private:
-  void Nested(const std::string& kind, const std::string& key,
-              const json& v) {
+  void Nested(const std::string& kind, const std::string& key, const json& v) {
     static const std::map<std::pair<std::string, std::string>, std::string>
         kChildren = {{{"run", "jobs"}, "job"},
                      {{"job", "plan"}, "planned_step"},
@@ -156,9 +155,12 @@ class Checker {
 class UiProcess {
  public:
   explicit UiProcess(const std::string& state_dir) {
-    std::vector<std::string> args = {test_support::kStepsBinary, "ui",
-                                     "--listen", "127.0.0.1:0",
-                                     "--state-dir", state_dir};
+    std::vector<std::string> args = {test_support::kStepsBinary,
+                                     "ui",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--state-dir",
+                                     state_dir};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -249,13 +251,13 @@ class RunJsonTest : public ::testing::Test {
                           "\"$STEPS\" run pipeline.yaml --mock --plain "
                           "--state-dir state");
     ASSERT_EQ(run.exit_code, 0) << run.out;
-    auto show = RunInShell(dir_.path(),
-                           "\"$STEPS\" show --json --state-dir state 2>/dev/null");
+    auto show = RunInShell(
+        dir_.path(), "\"$STEPS\" show --json --state-dir state 2>/dev/null");
     ASSERT_EQ(show.exit_code, 0) << show.out;
     show_ = json::parse(show.out, nullptr, false);
     ASSERT_TRUE(show_.is_object()) << show.out;
-    auto runs = RunInShell(dir_.path(),
-                           "\"$STEPS\" runs --json --state-dir state 2>/dev/null");
+    auto runs = RunInShell(
+        dir_.path(), "\"$STEPS\" runs --json --state-dir state 2>/dev/null");
     ASSERT_EQ(runs.exit_code, 0) << runs.out;
     runs_ = json::parse(runs.out, nullptr, false);
     ASSERT_TRUE(runs_.is_array() && runs_.size() == 1) << runs.out;

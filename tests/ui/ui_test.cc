@@ -61,9 +61,10 @@ int64_t Ms(const nlohmann::json& time) {
   if (!time.is_string()) return -1;
   std::tm tm{};
   int millis = 0;
-  if (std::sscanf(time.get<std::string>().c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ",
-                  &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &millis) != 7) {
+  if (std::sscanf(time.get<std::string>().c_str(),
+                  "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
+                  &millis) != 7) {
     return -1;
   }
   tm.tm_year -= 1900;
