@@ -123,6 +123,24 @@ struct AgentInvocation {
   std::optional<std::string> critique;
 };
 
+// One tool call of a turn, as recorded: its arguments and result cut to
+// kRecordToolBytes each (on a UTF-8 boundary), the cut said by a flag.
+struct ToolCallRecord {
+  static constexpr size_t kRecordToolBytes = 4000;
+
+  std::string name;
+  std::string arguments;  // As the model sent them (JSON text, usually).
+  bool arguments_truncated = false;
+  // Unset when the tool never ran (the run stopped first).
+  std::optional<std::string> result;
+  bool result_truncated = false;
+  int64_t result_bytes = 0;  // The whole result's size.
+  bool is_error = false;
+
+  // "read_file {\"path\":\"a\"}": a one-line label for logs.
+  std::string Label() const { return name + " " + arguments; }
+};
+
 // What a conversation did, for the step record, `steps show` and the UI.
 struct AgentTurnRecord {
   int turn = 0;               // 1-based.
@@ -131,8 +149,8 @@ struct AgentTurnRecord {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double usd = 0;
-  std::vector<std::string> tool_calls;  // "read_file {\"path\":...}" (cut).
-  std::string text;                     // Answer text (cut).
+  std::vector<ToolCallRecord> tool_calls;
+  std::string text;  // Answer text (cut).
 };
 
 struct AgentResult {

@@ -19,13 +19,20 @@
 namespace steps::agent {
 namespace {
 
-// Bounds on what a turn record keeps of a text or a tool call.
+// Bound on what a turn record keeps of an answer's text.
 constexpr size_t kRecordTextBytes = 4000;
-constexpr size_t kRecordCallBytes = 300;
 
 std::string Cut(const std::string& text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   return text.substr(0, Utf8PrefixLength(text, max_bytes)) + "...";
+}
+
+// `text` cut to ToolCallRecord::kRecordToolBytes (no ellipsis: the record
+// says it was cut); sets `truncated` when it was.
+std::string CutTool(const std::string& text, bool& truncated) {
+  constexpr size_t kMax = ToolCallRecord::kRecordToolBytes;
+  truncated = text.size() > kMax;
+  return truncated ? text.substr(0, Utf8PrefixLength(text, kMax)) : text;
 }
 
 ToolSchema FinishToolSchema() {
@@ -282,8 +289,11 @@ class Conversation {
         EmitTurn(std::move(record));
         return true;
       }
-      std::string shown = call.name + " " + call.arguments;
-      record.tool_calls.push_back(Cut(shown, kRecordCallBytes));
+      const std::string shown = call.name + " " + call.arguments;
+      ToolCallRecord& recorded = record.tool_calls.emplace_back();
+      recorded.name = call.name;
+      recorded.arguments =
+          CutTool(call.arguments, recorded.arguments_truncated);
       ToolResult result;
       const bool is_finish =
           inv_.required_tools && call.name == kFinishToolName;
@@ -296,6 +306,9 @@ class Conversation {
       } else {
         result = RunTool(call);
       }
+      recorded.result = CutTool(result.content, recorded.result_truncated);
+      recorded.result_bytes = static_cast<int64_t>(result.content.size());
+      recorded.is_error = result.is_error;
       request_.messages.push_back(
           Message::ToolResult(call.id, result.content, call.name));
       if (!is_finish &&

@@ -6,6 +6,7 @@
 #include "core/json_text.h"
 #include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_json.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -54,7 +55,9 @@ Command RunsCommand() {
             ->capture_default_str();
             app.add_option("-n,--limit", opts->limit,
                            "Show at most this many (default: all)");
-            app.add_flag("--json", opts->json, "Print the list as JSON");
+            app.add_flag("--json", opts->json,
+                         "Print the list as JSON: run summaries "
+                         "(steps.run/1, see docs/json.md)");
             return [opts] { return RunRuns(*opts); };
           }};
 }

@@ -6,6 +6,7 @@
 #include "core/json_text.h"
 #include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_json.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -51,7 +52,9 @@ Command ShowCommand() {
                            "Where runs are recorded (STATE_DIR/steps.db)")
                 ->envname("STEPS_STATE_DIR")
             ->capture_default_str();
-            app.add_flag("--json", opts->json, "Print the record as JSON");
+            app.add_flag("--json", opts->json,
+                         "Print the record as JSON (steps.run/1, see "
+                         "docs/json.md)");
             app.footer(
                 "Each step is numbered in the order it finished; each attempt "
                 "reads\n"

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "core/utf8.h"
+
 namespace steps::cli {
 
 std::string StepName(const pipeline::StepRef& step) {
@@ -146,7 +148,12 @@ void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
   if (turn.provider_requests > 1) {
     text += " (" + std::to_string(turn.provider_requests) + " requests)";
   }
-  for (const std::string& call : turn.tool_calls) text += "  " + call;
+  for (const agent::ToolCallRecord& call : turn.tool_calls) {
+    // A long call shows its start; `steps show --json` has the rest.
+    const std::string label = call.Label();
+    text += "  " + label.substr(0, Utf8PrefixLength(label, 300));
+    if (label.size() > 300) text += "...";
+  }
   if (turn.tool_calls.empty() && !turn.text.empty()) {
     std::string first = turn.text.substr(0, turn.text.find('\n'));
     if (first.size() > 100) first = first.substr(0, 100) + "…";

@@ -12,7 +12,11 @@ void Mask(const Redactor& r, std::string& text) {
 void RedactTurn(const Redactor& r, agent::AgentTurnRecord& turn) {
   Mask(r, turn.source);
   Mask(r, turn.text);
-  for (std::string& call : turn.tool_calls) Mask(r, call);
+  for (agent::ToolCallRecord& call : turn.tool_calls) {
+    Mask(r, call.name);
+    Mask(r, call.arguments);
+    if (call.result) Mask(r, *call.result);
+  }
 }
 
 void RedactAgent(const Redactor& r, agent::AgentResult& result) {

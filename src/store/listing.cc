@@ -65,8 +65,12 @@ void FormatAgent(std::ostringstream& out, const StoredStep& s) {
         << t.provider_requests
         << (t.provider_requests == 1 ? " request  " : " requests  ")
         << t.prompt_tokens << "+" << t.completion_tokens << " tokens";
-    if (!t.tool_calls.empty())
-      out << "  " << OneLine(Join(t.tool_calls, "; "), 120);
+    if (!t.tool_calls.empty()) {
+      std::vector<std::string> labels;
+      for (const agent::ToolCallRecord& c : t.tool_calls)
+        labels.push_back(c.Label());
+      out << "  " << OneLine(Join(labels, "; "), 120);
+    }
     out << "\n";
   }
 }
@@ -98,103 +102,6 @@ void FormatStep(std::ostringstream& out, const StoredStep& s, int number) {
   } else if (s.status != "succeeded" && s.attempts.empty()) {
     out << "     " << s.status << "\n";
   }
-}
-
-nlohmann::json OptionalJson(const std::optional<int64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-nlohmann::json OptionalTime(const std::optional<int64_t>& v) {
-  return v ? nlohmann::json(FormatTimestamp(*v)) : nlohmann::json(nullptr);
-}
-
-nlohmann::json StepToJson(const StoredStep& s, int number) {
-  nlohmann::json attempts = nlohmann::json::array();
-  for (const StoredAttempt& a : s.attempts) {
-    attempts.push_back({
-        {"number", a.number},
-        {"of", a.of},
-        {"outcome", s.cached ? "cached" : a.status},
-        {"status", a.status},
-        {"started", FormatTimestamp(a.started_ms)},
-        {"duration_ms", OptionalJson(a.duration_ms)},
-        {"deadline", OptionalTime(a.deadline_ms)},
-        {"hash", a.identity.empty() ? s.identity : a.identity},
-        {"exit_code", OptionalJson(a.exit_code)},
-        {"timed_out", a.timed_out},
-        {"clipped_to_ms", OptionalJson(a.clipped_to_ms)},
-        {"exhausted_by", a.exhausted_by.empty()
-                             ? nlohmann::json(nullptr)
-                             : nlohmann::json(a.exhausted_by)},
-        {"error", a.error},
-        {"output", a.output},
-        {"fixed", a.fixed},
-        {"taken_by", a.taken_by},
-    });
-  }
-  nlohmann::json j = {
-      {"number", number},
-      {"id", s.id},
-      {"job", s.job},
-      {"name", s.name},
-      {"cell", s.cell.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.cell)},
-      {"kind", s.kind},
-      {"hook",
-       s.hook.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.hook)},
-      {"fixer", s.fixer},
-      {"line", s.line},
-      {"outcome", s.status},
-      {"error", s.error},
-      {"output", s.output},
-      {"started", FormatTimestamp(s.started_ms)},
-      {"duration_ms", OptionalJson(s.duration_ms)},
-      {"deadline", OptionalTime(s.deadline_ms)},
-      {"identity", s.identity},
-      {"cached", s.cached},
-      {"attempts", attempts},
-  };
-  if (s.cached && !s.cached_from_run.empty()) {
-    j["cached_from"] = {{"run", s.cached_from_run},
-                        {"step", s.cached_from_step}};
-  }
-  if (s.agent || !s.turns.empty()) {
-    nlohmann::json agent = nlohmann::json::object();
-    if (s.agent) {
-      agent = {{"turns", s.agent->turns},
-               {"provider_requests", s.agent->provider_requests},
-               {"prompt_tokens", s.agent->prompt_tokens},
-               {"completion_tokens", s.agent->completion_tokens},
-               {"usd", s.agent->usd},
-               {"nudge_sent", s.agent->nudge_sent},
-               {"deadline_disclosed", s.agent->deadline_disclosed},
-               {"fallbacks_taken", s.agent->fallbacks_taken}};
-    }
-    nlohmann::json turns = nlohmann::json::array();
-    for (const StoredTurn& t : s.turns) {
-      turns.push_back({{"turn", t.turn},
-                       {"provider_requests", t.provider_requests},
-                       {"source", t.source},
-                       {"prompt_tokens", t.prompt_tokens},
-                       {"completion_tokens", t.completion_tokens},
-                       {"usd", t.usd},
-                       {"tool_calls", t.tool_calls},
-                       {"text", t.text}});
-    }
-    agent["turn_records"] = turns;
-    j["agent"] = agent;
-  }
-  return j;
-}
-
-nlohmann::json RunHeaderJson(const StoredRun& r) {
-  return {{"id", r.id},
-          {"file", r.file},
-          {"outcome", r.status},
-          {"started", FormatTimestamp(r.started_ms)},
-          {"duration_ms", OptionalJson(r.duration_ms)},
-          {"taken_by", r.taken_by},
-          {"host", r.host},
-          {"pid", r.pid}};
 }
 
 }  // namespace
@@ -233,28 +140,6 @@ std::string FormatRun(const StoredRun& run) {
   return out.str();
 }
 
-nlohmann::json RunToJson(const StoredRun& run) {
-  nlohmann::json j = RunHeaderJson(run);
-  nlohmann::json jobs = nlohmann::json::array();
-  for (const StoredJob& job : run.jobs) {
-    nlohmann::json steps = nlohmann::json::array();
-    int number = 0;
-    for (const StoredStep& s : job.steps)
-      steps.push_back(StepToJson(s, ++number));
-    jobs.push_back({{"name", job.name},
-                    {"outcome", job.status},
-                    {"error", job.error},
-                    {"caused_by_error", job.caused_by_error},
-                    {"execution", job.execution},
-                    {"started", FormatTimestamp(job.started_ms)},
-                    {"duration_ms", OptionalJson(job.duration_ms)},
-                    {"deadline", OptionalTime(job.deadline_ms)},
-                    {"steps", steps}});
-  }
-  j["jobs"] = jobs;
-  return j;
-}
-
 std::string FormatRunList(const std::vector<StoredRun>& runs) {
   std::ostringstream out;
   char line[512];
@@ -269,12 +154,6 @@ std::string FormatRunList(const std::vector<StoredRun>& runs) {
     out << line;
   }
   return out.str();
-}
-
-nlohmann::json RunListToJson(const std::vector<StoredRun>& runs) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const StoredRun& r : runs) out.push_back(RunHeaderJson(r));
-  return out;
 }
 
 }  // namespace steps::store

@@ -1,11 +1,10 @@
 // How `steps show` and `steps runs` print stored runs: the listing of spec
 // text 000 ("  1. fetch", "(attempt 1/3)  error   1ms   hash: 44136fa3",
-// "Taken by: user@host"), with agents' turns, requests and tokens, and the
-// same data as JSON for --json.
+// "Taken by: user@host"), with agents' turns, requests and tokens. The
+// JSON of --json is store/run_json.h's.
 #ifndef STEPS_STORE_LISTING_H_
 #define STEPS_STORE_LISTING_H_
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,13 +16,8 @@ namespace steps::store {
 // attempts. A cached step's attempt says `cached`.
 std::string FormatRun(const StoredRun& run);
 
-// Every stored field, with times as RFC 3339 UTC strings and durations in
-// milliseconds ("duration_ms", "clipped_to_ms", "exhausted_by", ...).
-nlohmann::json RunToJson(const StoredRun& run);
-
 // One line per run, newest first, under a header line.
 std::string FormatRunList(const std::vector<StoredRun>& runs);
-nlohmann::json RunListToJson(const std::vector<StoredRun>& runs);
 
 // "2026-11-30T06:30:00.123Z".
 std::string FormatTimestamp(int64_t epoch_ms);

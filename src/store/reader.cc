@@ -23,6 +23,38 @@ std::vector<std::string> JsonStrings(const std::string& text) {
   return out;
 }
 
+// A turn's tool_calls column: objects (see the recorder), or from older
+// stores "NAME ARGUMENTS" strings cut at 300 bytes with "...".
+std::vector<agent::ToolCallRecord> ToolCalls(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<agent::ToolCallRecord> out;
+  if (!j.is_array()) return out;
+  for (const auto& v : j) {
+    agent::ToolCallRecord c;
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      const size_t space = s.find(' ');
+      c.name = s.substr(0, space);
+      if (space != std::string::npos) c.arguments = s.substr(space + 1);
+      c.arguments_truncated =
+          s.size() > 300 && s.compare(s.size() - 3, 3, "...") == 0;
+    } else if (v.is_object()) {
+      c.name = v.value("name", "");
+      c.arguments = v.value("arguments", "");
+      c.arguments_truncated = v.value("arguments_truncated", false);
+      if (v.contains("result") && v["result"].is_string())
+        c.result = v["result"].get<std::string>();
+      c.result_truncated = v.value("result_truncated", false);
+      c.result_bytes = v.value("result_bytes", int64_t{0});
+      c.is_error = v.value("is_error", false);
+    } else {
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // The sum over a run's steps of `col` (a spend: tokens, usd), each step
 // counted by its totals once it ended, else by its turns so far. Cached
 // steps spent nothing. NULL when no step has any.
@@ -33,12 +65,13 @@ std::string RunSpend(const std::string& col) {
          " s.cached = 0)";
 }
 
-// Columns 0-8 of a run's row, then 9 its tokens and 10 its usd.
+// Columns 0-8 of a run's row, then 9 its prompt tokens, 10 its completion
+// tokens and 11 its usd.
 const std::string& RunColumns() {
   static const std::string kColumns =
       "SELECT id, file, status, started_ms, duration_ms, taken_by, host, pid,"
       " pid_start, " +
-      RunSpend("prompt_tokens") + " + " + RunSpend("completion_tokens") + ", " +
+      RunSpend("prompt_tokens") + ", " + RunSpend("completion_tokens") + ", " +
       RunSpend("usd") + " FROM runs";
   return kColumns;
 }
@@ -53,8 +86,9 @@ StoredRun ReadRunRow(const Statement& s) {
   r.taken_by = s.Text(5);
   r.host = s.Text(6);
   r.pid = s.Int(7);
-  r.tokens = s.OptionalInt(9);
-  if (!s.IsNull(10)) r.usd = s.Real(10);
+  r.prompt_tokens = s.OptionalInt(9).value_or(0);
+  r.completion_tokens = s.OptionalInt(10).value_or(0);
+  if (!s.IsNull(11)) r.usd = s.Real(11);
   if (r.status == "running" && !RunProcessAlive(r.host, r.pid, s.Text(8)))
     r.status = "interrupted";
   return r;
@@ -149,7 +183,7 @@ Status LoadTurns(Db& db, const std::string& run_id,
         t.prompt_tokens = s.Int(4);
         t.completion_tokens = s.Int(5);
         t.usd = s.Real(6);
-        t.tool_calls = JsonStrings(s.Text(7));
+        t.tool_calls = ToolCalls(s.Text(7));
         t.text = s.Text(8);
         t.at_ms = s.OptionalInt(9);
         out[s.Text(0)].push_back(std::move(t));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent.h"
 #include "core/status.h"
 #include "store/plan_outline.h"
 #include "store/store.h"
@@ -44,7 +45,9 @@ struct StoredTurn {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double usd = 0;
-  std::vector<std::string> tool_calls;
+  // Recorded before calls kept their results: name and arguments only, the
+  // arguments cut at 300 bytes.
+  std::vector<agent::ToolCallRecord> tool_calls;
   std::string text;
   std::optional<int64_t> at_ms;  // When its answer arrived; unset before v3.
 };
@@ -114,9 +117,10 @@ struct StoredRun {
   std::string host;
   int64_t pid = 0;
   // What its agent steps spent (cached steps spend nothing), a running
-  // step's turns so far included; unset when no step spent anything.
-  std::optional<int64_t> tokens;
-  std::optional<double> usd;
+  // step's turns so far included.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
   std::vector<StoredJob> jobs;  // Empty in ListRuns.
   // The outline of its plan as it started; empty in ListRuns, and for runs
   // recorded before the store kept it.

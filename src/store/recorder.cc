@@ -68,6 +68,22 @@ Status WriteAttempt(Db& db, const std::string& run_id,
   return s.Run();
 }
 
+// The tool_calls column: one object per call, read back by LoadRun.
+nlohmann::json ToolCallsColumn(
+    const std::vector<agent::ToolCallRecord>& calls) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const agent::ToolCallRecord& c : calls) {
+    out.push_back({{"name", c.name},
+                   {"arguments", c.arguments},
+                   {"arguments_truncated", c.arguments_truncated},
+                   {"result", c.result ? nlohmann::json(*c.result) : nullptr},
+                   {"result_truncated", c.result_truncated},
+                   {"result_bytes", c.result_bytes},
+                   {"is_error", c.is_error}});
+  }
+  return out;
+}
+
 // A turn's row. `at_ms` is when its answer arrived: set by the turn's own
 // event; the rewrite at the step's end (at_ms unset) keeps it.
 Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
@@ -91,7 +107,7 @@ Status WriteTurn(Db& db, const std::string& run_id, const std::string& step_id,
   s.Bind(6, t.prompt_tokens);
   s.Bind(7, t.completion_tokens);
   s.Bind(8, t.usd);
-  s.Bind(9, DumpJson(nlohmann::json(t.tool_calls)));
+  s.Bind(9, DumpJson(ToolCallsColumn(t.tool_calls)));
   s.Bind(10, t.text);
   s.Bind(11, at_ms);
   return s.Run();

@@ -91,7 +91,7 @@ const std::string& PageHtml() {
 <main id="main"><p class="muted">Loading…</p></main>
 <script>
 "use strict";
-let offset = 0;          // server clock minus ours, from now_ms
+let offset = 0;          // server clock minus ours, from the API's "now"
 let current = null;      // the run shown, or null for the list
 let view = "steps";      // its tab: "steps" or "timeline"
 let runId = null;        // its id, once loaded ("latest" resolved)
@@ -105,6 +105,10 @@ const kShownLines = 1000; // a log shows its last lines; log.txt has them all
 const esc = s => String(s ?? "").replace(/[&<>"']/g,
   c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const now = () => Date.now() + offset;
+// The API's times are RFC 3339 strings (docs/json.md); the page counts in ms.
+const tms = t => t == null ? null : Date.parse(t);
+// How a step shows: "cached" for one reused from the cache.
+const stepOutcome = s => s.cached ? "cached" : s.outcome;
 function dur(ms) {
   if (ms == null) return "";
   if (ms < 1000) return ms + "ms";
@@ -118,18 +122,21 @@ const badge = st => `<span class="badge ${esc(String(st).replace(/ /g, "-"))}">$
 const when = ms => ms ? new Date(ms).toLocaleString() : "";
 // Tokens and cost of anything that spent some (a step, a job, a run).
 function spend(x) {
-  if (x.tokens == null && !x.usd) return "";
-  return `<span class="spend muted">${x.tokens ?? 0} tokens` +
+  const tokens = x.prompt_tokens + x.completion_tokens;
+  if (x.kind !== "agent" && !tokens && !x.usd) return "";
+  if (x.cached) return "";
+  return `<span class="spend muted">${tokens} tokens` +
          `${x.usd ? " · $" + x.usd.toFixed(4) : ""}</span>`;
 }
 
 // Elapsed and time left of anything running; ticks between polls.
 function clock(item) {
-  if (item.status !== "running") return item.duration_ms != null ? dur(item.duration_ms) : "";
-  let t = `<span class="clock" data-start="${item.started_ms}">${dur(now() - item.started_ms)}</span>`;
-  if (item.deadline_ms) {
-    t += ` · <span class="clock left" data-deadline="${item.deadline_ms}">` +
-         `${dur(Math.max(0, item.deadline_ms - now()))} left</span>`;
+  if (item.outcome !== "running") return item.duration_ms != null ? dur(item.duration_ms) : "";
+  const start = tms(item.started), deadline = tms(item.deadline);
+  let t = `<span class="clock" data-start="${start}">${dur(now() - start)}</span>`;
+  if (deadline) {
+    t += ` · <span class="clock left" data-deadline="${deadline}">` +
+         `${dur(Math.max(0, deadline - now()))} left</span>`;
   }
   return t;
 }
@@ -145,14 +152,14 @@ async function getJson(url) {
   const r = await fetch(url, {cache: "no-store"});
   const j = await r.json();
   if (!r.ok) throw new Error(j.error || r.statusText);
-  offset = j.now_ms - Date.now();
+  offset = tms(j.now) - Date.now();
   return j;
 }
 
 function stepHtml(s) {
   const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.kind + ": " + s.name +
                 (s.cell ? " [" + s.cell + "]" : "");
-  let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(s.status)}` +
+  let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(stepOutcome(s))}` +
           `<strong>${esc(label)}</strong><span class="muted">line ${s.line}</span>` +
           `<span>${clock(s)}</span>`;
   h += spend(s);
@@ -167,8 +174,9 @@ function stepHtml(s) {
   }
   if (s.error) h += `<div class="error">${esc(s.error)}</div>`;
   for (const a of s.attempts) {
-    h += `<div class="attempt">(attempt ${a.number}/${a.of}) ${badge(a.status)} ` +
-         `${a.status === "running" ? clock(a) : dur(a.duration_ms)}${a.hash ? "  hash: " + esc(a.hash) : ""}` +
+    h += `<div class="attempt">(attempt ${a.number}/${a.of}) ${badge(s.cached ? "cached" : a.outcome)} ` +
+         `${a.outcome === "running" ? clock(a) : dur(a.duration_ms)}` +
+         `${a.identity ? "  hash: " + esc(a.identity.slice(0, 8)) : ""}` +
          `${a.clipped_to_ms != null ? "  clipped to " + a.clipped_to_ms + "ms" : ""}` +
          `${a.exhausted_by ? "  exhausted by " + esc(a.exhausted_by) : ""}` +
          `${a.fixed ? "  (after fix)" : ""}${a.error ? "  " + esc(a.error) : ""}` +
@@ -176,12 +184,12 @@ function stepHtml(s) {
   }
   for (const t of s.turns) {
     h += `<div class="turn">turn ${t.turn}${t.provider_requests > 1 ? " (" + t.provider_requests + " requests)" : ""}: ` +
-         esc(t.tool_calls.length ? t.tool_calls.join("  ") : t.text) + `</div>`;
+         esc(t.tool_calls.length ? t.tool_calls.map(callLabel).join("  ") : t.text) + `</div>`;
   }
-  if (s.log_lines > 0 || s.status === "running") {
+  if (s.log_lines > 0 || s.outcome === "running") {
     const key = "log:" + s.id;
     // A running step's log is open unless the reader closed it.
-    const open = opened.has(key) || (s.status === "running" && !closed.has(key));
+    const open = opened.has(key) || (s.outcome === "running" && !closed.has(key));
     h += `<details class="log" data-key="${esc(key)}" data-step="${esc(s.id)}" ` +
          `data-lines="${s.log_lines}"${open ? " open" : ""}><summary class="muted">log · ` +
          `${s.log_lines} line${s.log_lines === 1 ? "" : "s"}</summary>` +
@@ -193,6 +201,12 @@ function stepHtml(s) {
          `<summary class="muted">output</summary><pre>${esc(s.output)}</pre></details>`;
   }
   return h + `</div>`;
+}
+
+// A tool call as one line: its name and arguments (JSON, or the raw text).
+function callLabel(c) {
+  const args = typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments);
+  return c.name + " " + args + (c.arguments_truncated ? "…" : "");
 }
 
 // The lines of a step's log known so far, the last kShownLines of them.
@@ -295,16 +309,16 @@ function tabsHtml(r) {
 
 function runHtml(r) {
   let h = tabsHtml(r) +
-          `<div class="card"><div class="row">${badge(r.status)}<strong>run ${esc(r.id)}</strong>` +
-          `<span class="muted">${esc(r.file)}</span><span>${when(r.started_ms)}</span>` +
+          `<div class="card"><div class="row">${badge(r.outcome)}<strong>run ${esc(r.id)}</strong>` +
+          `<span class="muted">${esc(r.file)}</span><span>${when(tms(r.started))}</span>` +
           `<span>${clock(r)}</span>${spend(r)}<span class="muted">Taken by: ${esc(r.taken_by)}</span></div></div>`;
   if (view === "timeline") return h + timelineHtml(r);
   for (const j of r.jobs) {
-    h += `<div class="card" data-job="${esc(j.name)}"><div class="row">${badge(j.status)}` +
+    h += `<div class="card" data-job="${esc(j.name)}"><div class="row">${badge(j.outcome)}` +
          `<strong>job ${esc(j.name)}</strong><span>${clock(j)}</span>${spend(j)}` +
          `<span class="muted execution">execution: [${esc(j.execution.join(", "))}]</span></div>`;
     if (j.error) h += `<div class="error">${esc(j.error)}</div>`;
-    for (const e of ordered(j)) h += e.step ? stepHtml(e.step) : plannedHtml(e.planned, r.status);
+    for (const e of ordered(j)) h += e.step ? stepHtml(e.step) : plannedHtml(e.planned, r.outcome);
     h += `</div>`;
   }
   return h;
@@ -314,10 +328,10 @@ function runHtml(r) {
 // bar, the waits between attempts striped, the deadline a red line, agent
 // turns as ticks and the nudge as a mark.
 function timelineHtml(r) {
-  const t0 = r.started_ms;
+  const t0 = tms(r.started);
   let t1 = r.duration_ms != null ? t0 + r.duration_ms : now();
   for (const j of r.jobs) for (const s of j.steps) {
-    const end = s.duration_ms != null ? s.started_ms + s.duration_ms : now();
+    const end = s.duration_ms != null ? tms(s.started) + s.duration_ms : now();
     if (end > t1) t1 = end;
   }
   const span = Math.max(t1 - t0, 1);
@@ -331,8 +345,8 @@ function timelineHtml(r) {
           `<div class="tl-track">${axis}</div></div>`;
   for (const j of r.jobs) {
     h += `<div class="tl-row tl-job"><div class="tl-label"><strong>job ${esc(j.name)}</strong></div>` +
-         `<div class="tl-track">${j.started_ms ? `<div class="tl-bar ${esc(j.status)}" style="${pos(
-           j.started_ms, j.duration_ms != null ? j.started_ms + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
+         `<div class="tl-track">${j.started ? `<div class="tl-bar ${esc(j.outcome)}" style="${pos(
+           tms(j.started), j.duration_ms != null ? tms(j.started) + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
     for (const e of ordered(j)) {
       const s = e.step, p = e.planned;
       const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.name +
@@ -351,30 +365,31 @@ function timelineHtml(r) {
 }
 
 function stepBars(s, j, pos, x, t1) {
-  const endOf = a => a.duration_ms != null ? a.started_ms + a.duration_ms : (a.status === "running" ? now() : t1);
+  const endOf = a => a.duration_ms != null ? tms(a.started) + a.duration_ms : (a.outcome === "running" ? now() : t1);
   let h = "";
   const attempts = s.attempts.length ? s.attempts : [s];
   attempts.forEach((a, i) => {
+    const start = tms(a.started);
     if (i > 0) {
       const prev = attempts[i - 1], from = endOf(prev);
-      if (a.started_ms > from) {
-        h += `<div class="tl-wait" title="waited ${dur(a.started_ms - from)} before attempt ${a.number}" ` +
-             `style="${pos(from, a.started_ms)}"></div>`;
+      if (start > from) {
+        h += `<div class="tl-wait" title="waited ${dur(start - from)} before attempt ${a.number}" ` +
+             `style="${pos(from, start)}"></div>`;
       }
     }
-    const st = s.status === "cached" ? "cached" : a.status;
+    const st = s.cached ? "cached" : a.outcome;
     h += `<div class="tl-bar tl-attempt ${esc(st)}" title="${a.number ? "attempt " + a.number + "/" + a.of + ": " : ""}` +
-         `${esc(st)} ${dur(endOf(a) - a.started_ms)}" style="${pos(a.started_ms, endOf(a))}"></div>`;
+         `${esc(st)} ${dur(endOf(a) - start)}" style="${pos(start, endOf(a))}"></div>`;
   });
   // The deadline: the step's own, else each attempt's, else its timeout
   // counted from its start.
   // Past the axis, the first one is named at the row's end, counted from
   // the start of what it limits.
   const plan = (j.plan || []).find(p => p.id === planId(s.id));
-  let deadlines = s.deadline_ms ? [[s.deadline_ms, s.started_ms]]
-                                : s.attempts.filter(a => a.deadline_ms).map(a => [a.deadline_ms, a.started_ms]);
+  let deadlines = s.deadline ? [[tms(s.deadline), tms(s.started)]]
+                             : s.attempts.filter(a => a.deadline).map(a => [tms(a.deadline), tms(a.started)]);
   if (!deadlines.length && plan && plan.timeout_ms != null)
-    deadlines = [[s.started_ms + plan.timeout_ms, s.started_ms]];
+    deadlines = [[tms(s.started) + plan.timeout_ms, tms(s.started)]];
   let later = "";
   for (const [d, from] of deadlines) {
     if (x(d) < 100) h += `<div class="tl-deadline" title="deadline ${when(d)}" style="left:${x(d).toFixed(3)}%"></div>`;
@@ -382,9 +397,9 @@ function stepBars(s, j, pos, x, t1) {
   }
   h += later;
   for (const t of s.turns) {
-    if (t.at_ms) h += `<div class="tl-turn" title="turn ${t.turn}" style="left:${x(t.at_ms).toFixed(3)}%"></div>`;
+    if (t.at) h += `<div class="tl-turn" title="turn ${t.turn}" style="left:${x(tms(t.at)).toFixed(3)}%"></div>`;
   }
-  if (s.nudge_ms) h += `<div class="tl-nudge" title="nudge sent" style="left:${x(s.nudge_ms).toFixed(3)}%">▼</div>`;
+  if (s.nudge_at) h += `<div class="tl-nudge" title="nudge sent" style="left:${x(tms(s.nudge_at)).toFixed(3)}%">▼</div>`;
   return h;
 }
 
@@ -400,8 +415,8 @@ async function refresh() {
       // the clocks tick on their own.
       const text = JSON.stringify(j.run);
       // A running timeline redraws anyway: its bars grow with the clock.
-      if (text === shown && !(view === "timeline" && j.run.status === "running")) {
-        timer = setTimeout(refresh, j.run.status === "running" ? 1000 : 5000);
+      if (text === shown && !(view === "timeline" && j.run.outcome === "running")) {
+        timer = setTimeout(refresh, j.run.outcome === "running" ? 1000 : 5000);
         return;
       }
       shown = text;
@@ -416,14 +431,14 @@ async function refresh() {
         pre.scrollTop = at === undefined || at === Infinity ? pre.scrollHeight : at;
         if (d.open) fillLog(d);
       });
-      if (j.run.status === "running") timer = setTimeout(refresh, 1000);
+      if (j.run.outcome === "running") timer = setTimeout(refresh, 1000);
       else timer = setTimeout(refresh, 5000);
     } else {
       const j = await getJson("api/runs");
       document.getElementById("where").textContent = j.runs.length + " runs";
       main.innerHTML = j.runs.length ? `<div class="card runs">` + j.runs.map(r =>
-          `<div class="runrow">${badge(r.status)}<a class="run" href="#${esc(r.id)}">${esc(r.id)}</a>` +
-          `<span class="file">${esc(r.file)}</span><span>${when(r.started_ms)}</span>` +
+          `<div class="runrow">${badge(r.outcome)}<a class="run" href="#${esc(r.id)}">${esc(r.id)}</a>` +
+          `<span class="file">${esc(r.file)}</span><span>${when(tms(r.started))}</span>` +
           `<span>${clock(r)}</span>${spend(r)}</div>`).join("") +
         `</div>` : `<p class="muted">No runs yet: start one with <code>steps run FILE</code>.</p>`;
       timer = setTimeout(refresh, 2000);

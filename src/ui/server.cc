@@ -11,146 +11,22 @@
 
 #include "core/json_text.h"
 #include "core/utf8.h"
+#include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_json.h"
 #include "store/store.h"
 #include "ui/http_guard.h"
 
 namespace steps::ui {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename T>
-nlohmann::json Opt(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-nlohmann::json AttemptJson(const store::StoredAttempt& a,
-                           const std::string& step_identity) {
-  return {
-      {"number", a.number},
-      {"of", a.of},
-      {"status", a.status},
-      {"started_ms", a.started_ms},
-      {"duration_ms", Opt(a.duration_ms)},
-      {"deadline_ms", Opt(a.deadline_ms)},
-      {"hash", (a.identity.empty() ? step_identity : a.identity).substr(0, 8)},
-      {"exit_code", Opt(a.exit_code)},
-      {"timed_out", a.timed_out},
-      {"clipped_to_ms", Opt(a.clipped_to_ms)},
-      {"exhausted_by", a.exhausted_by},
-      {"error", a.error},
-      {"fixed", a.fixed},
-      {"taken_by", a.taken_by}};
-}
-
-// What an agent step spent: its totals once it ended, else its turns so
-// far. Unset for a step that is no conversation, and for a cached one.
-struct Spend {
-  std::optional<int64_t> tokens;
-  std::optional<double> usd;
-
-  void Add(const Spend& o) {
-    if (o.tokens) tokens = tokens.value_or(0) + *o.tokens;
-    if (o.usd) usd = usd.value_or(0) + *o.usd;
-  }
-};
-
-Spend StepSpend(const store::StoredStep& s) {
-  Spend spend;
-  if (s.cached) return spend;
-  if (s.agent) {
-    spend.tokens = s.agent->prompt_tokens + s.agent->completion_tokens;
-    spend.usd = s.agent->usd;
-    return spend;
-  }
-  for (const auto& t : s.turns) {
-    spend.Add({t.prompt_tokens + t.completion_tokens, t.usd});
-  }
-  return spend;
-}
-
-// A job's `execution:` list: as recorded once the job ended; while it runs,
-// the names of its steps that ended so far, in the order they did (the
-// order the store reads them in).
-std::vector<std::string> Execution(const store::StoredJob& job) {
-  if (job.status != "running" && job.status != "interrupted")
-    return job.execution;
-  std::vector<std::string> names;
-  for (const store::StoredStep& s : job.steps) {
-    if (s.status != "running" && s.status != "interrupted")
-      names.push_back(s.name);
-  }
-  return names;
-}
-
-nlohmann::json PlanJson(const store::PlannedJob& job) {
-  nlohmann::json steps = nlohmann::json::array();
-  for (const store::PlannedStep& p : job.steps) {
-    steps.push_back({{"id", p.id},
-                     {"name", p.name},
-                     {"kind", p.kind},
-                     {"hook", p.hook},
-                     {"line", p.line},
-                     {"timeout_ms", Opt(p.timeout_ms)}});
-  }
-  return steps;
-}
-
-nlohmann::json StepJson(const store::StoredStep& s) {
-  nlohmann::json attempts = nlohmann::json::array();
-  for (const auto& a : s.attempts)
-    attempts.push_back(AttemptJson(a, s.identity));
-  nlohmann::json turns = nlohmann::json::array();
-  for (const auto& t : s.turns) {
-    turns.push_back({{"turn", t.turn},
-                     {"provider_requests", t.provider_requests},
-                     {"source", t.source},
-                     {"tokens", t.prompt_tokens + t.completion_tokens},
-                     {"usd", t.usd},
-                     {"tool_calls", t.tool_calls},
-                     {"text", t.text},
-                     {"at_ms", Opt(t.at_ms)}});
-  }
-  nlohmann::json j = {{"id", s.id},
-                      {"name", s.name},
-                      {"cell", s.cell},
-                      {"kind", s.kind},
-                      {"hook", s.hook},
-                      {"fixer", s.fixer},
-                      {"line", s.line},
-                      {"status", s.cached ? "cached" : s.status},
-                      {"error", s.error},
-                      {"output", s.output},
-                      {"started_ms", s.started_ms},
-                      {"duration_ms", Opt(s.duration_ms)},
-                      {"deadline_ms", Opt(s.deadline_ms)},
-                      {"hash", s.identity.substr(0, 8)},
-                      {"log_lines", s.log_lines},
-                      {"nudge_ms", Opt(s.nudge_ms)},
-                      {"attempts", attempts},
-                      {"turns", turns}};
-  if (s.cached && !s.cached_from_run.empty()) {
-    j["cached_from"] = {{"run", s.cached_from_run},
-                        {"step", s.cached_from_step}};
-  }
-  const Spend spend = StepSpend(s);
-  j["tokens"] = spend.tokens ? nlohmann::json(*spend.tokens) : nullptr;
-  j["usd"] = spend.usd ? nlohmann::json(*spend.usd) : nullptr;
-  if (s.agent) {
-    j["agent"] = {
-        {"turns", s.agent->turns},
-        {"provider_requests", s.agent->provider_requests},
-        {"tokens", s.agent->prompt_tokens + s.agent->completion_tokens},
-        {"usd", s.agent->usd},
-        {"nudge_sent", s.agent->nudge_sent},
-        {"fallbacks_taken", s.agent->fallbacks_taken}};
-  }
-  return j;
+// The server's clock, for the page's live clocks: RFC 3339, as every time
+// in the run objects.
+std::string Now() {
+  return store::FormatTimestamp(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 // An API error: {"error": MESSAGE} with `status`.
@@ -167,17 +43,6 @@ int HttpStatusFor(const Status& s) {
 // "latest" names the newest run; the store says so with an empty id.
 std::string StoreRunId(const std::string& id) {
   return id == "latest" ? "" : id;
-}
-
-nlohmann::json RunHeaderJson(const store::StoredRun& r) {
-  return {{"id", r.id},
-          {"file", r.file},
-          {"status", r.status},
-          {"started_ms", r.started_ms},
-          {"duration_ms", Opt(r.duration_ms)},
-          {"taken_by", r.taken_by},
-          {"tokens", Opt(r.tokens)},
-          {"usd", Opt(r.usd)}};
 }
 
 }  // namespace
@@ -322,11 +187,9 @@ nlohmann::json UiServer::RunsJson() {
   nlohmann::json runs = nlohmann::json::array();
   if (store::Store* st = impl_->Open()) {
     auto list = store::ListRuns(*st, 100);
-    if (list.ok()) {
-      for (const auto& r : *list) runs.push_back(RunHeaderJson(r));
-    }
+    if (list.ok()) runs = store::RunListToJson(*list);
   }
-  return {{"now_ms", NowMs()}, {"runs", runs}};
+  return {{"now", Now()}, {"runs", runs}};
 }
 
 Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
@@ -334,55 +197,7 @@ Result<nlohmann::json> UiServer::RunJson(const std::string& id) {
   if (!st) return NotFound("no runs recorded yet");
   auto run = store::LoadRun(*st, StoreRunId(id));
   if (!run.ok()) return run.status();
-  nlohmann::json j = RunHeaderJson(*run);
-  nlohmann::json jobs = nlohmann::json::array();
-  // Jobs the outline names that have not started yet are listed too, in
-  // file order after those that have.
-  std::vector<const store::PlannedJob*> waiting;
-  for (const auto& p : run->plan) {
-    bool started = false;
-    for (const auto& job : run->jobs) started = started || job.name == p.name;
-    if (!started) waiting.push_back(&p);
-  }
-  for (const auto& job : run->jobs) {
-    nlohmann::json steps = nlohmann::json::array();
-    Spend spend;
-    for (const auto& s : job.steps) {
-      steps.push_back(StepJson(s));
-      spend.Add(StepSpend(s));
-    }
-    nlohmann::json plan = nlohmann::json::array();
-    for (const auto& p : run->plan) {
-      if (p.name == job.name) plan = PlanJson(p);
-    }
-    jobs.push_back({{"name", job.name},
-                    {"status", job.status},
-                    {"error", job.error},
-                    {"execution", Execution(job)},
-                    {"started_ms", job.started_ms},
-                    {"duration_ms", Opt(job.duration_ms)},
-                    {"deadline_ms", Opt(job.deadline_ms)},
-                    {"tokens", Opt(spend.tokens)},
-                    {"usd", Opt(spend.usd)},
-                    {"plan", plan},
-                    {"steps", steps}});
-  }
-  for (const store::PlannedJob* p : waiting) {
-    jobs.push_back(
-        {{"name", p->name},
-         {"status", run->status == "running" ? "pending" : "not started"},
-         {"error", ""},
-         {"execution", nlohmann::json::array()},
-         {"started_ms", nullptr},
-         {"duration_ms", nullptr},
-         {"deadline_ms", nullptr},
-         {"tokens", nullptr},
-         {"usd", nullptr},
-         {"plan", PlanJson(*p)},
-         {"steps", nlohmann::json::array()}});
-  }
-  j["jobs"] = jobs;
-  return nlohmann::json{{"now_ms", NowMs()}, {"run", j}};
+  return nlohmann::json{{"now", Now()}, {"run", store::RunToJson(*run)}};
 }
 
 Result<store::StoredLog> UiServer::LoadLog(const std::string& run_id,
@@ -398,7 +213,7 @@ nlohmann::json UiServer::LogJson(const store::StoredLog& log) {
   for (const auto& l : log.lines) {
     lines.push_back({{"seq", l.seq}, {"stream", l.stream}, {"text", l.text}});
   }
-  return {{"now_ms", NowMs()},
+  return {{"now", Now()},
           {"run", log.run_id},
           {"step", log.step_id},
           {"last_seq", log.last_seq},

@@ -16,10 +16,12 @@
 namespace steps::ui {
 
 // GET /                  the page
-// GET /api/runs          {"now_ms", "runs": [...]}, newest first
-// GET /api/runs/ID       {"now_ms", "run": {...}}; ID "latest" or a prefix
+// GET /api/runs          {"now", "runs": [...]}: run summaries, newest
+//                        first, as `steps runs --json` prints them
+// GET /api/runs/ID       {"now", "run": {...}}: the run as `steps show
+//                        --json` prints it; ID "latest" or a prefix
 // GET /api/runs/ID/log?step=STEP&after=N
-//                        {"now_ms", "run", "step", "last_seq", "lines":
+//                        {"now", "run", "step", "last_seq", "lines":
 //                        [{"seq", "stream", "text"}]}: the step's lines
 //                        after line N, at most kLogPage of them
 // GET /api/runs/ID/log.txt?step=STEP   all of them, as UTF-8 text
@@ -56,8 +58,8 @@ class UiServer {
   // Returns whether a page caught up.
   bool WaitForWatchers(std::chrono::milliseconds max_wait);
 
-  // The JSON the API serves. Its own shape, not `steps show --json`'s:
-  // times are milliseconds since the epoch, for the page's live clocks.
+  // The JSON the API serves: store/run_json.h's objects (docs/json.md)
+  // under "now", the server's clock (RFC 3339), for the page's live clocks.
   nlohmann::json RunsJson();
   Result<nlohmann::json> RunJson(const std::string& id);
   // The lines of a step after `after_seq`; `limit` 0: every line.

@@ -80,7 +80,14 @@ w:
   EXPECT_EQ(r.turn_records[0].turn, 1);
   EXPECT_EQ(r.turn_records[0].source, "mock/w");
   ASSERT_EQ(r.turn_records[1].tool_calls.size(), 1u);
-  EXPECT_EQ(r.turn_records[1].tool_calls[0], R"(read_file {"path":"out.txt"})");
+  const agent::ToolCallRecord& call = r.turn_records[1].tool_calls[0];
+  EXPECT_EQ(call.name, "read_file");
+  EXPECT_EQ(call.arguments, R"({"path":"out.txt"})");
+  ASSERT_TRUE(call.result.has_value());
+  EXPECT_NE(call.result->find("hello"), std::string::npos);
+  EXPECT_EQ(call.result_bytes, static_cast<int64_t>(call.result->size()));
+  EXPECT_FALSE(call.result_truncated);
+  EXPECT_FALSE(call.is_error);
   EXPECT_EQ(r.turn_records[1].text, "checking");
   // Headers name the agent and the step.
   EXPECT_EQ(requests[0].agent, "tester");

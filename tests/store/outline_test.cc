@@ -214,7 +214,7 @@ class TimesTest : public ::testing::Test {
     if (!stored.ok() || stored->jobs.empty() || stored->jobs[0].steps.empty())
       return {};
     started_ms_ = stored->started_ms;
-    tokens_ = stored->tokens;
+    tokens_ = stored->prompt_tokens + stored->completion_tokens;
     return stored->jobs[0].steps[0];
   }
 
@@ -222,7 +222,7 @@ class TimesTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   FakeClock clock_;
   int64_t started_ms_ = 0;
-  std::optional<int64_t> tokens_;
+  int64_t tokens_ = 0;
 };
 
 TEST_F(TimesTest, TurnsKeepWhenTheyAnsweredAndTheNudgeWhenItWasSent) {
@@ -268,7 +268,8 @@ TEST(OutlineSchemaTest, AVersionTwoStoreGainsTheColumns) {
   Result<StoredRun> old = LoadRun(**store, "old");
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_TRUE(old->plan.empty());
-  EXPECT_EQ(old->tokens, std::nullopt);
+  EXPECT_EQ(old->prompt_tokens + old->completion_tokens, 0);
+  EXPECT_EQ(old->usd, 0);
   // And records a new run's outline.
   RunRecorder recorder(**store);
   PlannedJob job;

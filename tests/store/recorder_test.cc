@@ -10,6 +10,7 @@
 
 #include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_json.h"
 #include "store_test_util.h"
 
 namespace steps::store {
@@ -122,7 +123,14 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
     turn.source = "openai/a";
     turn.prompt_tokens = 50;
     turn.completion_tokens = 10;
-    if (t == 1) turn.tool_calls = {"read_file {\"path\":\"a\"}"};
+    if (t == 1) {
+      agent::ToolCallRecord call;
+      call.name = "read_file";
+      call.arguments = R"({"path":"a"})";
+      call.result = "contents";
+      call.result_bytes = 8;
+      turn.tool_calls = {call};
+    }
     recorder_->OnAgentTurn(review, turn);
     ar.turn_records.push_back(turn);
   }
@@ -174,7 +182,11 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
   EXPECT_TRUE(r.agent->nudge_sent);
   EXPECT_EQ(r.agent->fallbacks_taken, std::vector<std::string>{"openai/b"});
   ASSERT_EQ(r.turns.size(), 2u);
-  EXPECT_EQ(r.turns[0].tool_calls.size(), 1u);
+  ASSERT_EQ(r.turns[0].tool_calls.size(), 1u);
+  EXPECT_EQ(r.turns[0].tool_calls[0].name, "read_file");
+  EXPECT_EQ(r.turns[0].tool_calls[0].arguments, R"({"path":"a"})");
+  EXPECT_EQ(r.turns[0].tool_calls[0].result, "contents");
+  EXPECT_EQ(r.turns[0].tool_calls[0].result_bytes, 8);
   EXPECT_TRUE(r.deadline_ms.has_value());
   EXPECT_EQ(j.steps[2].hook, "on_success");
   EXPECT_EQ(Count("SELECT count(*) FROM hooks"), 1);
@@ -183,7 +195,51 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
   // The JSON carries the record's own names.
   nlohmann::json js = RunToJson(*got);
   EXPECT_EQ(js["jobs"][0]["steps"][0]["attempts"][2]["outcome"], "succeeded");
-  EXPECT_EQ(js["jobs"][0]["steps"][1]["agent"]["turn_records"].size(), 2u);
+  const nlohmann::json& turns = js["jobs"][0]["steps"][1]["turns"];
+  ASSERT_EQ(turns.size(), 2u);
+  EXPECT_EQ(turns[0]["tool_calls"][0],
+            nlohmann::json::parse(R"({"name": "read_file",
+              "arguments": {"path": "a"}, "arguments_truncated": false,
+              "result": {"text": "contents", "bytes": 8, "truncated": false,
+                         "is_error": false}})"));
+}
+
+TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef review = Ref("1", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, std::nullopt);
+  agent::AgentTurnRecord turn;
+  turn.turn = 1;
+  recorder_->OnAgentTurn(review, turn);
+  // As stores wrote them before calls kept their results: "NAME ARGS",
+  // cut at 300 bytes with "...".
+  const std::string cut =
+      R"(write_file {"text": ")" + std::string(280, 'x') + "...";
+  const nlohmann::json legacy = {R"(read_file {"path":"a"})", "list_files",
+                                 cut};
+  ASSERT_TRUE(store_
+                  ->Write([&](Db& db) -> Status {
+                    Result<StatementUse> st =
+                        db.Prepared("UPDATE agent_turns SET tool_calls = ?1");
+                    if (!st.ok()) return st.status();
+                    (*st)->Bind(1, legacy.dump());
+                    return (*st)->Run();
+                  })
+                  .ok());
+  Result<StoredRun> got = LoadRun(*store_, run_.id);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const nlohmann::json calls =
+      RunToJson(*got)["jobs"][0]["steps"][0]["turns"][0]["tool_calls"];
+  ASSERT_EQ(calls.size(), 3u) << calls;
+  EXPECT_EQ(calls[0]["name"], "read_file");
+  EXPECT_EQ(calls[0]["arguments"], nlohmann::json({{"path", "a"}}));
+  EXPECT_TRUE(calls[0]["result"].is_null());
+  EXPECT_EQ(calls[1]["name"], "list_files");
+  EXPECT_EQ(calls[1]["arguments"], "");
+  EXPECT_EQ(calls[2]["name"], "write_file");
+  EXPECT_EQ(calls[2]["arguments_truncated"], true);
+  EXPECT_EQ(calls[2]["arguments"], cut.substr(11)) << "the raw text";
 }
 
 TEST_F(RecorderTest, TotalTimeoutFieldsAreKept) {

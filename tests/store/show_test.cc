@@ -106,10 +106,11 @@ TEST_F(ShowTest, JsonCarriesTheSameRecord) {
   EXPECT_EQ(fetch["attempts"][0]["outcome"], "failed");
   EXPECT_EQ(fetch["attempts"][0]["exit_code"], 1);
   EXPECT_TRUE(fetch["attempts"][0]["clipped_to_ms"].is_null());
-  EXPECT_EQ(fetch["attempts"][2]["hash"], fetch["identity"]);
+  EXPECT_EQ(fetch["attempts"][2]["identity"], fetch["identity"]);
   const auto& review = j["jobs"][0]["steps"][1];
-  EXPECT_EQ(review["agent"]["prompt_tokens"], 120);
-  EXPECT_EQ(review["agent"]["turn_records"].size(), 1u);
+  EXPECT_EQ(review["prompt_tokens"], 120);
+  EXPECT_EQ(review["agent"]["turns"], 1);
+  EXPECT_EQ(review["turns"].size(), 1u);
 }
 
 TEST_F(ShowTest, ASecondRunIsCachedAndNoCacheRunsAgain) {

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -51,6 +53,23 @@ nlohmann::json Get(httplib::Client& client, const std::string& path) {
   auto res = client.Get(path.c_str());
   if (!res || res->status != 200) return nullptr;
   return nlohmann::json::parse(res->body, nullptr, false);
+}
+
+// An RFC 3339 time of the API ("2026-11-30T06:30:00.123Z") in ms since the
+// epoch; -1 for anything else.
+int64_t Ms(const nlohmann::json& time) {
+  if (!time.is_string()) return -1;
+  std::tm tm{};
+  int millis = 0;
+  if (std::sscanf(time.get<std::string>().c_str(),
+                  "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
+                  &millis) != 7) {
+    return -1;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
 }
 
 // Percent-encodes everything but letters and digits, for a query value.
@@ -120,7 +139,7 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
     nlohmann::json j = Get(client, "/api/runs/latest");
     if (!j.is_null() && j.contains("run")) {
       const nlohmann::json* s = FindStep(j["run"], "slowpoke");
-      if (s && (*s)["status"] == "running") {
+      if (s && (*s)["outcome"] == "running") {
         first = j;
         break;
       }
@@ -128,7 +147,7 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(first.is_null()) << "the running agent step never showed";
-  EXPECT_EQ(first["run"]["status"], "running");
+  EXPECT_EQ(first["run"]["outcome"], "running");
   // The plan's outline, from the run's start, and the execution list so
   // far while the job runs.
   const nlohmann::json& job = first["run"]["jobs"][0];
@@ -143,9 +162,8 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   EXPECT_EQ(job["plan"][1]["timeout_ms"], 120000);
   EXPECT_EQ(job["execution"], nlohmann::json::array({"prepare"}));
   const nlohmann::json& step = *FindStep(first["run"], "slowpoke");
-  ASSERT_TRUE(step["deadline_ms"].is_number()) << step.dump();
-  int64_t left1 =
-      step["deadline_ms"].get<int64_t>() - first["now_ms"].get<int64_t>();
+  ASSERT_TRUE(step["deadline"].is_string()) << step.dump();
+  int64_t left1 = Ms(step["deadline"]) - Ms(first["now"]);
   EXPECT_GT(left1, 0);
   EXPECT_LE(left1, 120000) << "the resolved deadline is the entry's 2m";
   EXPECT_GT(left1, 110000);
@@ -155,10 +173,9 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   nlohmann::json second = Get(client, "/api/runs/latest");
   const nlohmann::json* again = FindStep(second["run"], "slowpoke");
   ASSERT_NE(again, nullptr);
-  if ((*again)["status"] == "running") {
-    EXPECT_EQ((*again)["deadline_ms"], step["deadline_ms"]);
-    int64_t left2 = (*again)["deadline_ms"].get<int64_t>() -
-                    second["now_ms"].get<int64_t>();
+  if ((*again)["outcome"] == "running") {
+    EXPECT_EQ((*again)["deadline"], step["deadline"]);
+    int64_t left2 = Ms((*again)["deadline"]) - Ms(second["now"]);
     EXPECT_LT(left2, left1) << "the countdown decreases";
   }
 
@@ -166,36 +183,36 @@ TEST(UiServerTest, ShowsALiveRunAndItsCountdown) {
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   nlohmann::json done = Get(client, "/api/runs/latest");
-  EXPECT_EQ(done["run"]["status"], "succeeded") << done.dump();
+  EXPECT_EQ(done["run"]["outcome"], "succeeded") << done.dump();
   const nlohmann::json* finished = FindStep(done["run"], "slowpoke");
   ASSERT_NE(finished, nullptr);
-  EXPECT_EQ((*finished)["status"], "succeeded");
+  EXPECT_EQ((*finished)["outcome"], "succeeded");
   ASSERT_EQ((*finished)["attempts"].size(), 1u);
   EXPECT_EQ((*finished)["attempts"][0]["number"], 1);
   EXPECT_FALSE(
       (*finished)["attempts"][0]["taken_by"].get<std::string>().empty());
   EXPECT_EQ((*finished)["agent"]["turns"], 1);
   // Tokens and cost: the step's, its job's and the run's; the index too.
-  const nlohmann::json tokens = (*finished)["agent"]["tokens"];
+  const nlohmann::json tokens = (*finished)["prompt_tokens"];
   EXPECT_GT(tokens.get<int64_t>(), 0);
-  EXPECT_EQ((*finished)["tokens"], tokens);
-  EXPECT_TRUE((*FindStep(done["run"], "prepare"))["tokens"].is_null());
-  EXPECT_EQ(done["run"]["jobs"][0]["tokens"], tokens);
-  EXPECT_EQ(done["run"]["tokens"], tokens);
+  EXPECT_EQ((*finished)["turns"][0]["prompt_tokens"], tokens);
+  EXPECT_EQ((*FindStep(done["run"], "prepare"))["prompt_tokens"], 0);
+  EXPECT_EQ(done["run"]["jobs"][0]["prompt_tokens"], tokens);
+  EXPECT_EQ(done["run"]["prompt_tokens"], tokens);
   EXPECT_EQ(done["run"]["jobs"][0]["execution"],
             nlohmann::json::array({"prepare", "slowpoke"}));
   nlohmann::json index = Get(client, "/api/runs");
   ASSERT_EQ(index["runs"].size(), 1u);
-  EXPECT_EQ(index["runs"][0]["tokens"], tokens);
+  EXPECT_EQ(index["runs"][0]["prompt_tokens"], tokens);
   EXPECT_TRUE(index["runs"][0]["usd"].is_number());
   // The turn's time lies within the step; the 2m deadline stays known.
   ASSERT_EQ((*finished)["turns"].size(), 1u);
-  const int64_t at = (*finished)["turns"][0]["at_ms"];
-  const int64_t from = (*finished)["started_ms"];
+  const int64_t at = Ms((*finished)["turns"][0]["at"]);
+  const int64_t from = Ms((*finished)["started"]);
   EXPECT_GE(at, from + 2900) << "the mock answers after 3 s";
   EXPECT_LE(at, from + (*finished)["duration_ms"].get<int64_t>());
-  EXPECT_EQ((*finished)["deadline_ms"], step["deadline_ms"]);
-  EXPECT_TRUE((*finished)["nudge_ms"].is_null());
+  EXPECT_EQ((*finished)["deadline"], step["deadline"]);
+  EXPECT_TRUE((*finished)["nudge_at"].is_null());
 
   // A step's lines, from the log API.
   const nlohmann::json* prepare = FindStep(done["run"], "prepare");
@@ -395,16 +412,16 @@ TEST_F(RunWithUiTest, ServesTheRunWhileItRunsThenStops) {
   });
   ASSERT_TRUE(live.is_object() && live.contains("run")) << live.dump();
   EXPECT_EQ(live["run"]["id"], run_id_);
-  EXPECT_EQ(live["run"]["status"], "running");
-  EXPECT_EQ((*FindStep(live["run"], "wait"))["status"], "running");
+  EXPECT_EQ(live["run"]["outcome"], "running");
+  EXPECT_EQ((*FindStep(live["run"], "wait"))["outcome"], "running");
 
   // Released: a page that keeps polling sees how the run ended before the
   // UI stops (the run lingers up to 3s for it).
   std::ofstream(dir_ + "/go") << "go\n";
   nlohmann::json done = PollRunUntil(
-      [](const nlohmann::json& run) { return run["status"] != "running"; });
+      [](const nlohmann::json& run) { return run["outcome"] != "running"; });
   ASSERT_FALSE(done.is_null()) << "the UI stopped before the page caught up";
-  EXPECT_EQ(done["run"]["status"], "succeeded");
+  EXPECT_EQ(done["run"]["outcome"], "succeeded");
   EXPECT_EQ(Wait(), 0);
   EXPECT_FALSE(
       ReadLineWith(child_.stderr_fd, "the UI stopped", std::chrono::seconds(5))
@@ -420,7 +437,7 @@ TEST_F(RunWithUiTest, CtrlCStopsAtOnceEvenWithAPageOpen) {
   // A watching page: it has read the run, and the step is running.
   nlohmann::json live = PollRunUntil([](const nlohmann::json& run) {
     const nlohmann::json* wait = FindStep(run, "wait");
-    return wait && (*wait)["status"] == "running";
+    return wait && (*wait)["outcome"] == "running";
   });
   ASSERT_FALSE(live.is_null());
   auto sent = std::chrono::steady_clock::now();
@@ -520,28 +537,26 @@ mock:
   ASSERT_EQ((*flaky)["attempts"].size(), 2u) << flaky->dump();
   const nlohmann::json& a1 = (*flaky)["attempts"][0];
   const nlohmann::json& a2 = (*flaky)["attempts"][1];
-  const int64_t end1 =
-      a1["started_ms"].get<int64_t>() + a1["duration_ms"].get<int64_t>();
-  EXPECT_GE(a2["started_ms"].get<int64_t>() - end1, 390)
+  const int64_t end1 = Ms(a1["started"]) + a1["duration_ms"].get<int64_t>();
+  EXPECT_GE(Ms(a2["started"]) - end1, 390)
       << "the 400 ms retry wait lies between the attempts";
+  EXPECT_EQ(a2["waited_ms"], Ms(a2["started"]) - end1);
   for (const nlohmann::json* a : {&a1, &a2}) {
-    ASSERT_TRUE((*a)["deadline_ms"].is_number()) << a->dump();
-    EXPECT_NEAR(
-        (*a)["deadline_ms"].get<int64_t>() - (*a)["started_ms"].get<int64_t>(),
-        30000, 5)
+    ASSERT_TRUE((*a)["deadline"].is_string()) << a->dump();
+    EXPECT_NEAR(Ms((*a)["deadline"]) - Ms((*a)["started"]), 30000, 5)
         << "each attempt's deadline is kept after it ended";
   }
 
   const nlohmann::json* agent = FindStep(j["run"], "nudged");
   ASSERT_NE(agent, nullptr);
-  const int64_t from = (*agent)["started_ms"];
+  const int64_t from = Ms((*agent)["started"]);
   const int64_t to = from + (*agent)["duration_ms"].get<int64_t>();
-  EXPECT_NEAR((*agent)["deadline_ms"].get<int64_t>() - from, 10000, 5);
+  EXPECT_NEAR(Ms((*agent)["deadline"]) - from, 10000, 5);
   ASSERT_GE((*agent)["turns"].size(), 1u) << agent->dump();
-  const int64_t turn1 = (*agent)["turns"][0]["at_ms"];
+  const int64_t turn1 = Ms((*agent)["turns"][0]["at"]);
   EXPECT_GE(turn1, from + 8500);
-  ASSERT_TRUE((*agent)["nudge_ms"].is_number()) << agent->dump();
-  const int64_t nudge = (*agent)["nudge_ms"];
+  ASSERT_TRUE((*agent)["nudge_at"].is_string()) << agent->dump();
+  const int64_t nudge = Ms((*agent)["nudge_at"]);
   EXPECT_GE(nudge, turn1) << "the nudge goes with the request after turn 1";
   EXPECT_LE(nudge, to);
   EXPECT_EQ((*agent)["agent"]["nudge_sent"], true);
