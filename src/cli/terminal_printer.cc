@@ -1,8 +1,11 @@
 #include "cli/terminal_printer.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
+
+#include "core/utf8.h"
 
 namespace steps::cli {
 
@@ -24,13 +27,57 @@ TerminalStyle StyleFor(int fd, bool plain) {
   return style;
 }
 
-TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
-                                 bool color)
-    : out_(out), live_(live), clock_(clock), color_(color) {
-  if (live_) ticker_ = std::thread([this] { Tick(); });
+namespace {
+
+struct TerminalSize {
+  size_t columns = 80;
+  size_t rows = 24;
+};
+
+// The size of the terminal `out` writes to (80x24 when it will not say).
+TerminalSize SizeOf(FILE* out) {
+  TerminalSize size;
+  struct winsize ws {};
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 &&
+      ws.ws_row > 0) {
+    size.columns = ws.ws_col;
+    size.rows = ws.ws_row;
+  }
+  return size;
 }
 
-TerminalPrinter::~TerminalPrinter() {
+}  // namespace
+
+TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
+                                 bool color, FILE* err)
+    : out_(out), err_(err), live_(live), clock_(clock), color_(color) {
+  if (!live_) return;
+  {
+    // Held while the sink is swapped in, so a log line that arrives at once
+    // waits until previous_sink_ is known.
+    std::lock_guard<std::mutex> lock(mu_);
+    previous_sink_ = SetLogSink([this](LogLevel level, const std::string& line) {
+      PrintLog(level, line);
+    });
+  }
+  ticker_ = std::thread([this] { Tick(); });
+}
+
+TerminalPrinter::~TerminalPrinter() { Close(); }
+
+void TerminalPrinter::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (live_) {
+    // Not under mu_: a log line in PrintLog holds the log's lock and waits
+    // for mu_. Once the sink is swapped back none is in flight.
+    LogSink previous;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      previous = previous_sink_;
+    }
+    SetLogSink(previous);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -43,15 +90,21 @@ TerminalPrinter::~TerminalPrinter() {
 
 void TerminalPrinter::ClearStatusLocked() {
   if (!live_ || status_lines_ == 0) return;
-  // Up to the first status line, then clear to the end of the screen.
+  // Up to the first status line, then clear to the end of the screen. No
+  // status line wraps, so each is one row.
   std::fprintf(out_, "\r\033[%dA\033[J", status_lines_);
   status_lines_ = 0;
 }
 
-void TerminalPrinter::DrawStatusLocked() {
-  if (!live_ || stop_) return;
+std::vector<std::string> TerminalPrinter::StatusLinesLocked(size_t columns,
+                                                            size_t rows) {
+  std::vector<std::string> lines;
+  if (rows == 0) return lines;
+  // When the steps do not all fit, the last row counts the rest.
+  size_t shown = running_.size() <= rows ? running_.size() : rows - 1;
   SteadyTime now = clock_.Now();
   for (const auto& [id, r] : running_) {
+    if (lines.size() == shown) break;
     Millis elapsed = std::chrono::duration_cast<Millis>(now - r.started);
     std::string line = "  ⏵ " + r.label + "  " +
                        FormatDuration(Millis(elapsed.count() / 100 * 100));
@@ -61,6 +114,25 @@ void TerminalPrinter::DrawStatusLocked() {
       line += "  (" + FormatDuration(std::chrono::duration_cast<Millis>(left)) +
               " left)";
     }
+    lines.push_back(FitTerminalColumns(line, columns));
+  }
+  if (shown < running_.size()) {
+    lines.push_back(FitTerminalColumns(
+        "  ⏵ and " + std::to_string(running_.size() - shown) + " more running",
+        columns));
+  }
+  return lines;
+}
+
+void TerminalPrinter::DrawStatusLocked() {
+  if (!live_ || stop_) return;
+  // A column to spare: a line that fills the last one may wrap on its own.
+  // Two rows to spare: a block as tall as the screen scrolls out of reach of
+  // the redraw, and one that starts on the top row is cleared by clearing
+  // the whole screen, which some terminals (tmux) keep in their history.
+  TerminalSize size = SizeOf(out_);
+  size_t rows = size.rows > 2 ? size.rows - 2 : 0;
+  for (const std::string& line : StatusLinesLocked(size.columns - 1, rows)) {
     if (color_) {
       std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
     } else {
@@ -76,6 +148,21 @@ void TerminalPrinter::PrintLocked(const std::string& line) {
   std::fprintf(out_, "%s\n", line.c_str());
   DrawStatusLocked();
   if (!live_) std::fflush(out_);
+}
+
+void TerminalPrinter::PrintLog(LogLevel level, const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (previous_sink_) {
+    previous_sink_(level, line);
+    return;
+  }
+  // stdout and stderr are likely the same terminal: the block goes before
+  // the line does, and comes back under it.
+  ClearStatusLocked();
+  std::fflush(out_);
+  std::fprintf(err_, "%s\n", line.c_str());
+  std::fflush(err_);
+  DrawStatusLocked();
 }
 
 void TerminalPrinter::Tick() {
