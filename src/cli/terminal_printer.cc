@@ -46,6 +46,69 @@ TerminalSize SizeOf(FILE* out) {
   return size;
 }
 
+// Length of the escape sequence at line[i] (line[i] is ESC): a CSI
+// (ESC [ parameters intermediates final), an OSC or other string up to its
+// BEL or ESC \, or ESC with its intermediates and final byte. An
+// unterminated one runs to the end of the line.
+size_t EscapeLength(std::string_view line, size_t i) {
+  size_t j = i + 1;
+  if (j >= line.size()) return 1;
+  auto in = [&](size_t k, char lo, char hi) {
+    return k < line.size() && line[k] >= lo && line[k] <= hi;
+  };
+  char kind = line[j];
+  if (kind == '[') {
+    ++j;
+    while (in(j, 0x30, 0x3F)) ++j;
+    while (in(j, 0x20, 0x2F)) ++j;
+    return (in(j, 0x40, 0x7E) ? j + 1 : j) - i;
+  }
+  if (kind == ']' || kind == 'P' || kind == '_' || kind == '^' || kind == 'X') {
+    for (++j; j < line.size(); ++j) {
+      if (line[j] == '\a') return j + 1 - i;
+      if (line[j] == '\033' && j + 1 < line.size() && line[j + 1] == '\\')
+        return j + 2 - i;
+    }
+    return j - i;
+  }
+  while (in(j, 0x20, 0x2F)) ++j;
+  return (j < line.size() ? j + 1 : j) - i;
+}
+
+// `line` as the live printer writes it: nothing in it may move the cursor
+// off its row or clear the screen, or the status block under it would be
+// drawn over lines, or redrawn in the wrong place. Colour (SGR) sequences
+// stay, followed by a reset so none bleeds into the block; every other
+// escape sequence goes, and so does every control character but tab and
+// carriage return (which stay on the row).
+std::string KeepCursorOnRow(std::string_view line) {
+  auto is_control = [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t' && c != '\r') || u == 0x7F;
+  };
+  bool any = false;
+  for (char c : line) any = any || is_control(c);
+  if (!any) return std::string(line);
+  std::string out;
+  bool styled = false;
+  for (size_t i = 0; i < line.size();) {
+    if (line[i] == '\033') {
+      size_t len = EscapeLength(line, i);
+      std::string_view seq = line.substr(i, len);
+      if (len > 2 && seq[1] == '[' && seq.back() == 'm') {
+        out += seq;
+        styled = true;
+      }
+      i += len;
+      continue;
+    }
+    if (!is_control(line[i])) out += line[i];
+    ++i;
+  }
+  if (styled) out += "\033[0m";
+  return out;
+}
+
 }  // namespace
 
 TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
@@ -145,7 +208,8 @@ void TerminalPrinter::DrawStatusLocked() {
 
 void TerminalPrinter::PrintLocked(const std::string& line) {
   ClearStatusLocked();
-  std::fprintf(out_, "%s\n", line.c_str());
+  std::fprintf(out_, "%s\n",
+               live_ ? KeepCursorOnRow(line).c_str() : line.c_str());
   DrawStatusLocked();
   if (!live_) std::fflush(out_);
 }
@@ -160,7 +224,7 @@ void TerminalPrinter::PrintLog(LogLevel level, const std::string& line) {
   // the line does, and comes back under it.
   ClearStatusLocked();
   std::fflush(out_);
-  std::fprintf(err_, "%s\n", line.c_str());
+  std::fprintf(err_, "%s\n", KeepCursorOnRow(line).c_str());
   std::fflush(err_);
   DrawStatusLocked();
 }

@@ -3,8 +3,9 @@
 // running step's elapsed time and, where a deadline applies, the time left.
 // In live mode every line that reaches the terminal while the block is drawn
 // is written above it, the process log's lines (core/log.h) included: the
-// block is cleared, the line written, the block drawn again. Status lines are
-// cut to the terminal's width so none wraps, and the block to its height.
+// block is cleared, the line written, the block drawn again. A line keeps
+// its colours but loses what would move the cursor off its row. Status lines
+// are cut to the terminal's width so none wraps, and the block to its height.
 #ifndef STEPS_CLI_TERMINAL_PRINTER_H_
 #define STEPS_CLI_TERMINAL_PRINTER_H_
 

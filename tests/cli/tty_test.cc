@@ -38,8 +38,8 @@ const std::string kLongName =
     "terminal-\xC3\xA9\xC3\xA8\xC3\xA0-\xC3\xBCn\xC3\xAF\x63\xC3\xB8\x64\xC3"
     "\xA9-\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D\xE5\xAD\x97";
 
-// Four steps at once: a long-running task with a long name, a task that
-// prints, and two agents whose first request fails (each logs one
+// Five steps at once: a long-running task with a long name, two tasks that
+// print, and two agents whose first request fails (each logs one
 // WRN agent.request_retry while the status block is up) and whose retry
 // succeeds.
 std::string Pipeline() {
@@ -60,6 +60,10 @@ std::string Pipeline() {
          "      messages: [hi]\n"
          "    - task: talk\n"
          "      run: for i in 1 2 3; do echo line $i; done\n"
+         // Output that tries to move the cursor up and clear the screen,
+         // and to leave a colour on.
+         "    - task: rude\n"
+         "      run: printf 'up\\033[3A\\033[Jhere\\n\\033[31mred\\n'\n"
          "mock:\n"
          "  alpha:\n"
          "  - status: 500\n"
@@ -224,7 +228,8 @@ TEST_F(TtyTest, FinalScreenKeepsEveryLineAndNoStatus) {
   for (const char* end :
        {"task: talk succeeded in ", "agent: alpha succeeded in ",
         "agent: beta succeeded in ", "  talk | line 1", "  talk | line 2",
-        "  talk | line 3", "  alpha \xE2\x96\xB8 turn 1 (2 requests)",
+        "  talk | line 3", "task: rude succeeded in ", "  rude | uphere",
+        "  rude | red", "  alpha \xE2\x96\xB8 turn 1 (2 requests)",
         "  beta \xE2\x96\xB8 turn 1 (2 requests)"}) {
     EXPECT_EQ(CountStartingWith(lines, end), 1) << end << "\n" << screen.text;
   }
@@ -271,11 +276,17 @@ TEST_F(TtyTest, StatusBlockFitsAShortTerminal) {
 }
 
 // Styling on a terminal: dim status lines by default, none with NO_COLOR
-// (still redrawn), and with TERM=dumb plain lines without one escape.
+// (still redrawn), and with TERM=dumb plain lines without one escape of
+// steps' own.
 TEST_F(TtyTest, StylingFollowsTermAndNoColor) {
   std::string styled = PtyRun({{"TERM", "xterm"}});
   EXPECT_TRUE(Has(styled, "\033[2m")) << styled;
   EXPECT_TRUE(Has(styled, "\033[J")) << styled;
+  // A task's colour stays, reset at the end of its line; its cursor
+  // movements do not.
+  EXPECT_TRUE(Has(styled, "  rude | uphere")) << styled;
+  EXPECT_TRUE(Has(styled, "  rude | \033[31mred\033[0m")) << styled;
+  EXPECT_FALSE(Has(styled, "up\033[")) << styled;
 
   std::string no_color = PtyRun({{"TERM", "xterm"}, {"NO_COLOR", "1"}});
   EXPECT_FALSE(Has(no_color, "\033[2m")) << no_color;
@@ -283,7 +294,15 @@ TEST_F(TtyTest, StylingFollowsTermAndNoColor) {
   EXPECT_TRUE(Has(no_color, "WRN agent.request_retry agent=alpha "))
       << no_color;
 
+  // Plain lines: nothing of steps' own but text; a task's output as it
+  // came.
   std::string dumb = PtyRun({{"TERM", "dumb"}});
+  for (const std::string& as_written :
+       {std::string("up\033[3A\033[Jhere"), std::string("\033[31mred")}) {
+    size_t at = dumb.find(as_written);
+    ASSERT_NE(at, std::string::npos) << as_written << "\n" << dumb;
+    dumb.erase(at, as_written.size());
+  }
   EXPECT_FALSE(Has(dumb, "\033")) << dumb;
   EXPECT_FALSE(Has(dumb, "\xE2\x8F\xB5")) << dumb;
   EXPECT_TRUE(Has(dumb, "WRN agent.request_retry agent=alpha ")) << dumb;
