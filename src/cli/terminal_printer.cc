@@ -294,7 +294,9 @@ void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
   for (const std::string& call : turn.tool_calls) text += "  " + call;
   if (turn.tool_calls.empty() && !turn.text.empty()) {
     std::string first = turn.text.substr(0, turn.text.find('\n'));
-    if (first.size() > 100) first = first.substr(0, 100) + "…";
+    // At most 100 bytes of it, in whole characters.
+    if (first.size() > 100)
+      first = first.substr(0, Utf8PrefixLength(first, 100)) + "…";
     text += "  " + first;
   }
   PrintLocked(text);

@@ -38,6 +38,10 @@ const std::string kLongName =
     "terminal-\xC3\xA9\xC3\xA8\xC3\xA0-\xC3\xBCn\xC3\xAF\x63\xC3\xB8\x64\xC3"
     "\xA9-\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D\xE5\xAD\x97";
 
+// A model's answer whose 100th byte is inside a two-byte character: the
+// turn line shows the first 100 bytes of an answer, in whole characters.
+const std::string kLongAnswer = std::string(99, 'a') + "\xC3\xA9\xC3\xA9";
+
 // Five steps at once: a long-running task with a long name, two tasks that
 // print, and two agents whose first request fails (each logs one
 // WRN agent.request_retry while the status block is up) and whose retry
@@ -52,7 +56,9 @@ std::string Pipeline() {
          "- name: tty\n"
          "  plan:\n"
          "  - in_parallel:\n"
-         "    - task: " + kLongName + "\n"
+         "    - task: " +
+         kLongName +
+         "\n"
          "      run: sleep 1.5; echo done\n"
          "    - agent: alpha\n"
          "      messages: [hi]\n"
@@ -68,15 +74,17 @@ std::string Pipeline() {
          "  alpha:\n"
          "  - status: 500\n"
          "    headers: { retry-after-ms: \"400\" }\n"
-         "  - say: alpha done\n"
+         "  - say: " +
+         kLongAnswer +
+         "\n"
          "  beta:\n"
          "  - status: 503\n"
          "    headers: { retry-after-ms: \"700\" }\n"
          "  - say: beta done\n";
 }
 
-// Twelve tasks at once (no agents), more than the status block of an 8-row terminal
-// can show.
+// Twelve tasks at once (no agents), more than the status block of an 8-row
+// terminal can show.
 std::string ManyStepsPipeline() {
   std::string text = "jobs:\n- name: many\n  plan:\n  - in_parallel:\n";
   for (int i = 1; i <= 12; ++i) {
@@ -133,17 +141,18 @@ class TtyTest : public ::testing::Test {
     std::ofstream(dir_ + "/pane.sh")
         << "cd " << ShellQuote(dir_) << "\n"
         << "env -u NO_COLOR TERM=screen " << env << " "
-        << ShellQuote(kStepsBinary)
-        << " run " << file << " --mock --no-cache --state-dir st\n"
+        << ShellQuote(kStepsBinary) << " run " << file
+        << " --mock --no-cache --state-dir st\n"
         << "echo $? > rc\n"
         << tmux << " wait-for -S steps-done\n"
         << "exec cat >/dev/null\n";
     Screen screen;
-    auto started = RunInShell(
-        dir_, tmux + " new-session -d -x 100 -y " + std::to_string(rows) +
-                     " 'sh pane.sh' && "
-                     "timeout 120 " + tmux + " wait-for steps-done && " +
-                  tmux + " capture-pane -p -J -S -");
+    auto started = RunInShell(dir_, tmux + " new-session -d -x 100 -y " +
+                                        std::to_string(rows) +
+                                        " 'sh pane.sh' && "
+                                        "timeout 120 " +
+                                        tmux + " wait-for steps-done && " +
+                                        tmux + " capture-pane -p -J -S -");
     RunInShell(dir_, tmux + " kill-server");
     EXPECT_EQ(started.exit_code, 0)
         << "tmux runs this test (scripts/install-deps installs it)\n"
@@ -154,11 +163,11 @@ class TtyTest : public ::testing::Test {
     return screen;
   }
 
-  // Runs `steps run p.yaml --mock --no-cache` on a pseudo-terminal of 100x40 with
-  // `env` set, and returns every byte it wrote there. Waits for steps to
+  // Runs `steps run p.yaml --mock --no-cache` on a pseudo-terminal of 100x40
+  // with `env` set, and returns every byte it wrote there. Waits for steps to
   // exit (bounded), then drains what it left in the terminal.
-  std::string PtyRun(const std::vector<std::pair<std::string, std::string>>&
-                         env) {
+  std::string PtyRun(
+      const std::vector<std::pair<std::string, std::string>>& env) {
     struct winsize ws {};
     ws.ws_col = 100;
     ws.ws_row = 40;
@@ -215,14 +224,14 @@ TEST_F(TtyTest, FinalScreenKeepsEveryLineAndNoStatus) {
   std::vector<std::string> lines = Lines(screen.text);
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(CountStartingWith(
-                lines, "WRN agent.request_retry agent=alpha model=alpha "
-                       "attempt=1 attempts=3 status=500"),
+  EXPECT_EQ(CountStartingWith(lines,
+                              "WRN agent.request_retry agent=alpha model=alpha "
+                              "attempt=1 attempts=3 status=500"),
             1)
       << screen.text;
-  EXPECT_EQ(CountStartingWith(
-                lines, "WRN agent.request_retry agent=beta model=beta "
-                       "attempt=1 attempts=3 status=503"),
+  EXPECT_EQ(CountStartingWith(lines,
+                              "WRN agent.request_retry agent=beta model=beta "
+                              "attempt=1 attempts=3 status=503"),
             1)
       << screen.text;
   for (const char* end :
@@ -237,8 +246,9 @@ TEST_F(TtyTest, FinalScreenKeepsEveryLineAndNoStatus) {
             1)
       << screen.text;
   EXPECT_EQ(CountStartingWith(lines, "job tty"), 2) << screen.text;
-  EXPECT_FALSE(Has(screen.text, "\xE2\x8F\xB5")) << "a status line (⏵) is left\n"
-                                                 << screen.text;
+  EXPECT_FALSE(Has(screen.text, "\xE2\x8F\xB5"))
+      << "a status line (⏵) is left\n"
+      << screen.text;
   EXPECT_EQ(lines.back().rfind("job tty succeeded in ", 0), 0) << screen.text;
 }
 
@@ -247,8 +257,7 @@ TEST_F(TtyTest, NoColorFinalScreenKeepsEveryLine) {
   Screen screen = TmuxRun("NO_COLOR=1");
   ASSERT_EQ(screen.exit_code, 0) << screen.text;
   std::vector<std::string> lines = Lines(screen.text);
-  EXPECT_EQ(CountStartingWith(lines, "WRN agent.request_retry agent=alpha "),
-            1)
+  EXPECT_EQ(CountStartingWith(lines, "WRN agent.request_retry agent=alpha "), 1)
       << screen.text;
   EXPECT_EQ(CountStartingWith(lines, "WRN agent.request_retry agent=beta "), 1)
       << screen.text;
@@ -267,9 +276,10 @@ TEST_F(TtyTest, StatusBlockFitsAShortTerminal) {
   for (int i = 1; i <= 12; ++i) {
     std::string t = "t" + std::to_string(i);
     EXPECT_EQ(CountStartingWith(lines, "task: " + t + " succeeded in "), 1)
-        << t << "\n" << screen.text;
-    EXPECT_EQ(CountStartingWith(lines, "  " + t + " | done"), 1)
-        << t << "\n" << screen.text;
+        << t << "\n"
+        << screen.text;
+    EXPECT_EQ(CountStartingWith(lines, "  " + t + " | done"), 1) << t << "\n"
+                                                                 << screen.text;
   }
   EXPECT_FALSE(Has(screen.text, "\xE2\x8F\xB5")) << screen.text;
   EXPECT_EQ(lines.back().rfind("job many succeeded in ", 0), 0) << screen.text;
@@ -297,6 +307,9 @@ TEST_F(TtyTest, StylingFollowsTermAndNoColor) {
   // Plain lines: nothing of steps' own but text; a task's output as it
   // came.
   std::string dumb = PtyRun({{"TERM", "dumb"}});
+  EXPECT_TRUE(Has(dumb, "  alpha \xE2\x96\xB8 turn 1 (2 requests)  " +
+                            std::string(99, 'a') + "\xE2\x80\xA6\r\n"))
+      << dumb;
   for (const std::string& as_written :
        {std::string("up\033[3A\033[Jhere"), std::string("\033[31mred")}) {
     size_t at = dumb.find(as_written);

@@ -17,10 +17,12 @@ TEST(TerminalColumnsTest, CountsColumnsNotBytes) {
   EXPECT_EQ(TerminalColumns(kE + kE), 2u);
   EXPECT_EQ(TerminalColumns(kZhong + "a"), 3u);
   EXPECT_EQ(TerminalColumns("e" + kAcute), 1u);
-  EXPECT_EQ(TerminalColumns("\xF0\x9F\x98\x80"), 2u);       // An emoji.
-  EXPECT_EQ(TerminalColumns("\xE2\x8F\xB5"), 1u);           // ⏵
-  EXPECT_EQ(TerminalColumns("a\xFF" "b"), 3u);              // Malformed byte.
-  EXPECT_EQ(TerminalColumns("\xE4\xB8"), 2u);               // Cut sequence.
+  EXPECT_EQ(TerminalColumns("\xF0\x9F\x98\x80"), 2u);  // An emoji.
+  EXPECT_EQ(TerminalColumns("\xE2\x8F\xB5"), 1u);      // ⏵
+  EXPECT_EQ(TerminalColumns("a\xFF"
+                            "b"),
+            3u);                               // Malformed byte.
+  EXPECT_EQ(TerminalColumns("\xE4\xB8"), 2u);  // Cut sequence.
 }
 
 TEST(FitTerminalColumnsTest, KeepsTextThatFitsToTheLastColumn) {
@@ -39,7 +41,8 @@ TEST(FitTerminalColumnsTest, CutsOneColumnOverWithAnEllipsis) {
 
 TEST(FitTerminalColumnsTest, NeverSplitsACharacter) {
   // é at the cut: whole or not at all.
-  EXPECT_EQ(FitTerminalColumns("ab" + kE + kE + "cd", 4), "ab" + kE + kEllipsis);
+  EXPECT_EQ(FitTerminalColumns("ab" + kE + kE + "cd", 4),
+            "ab" + kE + kEllipsis);
   // A wide character that would straddle the edge is left out, and the
   // line comes out narrower rather than wider.
   std::string cut = FitTerminalColumns("abc" + kZhong + "de", 5);
