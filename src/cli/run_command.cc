@@ -99,6 +99,9 @@ int RunRun(const RunOptions& opts) {
   setup.observer = &printer;
   setup.use_cache = !opts.no_cache;
   RunOutcome outcome = RunPlan(plan, setup);
+  // The run's last line stays last on the terminal: no status block is
+  // drawn under what follows.
+  printer.Close();
   if (server) {
     // An open page gets to read how the run ended before the UI stops
     // (not after Ctrl-C or SIGTERM: those stop at once).

@@ -1,5 +1,6 @@
 #include "cli/terminal_printer.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -31,13 +32,120 @@ TerminalStyle StyleFor(int fd, bool plain) {
   return style;
 }
 
-TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
-                                 bool color)
-    : out_(out), live_(live), clock_(clock), color_(color) {
-  if (live_) ticker_ = std::thread([this] { Tick(); });
+namespace {
+
+struct TerminalSize {
+  size_t columns = 80;
+  size_t rows = 24;
+};
+
+// The size of the terminal `out` writes to (80x24 when it will not say).
+TerminalSize SizeOf(FILE* out) {
+  TerminalSize size;
+  struct winsize ws {};
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 &&
+      ws.ws_row > 0) {
+    size.columns = ws.ws_col;
+    size.rows = ws.ws_row;
+  }
+  return size;
 }
 
-TerminalPrinter::~TerminalPrinter() {
+// Length of the escape sequence at line[i] (line[i] is ESC): a CSI
+// (ESC [ parameters intermediates final), an OSC or other string up to its
+// BEL or ESC \, or ESC with its intermediates and final byte. An
+// unterminated one runs to the end of the line.
+size_t EscapeLength(std::string_view line, size_t i) {
+  size_t j = i + 1;
+  if (j >= line.size()) return 1;
+  auto in = [&](size_t k, char lo, char hi) {
+    return k < line.size() && line[k] >= lo && line[k] <= hi;
+  };
+  char kind = line[j];
+  if (kind == '[') {
+    ++j;
+    while (in(j, 0x30, 0x3F)) ++j;
+    while (in(j, 0x20, 0x2F)) ++j;
+    return (in(j, 0x40, 0x7E) ? j + 1 : j) - i;
+  }
+  if (kind == ']' || kind == 'P' || kind == '_' || kind == '^' || kind == 'X') {
+    for (++j; j < line.size(); ++j) {
+      if (line[j] == '\a') return j + 1 - i;
+      if (line[j] == '\033' && j + 1 < line.size() && line[j + 1] == '\\')
+        return j + 2 - i;
+    }
+    return j - i;
+  }
+  while (in(j, 0x20, 0x2F)) ++j;
+  return (j < line.size() ? j + 1 : j) - i;
+}
+
+// `line` as the live printer writes it: nothing in it may move the cursor
+// off its row or clear the screen, or the status block under it would be
+// drawn over lines, or redrawn in the wrong place. Colour (SGR) sequences
+// stay, followed by a reset so none bleeds into the block; every other
+// escape sequence goes, and so does every control character but tab and
+// carriage return (which stay on the row).
+std::string KeepCursorOnRow(std::string_view line) {
+  auto is_control = [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t' && c != '\r') || u == 0x7F;
+  };
+  bool any = false;
+  for (char c : line) any = any || is_control(c);
+  if (!any) return std::string(line);
+  std::string out;
+  bool styled = false;
+  for (size_t i = 0; i < line.size();) {
+    if (line[i] == '\033') {
+      size_t len = EscapeLength(line, i);
+      std::string_view seq = line.substr(i, len);
+      if (len > 2 && seq[1] == '[' && seq.back() == 'm') {
+        out += seq;
+        styled = true;
+      }
+      i += len;
+      continue;
+    }
+    if (!is_control(line[i])) out += line[i];
+    ++i;
+  }
+  if (styled) out += "\033[0m";
+  return out;
+}
+
+}  // namespace
+
+TerminalPrinter::TerminalPrinter(FILE* out, bool live, Clock& clock,
+                                 bool color, FILE* err)
+    : out_(out), err_(err), live_(live), clock_(clock), color_(color) {
+  if (!live_) return;
+  {
+    // Held while the sink is swapped in, so a log line that arrives at once
+    // waits until previous_sink_ is known.
+    std::lock_guard<std::mutex> lock(mu_);
+    previous_sink_ = SetLogSink([this](LogLevel level, const std::string& line) {
+      PrintLog(level, line);
+    });
+  }
+  ticker_ = std::thread([this] { Tick(); });
+}
+
+TerminalPrinter::~TerminalPrinter() { Close(); }
+
+void TerminalPrinter::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (live_) {
+    // Not under mu_: a log line in PrintLog holds the log's lock and waits
+    // for mu_. Once the sink is swapped back none is in flight.
+    LogSink previous;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      previous = previous_sink_;
+    }
+    SetLogSink(previous);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -50,15 +158,21 @@ TerminalPrinter::~TerminalPrinter() {
 
 void TerminalPrinter::ClearStatusLocked() {
   if (!live_ || status_lines_ == 0) return;
-  // Up to the first status line, then clear to the end of the screen.
+  // Up to the first status line, then clear to the end of the screen. No
+  // status line wraps, so each is one row.
   std::fprintf(out_, "\r\033[%dA\033[J", status_lines_);
   status_lines_ = 0;
 }
 
-void TerminalPrinter::DrawStatusLocked() {
-  if (!live_ || stop_) return;
+std::vector<std::string> TerminalPrinter::StatusLinesLocked(size_t columns,
+                                                            size_t rows) {
+  std::vector<std::string> lines;
+  if (rows == 0) return lines;
+  // When the steps do not all fit, the last row counts the rest.
+  size_t shown = running_.size() <= rows ? running_.size() : rows - 1;
   SteadyTime now = clock_.Now();
   for (const auto& [id, r] : running_) {
+    if (lines.size() == shown) break;
     Millis elapsed = std::chrono::duration_cast<Millis>(now - r.started);
     std::string line = "  ⏵ " + r.label + "  " +
                        FormatDuration(Millis(elapsed.count() / 100 * 100));
@@ -68,6 +182,25 @@ void TerminalPrinter::DrawStatusLocked() {
       line += "  (" + FormatDuration(std::chrono::duration_cast<Millis>(left)) +
               " left)";
     }
+    lines.push_back(FitTerminalColumns(line, columns));
+  }
+  if (shown < running_.size()) {
+    lines.push_back(FitTerminalColumns(
+        "  ⏵ and " + std::to_string(running_.size() - shown) + " more running",
+        columns));
+  }
+  return lines;
+}
+
+void TerminalPrinter::DrawStatusLocked() {
+  if (!live_ || stop_) return;
+  // A column to spare: a line that fills the last one may wrap on its own.
+  // Two rows to spare: a block as tall as the screen scrolls out of reach of
+  // the redraw, and one that starts on the top row is cleared by clearing
+  // the whole screen, which some terminals (tmux) keep in their history.
+  TerminalSize size = SizeOf(out_);
+  size_t rows = size.rows > 2 ? size.rows - 2 : 0;
+  for (const std::string& line : StatusLinesLocked(size.columns - 1, rows)) {
     if (color_) {
       std::fprintf(out_, "\033[2m%s\033[0m\n", line.c_str());
     } else {
@@ -80,9 +213,25 @@ void TerminalPrinter::DrawStatusLocked() {
 
 void TerminalPrinter::PrintLocked(const std::string& line) {
   ClearStatusLocked();
-  std::fprintf(out_, "%s\n", line.c_str());
+  std::fprintf(out_, "%s\n",
+               live_ ? KeepCursorOnRow(line).c_str() : line.c_str());
   DrawStatusLocked();
   if (!live_) std::fflush(out_);
+}
+
+void TerminalPrinter::PrintLog(LogLevel level, const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (previous_sink_) {
+    previous_sink_(level, line);
+    return;
+  }
+  // stdout and stderr are likely the same terminal: the block goes before
+  // the line does, and comes back under it.
+  ClearStatusLocked();
+  std::fflush(out_);
+  std::fprintf(err_, "%s\n", KeepCursorOnRow(line).c_str());
+  std::fflush(err_);
+  DrawStatusLocked();
 }
 
 void TerminalPrinter::Tick() {
@@ -156,7 +305,9 @@ void TerminalPrinter::OnAgentTurn(const pipeline::StepRef& step,
   }
   if (turn.tool_calls.empty() && !turn.text.empty()) {
     std::string first = turn.text.substr(0, turn.text.find('\n'));
-    if (first.size() > 100) first = first.substr(0, 100) + "…";
+    // At most 100 bytes of it, in whole characters.
+    if (first.size() > 100)
+      first = first.substr(0, Utf8PrefixLength(first, 100)) + "…";
     text += "  " + first;
   }
   PrintLocked(text);

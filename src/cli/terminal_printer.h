@@ -1,6 +1,11 @@
 // The terminal face of a run. Plain mode prints one line per event, for CI
 // logs; live mode (a TTY) adds a status block at the bottom with each
 // running step's elapsed time and, where a deadline applies, the time left.
+// In live mode every line that reaches the terminal while the block is drawn
+// is written above it, the process log's lines (core/log.h) included: the
+// block is cleared, the line written, the block drawn again. A line keeps
+// its colours but loses what would move the cursor off its row. Status lines
+// are cut to the terminal's width so none wraps, and the block to its height.
 #ifndef STEPS_CLI_TERMINAL_PRINTER_H_
 #define STEPS_CLI_TERMINAL_PRINTER_H_
 
@@ -11,8 +16,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "pipeline/observer.h"
 
 namespace steps::cli {
@@ -30,8 +37,18 @@ class TerminalPrinter : public pipeline::RunObserver {
  public:
   // Writes to `out`. `live` redraws a status block (for a TTY that can move
   // its cursor); `color` dims that block with SGR codes (off for NO_COLOR).
-  TerminalPrinter(FILE* out, bool live, Clock& clock, bool color = true);
+  // While live, the process log's lines come through the printer, which
+  // writes them to `err` above the block (unless a log sink was already set,
+  // which keeps getting them).
+  TerminalPrinter(FILE* out, bool live, Clock& clock, bool color = true,
+                  FILE* err = stderr);
   ~TerminalPrinter() override;
+
+  // Clears the status block for good, stops redrawing it and hands the
+  // process log back: what is written after this (a summary, a report)
+  // follows the run's last line. Idempotent; the destructor calls it. Call
+  // it from the thread that made the printer.
+  void Close();
 
   void OnJobStart(const std::string& job,
                   std::optional<SteadyTime> deadline) override;
@@ -54,20 +71,28 @@ class TerminalPrinter : public pipeline::RunObserver {
   };
   // Prints `line` above the status block. REQUIRES: mu_ held.
   void PrintLocked(const std::string& line);
+  // A process log line, written to err_ above the status block.
+  void PrintLog(LogLevel level, const std::string& line);
   void ClearStatusLocked();
   void DrawStatusLocked();
+  // The status lines for now, at most `rows` of them, none wider than
+  // `columns`.
+  std::vector<std::string> StatusLinesLocked(size_t columns, size_t rows);
   void Tick();
 
   FILE* out_;
+  FILE* err_;
   bool live_;
   Clock& clock_;
   bool color_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool closed_ = false;  // Close() has run; only its owner's thread reads it.
   std::map<std::string, Running> running_;  // By step id.
   int status_lines_ = 0;
   std::thread ticker_;
+  LogSink previous_sink_;  // Restored by Close().
 };
 
 // "build [os=linux arch=arm]": a step's name, with its across cell if any.

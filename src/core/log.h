@@ -1,7 +1,7 @@
 // Structured log lines: "LVL event key=value key=value ...".
 // Values with spaces, quotes or '=' are double-quoted with backslash escapes,
-// so a line splits unambiguously. Lines go to stderr through spdlog; tests
-// install a capture sink.
+// so a line splits unambiguously. Lines go to stderr through spdlog, or to
+// the sink installed in its place.
 #ifndef STEPS_CORE_LOG_H_
 #define STEPS_CORE_LOG_H_
 
@@ -39,7 +39,10 @@ void LogEvent(LogLevel level, std::string_view event,
 void SetMinLogLevel(LogLevel level);
 
 // Replaces where lines go (nullptr restores stderr). Returns the old sink.
-// For tests and for the run store; thread-safe.
+// For tests, and for a live terminal printer that writes the lines to stderr
+// above its status block (cli/terminal_printer.h). Thread-safe; the sink is
+// called under a lock that SetLogSink also takes, so once it returns the
+// old sink is no longer running.
 using LogSink = std::function<void(LogLevel, const std::string& line)>;
 LogSink SetLogSink(LogSink sink);
 

@@ -22,6 +22,17 @@ bool IsValidUtf8(std::string_view text);
 // the middle of a multi-byte sequence.
 size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);
 
+// Columns `text` takes on a terminal: East Asian wide characters and emoji
+// take two, combining marks and zero-width characters none, everything else
+// (a byte that starts no well-formed sequence included) one. It errs wide,
+// so text fitted to it never wraps.
+size_t TerminalColumns(std::string_view text);
+
+// `text` as it fits in `columns` terminal columns: itself when it does,
+// otherwise its longest prefix of whole characters that fits with a "…"
+// after it. Never splits a multi-byte sequence.
+std::string FitTerminalColumns(std::string_view text, size_t columns);
+
 }  // namespace steps
 
 #endif  // STEPS_CORE_UTF8_H_
