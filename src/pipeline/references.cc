@@ -61,7 +61,7 @@ void CheckSourceProvider(const ModelSource& s, Diagnostics& d) {
                       "with base_url)");
 }
 
-// Tools an agent entry grants must exist; providers its sources name too.
+// Tools an agent entry grants must exist (built-in or under `tools:`); providers its sources name too.
 void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
   if (p.defaults.source) CheckSourceProvider(*p.defaults.source, d);
   const ToolRegistry& tools = ToolRegistry::BuiltIn();
@@ -69,11 +69,13 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
     if (a.source) CheckSourceProvider(*a.source, d);
     for (const ModelSource& f : a.fallback) CheckSourceProvider(f, d);
     for (const std::string& t : a.tools) {
-      if (tools.Find(t)) continue;
+      if (tools.Find(t) || p.FindTool(t)) continue;
+      std::vector<std::string> known = tools.Names();
+      for (const ToolDef& def : p.tools) known.push_back(def.name);
       d.Error(a.tools_line ? a.tools_line : a.line,
               "agent '" + a.name + "' grants unknown tool '" + t +
-                  "' — remove it or use a built-in tool (" +
-                  KnownNames(tools.Names()) + ")");
+                  "' — remove it, use a known tool (" + KnownNames(known) +
+                  ") or declare it under the top-level 'tools:'");
     }
   }
 }
