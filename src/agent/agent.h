@@ -22,6 +22,7 @@
 #include "core/outcome.h"
 #include "process/sandbox_bwrap.h"
 #include "providers/model_parameters.h"
+#include "tools/tool.h"
 
 namespace steps {
 class ProcessLauncher;
@@ -100,7 +101,10 @@ struct AgentInvocation {
   std::string step_name;   // Sent as X-Steps-Step.
   std::vector<AgentSource> sources;  // Primary first, then fallbacks in order.
   std::string persona;
-  std::vector<std::string> tools;  // Built-in tool names granted.
+  std::vector<std::string> tools;  // Tool names granted.
+  // The pipeline's command tools (docs/tools.md) that `tools` may name
+  // beside the built-in ones; only those named are offered to the model.
+  std::vector<std::shared_ptr<const Tool>> command_tools;
   bool required_tools = false;     // `required: tools`.
 
   std::optional<Millis> timeout;     // The one deadline; nullopt: none ("0").

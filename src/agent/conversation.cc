@@ -84,11 +84,23 @@ class Conversation {
     if (inv_.sources.empty()) {
       return Fail(Outcome::kErrored, "agent: no source to ask");
     }
-    auto granted = setup_.tools->Grant(inv_.tools);
-    if (!granted.ok()) {
-      return Fail(Outcome::kErrored, "agent: " + granted.status().message());
+    for (const std::string& name : inv_.tools) {
+      const Tool* tool = nullptr;
+      for (const auto& c : inv_.command_tools) {
+        if (c && c->name() == name) tool = c.get();
+      }
+      if (tool == nullptr) {
+        auto granted = setup_.tools->Grant({name});
+        if (!granted.ok()) {
+          return Fail(Outcome::kErrored,
+                      "agent: " + granted.status().message());
+        }
+        tool = granted->front();
+      }
+      if (std::find(granted_.begin(), granted_.end(), tool) == granted_.end()) {
+        granted_.push_back(tool);
+      }
     }
-    granted_ = std::move(*granted);
 
     std::string system = inv_.persona;
     auto add_paragraph = [&system](const std::string& text) {

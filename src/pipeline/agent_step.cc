@@ -5,6 +5,7 @@
 #include "pipeline/executor_internal.h"
 #include "pipeline/template.h"
 #include "process/limits.h"
+#include "tools/command_tool.h"
 
 namespace steps::pipeline::internal {
 
@@ -31,7 +32,27 @@ agent::AgentSource ToAgentSource(const ModelSource& s,
   return out;
 }
 
-agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
+// The pipeline's command tools the entry grants, their `env:` expanded.
+std::vector<std::shared_ptr<const Tool>> CommandToolsFor(
+    const Pipeline& p, const AgentEntry& entry, const EnvLookup& lookup) {
+  std::vector<std::shared_ptr<const Tool>> tools;
+  for (const std::string& name : entry.tools) {
+    const ToolDef* def = p.FindTool(name);
+    if (def == nullptr) continue;
+    CommandToolSpec spec;
+    spec.name = def->name;
+    spec.description = def->description;
+    spec.parameters = def->parameters;
+    spec.run = def->run;
+    spec.timeout = def->timeout.value;
+    spec.env = ExpandEnv(def->env, lookup);
+    tools.push_back(std::make_shared<CommandTool>(std::move(spec)));
+  }
+  return tools;
+}
+
+agent::AgentInvocation MakeInvocation(const Pipeline& p,
+                                      const AgentEntry& entry,
                                       const ModelSource& primary,
                                       const ResolvedDials& d,
                                       const std::string& step_name,
@@ -44,6 +65,7 @@ agent::AgentInvocation MakeInvocation(const AgentEntry& entry,
     inv.sources.push_back(ToAgentSource(f, entry.params, lookup));
   inv.persona = entry.persona;
   inv.tools = entry.tools;
+  inv.command_tools = CommandToolsFor(p, entry, lookup);
   inv.required_tools = entry.required_tools;
   inv.timeout = d.timeout.value;
   inv.attempts = d.attempts.value;
@@ -94,7 +116,7 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     if (Status s = ex_.SandboxReady(); !s.ok())
       return finish({Outcome::kErrored, s.message()});
   }
-  agent::AgentInvocation inv = MakeInvocation(*rs.agent, rs.source, rs.dials,
+  agent::AgentInvocation inv = MakeInvocation(ex_.plan.pipeline(), *rs.agent, rs.source, rs.dials,
                                               step.name, ex_.opts.lookup_env);
   for (const std::string& m : step.messages) {
     Result<std::string> text =
@@ -188,7 +210,7 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
                                      ? *rs.fix_agent->source
                                      : *ex_.plan.pipeline().defaults.source;
     agent::AgentInvocation inv =
-        MakeInvocation(*rs.fix_agent, primary, *rs.fix_dials,
+        MakeInvocation(ex_.plan.pipeline(), *rs.fix_agent, primary, *rs.fix_dials,
                        task.name + "/fix", ex_.opts.lookup_env);
     std::string output =
         failed.output.size() > 4000

@@ -387,6 +387,7 @@ class Printer {
       for (const ModelSource& f : r.agent->fallback)
         ParameterRows(f, *r.agent, indent);
       AgentDials(r.dials, indent);
+      CommandToolRows(*r.agent, r.dials, indent);
     } else if (!s.is_container()) {
       const ResolvedDials& d = r.dials;
       Row(indent, "timeout", OptText<Millis>(d.timeout.value, "none", Fmt),
@@ -455,6 +456,28 @@ class Printer {
         d.budget.value ? OriginText(d.budget.origin, d.budget.line)
                        : "not set");
     SandboxRow(indent, "sandbox", d.sandbox, "run_shell");
+  }
+
+  // Each command tool the agent grants, with the limit a call of it gets:
+  // its own `timeout:`, else the step's tool_timeout; the deadline bounds
+  // both.
+  void CommandToolRows(const AgentEntry& a, const ResolvedDials& d,
+                       int indent) {
+    for (const std::string& name : a.tools) {
+      const ToolDef* t = plan_.pipeline().FindTool(name);
+      if (t == nullptr) continue;
+      std::string value, origin;
+      if (t->timeout.has_value()) {
+        value = (*t->timeout).count() > 0 ? Fmt(*t->timeout) : "none";
+        origin = "the tool's timeout (line " + std::to_string(t->timeout.line) +
+                 ")";
+      } else {
+        value = OptText<Millis>(d.tool_timeout.value, "none", Fmt);
+        origin = "tool_timeout, the tool has no timeout of its own";
+      }
+      Row(indent, "tool " + name, value,
+          origin + ", per call, never past the deadline");
+    }
   }
 
   // `what` names what the sandbox confines ("its script", "run_shell").

@@ -45,6 +45,9 @@ void ReadModelParameters(MapReader& r, const std::string& where,
 // The top-level `secrets:` list of variable names.
 void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
+// The top-level `tools:` list of command tools (tool_loader.cc).
+void ReadToolDefs(const YAML::Node& n, Pipeline& p, Diagnostics& d);
+
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.
 void CheckReferences(const Pipeline& p, Diagnostics& d);

@@ -128,6 +128,9 @@ static const T* FindByName(const std::vector<T>& v, const std::string& name) {
 const AgentEntry* Pipeline::FindAgent(const std::string& name) const {
   return FindByName(agents, name);
 }
+const ToolDef* Pipeline::FindTool(const std::string& name) const {
+  return FindByName(tools, name);
+}
 const Resource* Pipeline::FindResource(const std::string& name) const {
   return FindByName(resources, name);
 }

@@ -265,6 +265,23 @@ struct Resource {
   nlohmann::json source = nlohmann::json::object();
 };
 
+// A command tool of the top-level `tools:` (docs/tools.md): a bash script
+// an agent may call like a built-in tool once its entry grants it.
+struct ToolDef {
+  std::string name;
+  int line = 0;
+  std::string description;
+  // JSON Schema of the arguments (the documented subset, type: object).
+  nlohmann::json parameters = nlohmann::json::object();
+  int parameters_line = 0;
+  std::string run;  // The bash script.
+  int run_line = 0;
+  // Absent: the step's tool_timeout applies. 0: no limit of its own.
+  Written<Millis> timeout;
+  // NAME -> value as written, `${NAME}` references expanded when it runs.
+  std::map<std::string, std::string> env;
+};
+
 struct Defaults {
   std::optional<ModelSource> source;
   std::map<std::string, std::string> env;
@@ -278,6 +295,7 @@ struct Pipeline {
   std::vector<ResourceType> resource_types;
   std::vector<Resource> resources;
   std::vector<Job> jobs;
+  std::vector<ToolDef> tools;  // `tools:`, in file order.
   // `secrets:`: environment variables whose values are masked as "***"
   // (besides the provider key variables, which always are).
   std::vector<std::string> secrets;
@@ -292,6 +310,7 @@ struct Pipeline {
   const Resource* FindResource(const std::string& name) const;
   const ResourceType* FindResourceType(const std::string& name) const;
   const Job* FindJob(const std::string& name) const;
+  const ToolDef* FindTool(const std::string& name) const;
 };
 
 }  // namespace steps::pipeline

@@ -96,7 +96,8 @@ void CheckModelParameters(const Pipeline& p, const AgentEntry& a,
   }
 }
 
-// Tools an agent entry grants must exist; providers its sources name too.
+// Tools an agent entry grants must exist (built-in or under `tools:`);
+// providers its sources name too.
 void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
   if (p.defaults.source) CheckSourceProvider(*p.defaults.source, d);
   const ToolRegistry& tools = ToolRegistry::BuiltIn();
@@ -105,11 +106,13 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
     for (const ModelSource& f : a.fallback) CheckSourceProvider(f, d);
     CheckModelParameters(p, a, d);
     for (const std::string& t : a.tools) {
-      if (tools.Find(t)) continue;
+      if (tools.Find(t) || p.FindTool(t)) continue;
+      std::vector<std::string> known = tools.Names();
+      for (const ToolDef& def : p.tools) known.push_back(def.name);
       d.Error(a.tools_line ? a.tools_line : a.line,
               "agent '" + a.name + "' grants unknown tool '" + t +
-                  "' — remove it or use a built-in tool (" +
-                  KnownNames(tools.Names()) + ")");
+                  "' — remove it, use a known tool (" + KnownNames(known) +
+                  ") or declare it under the top-level 'tools:'");
     }
   }
 }

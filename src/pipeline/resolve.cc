@@ -118,6 +118,19 @@ void AddSandbox(FieldHasher& h, const SandboxSpec& sandbox) {
   if (sandbox.bwrap()) h.Add("sandbox", sandbox.Describe());
 }
 
+// A command tool an agent grants: everything that decides what it does.
+void AddToolDef(FieldHasher& h, const ToolDef& t) {
+  h.Add("tool.description", t.description)
+      .Add("tool.parameters", DumpJson(t.parameters))
+      .Add("tool.run", t.run);
+  if (t.timeout.has_value()) {
+    h.Add("tool.timeout", std::to_string((*t.timeout).count()));
+  } else {
+    h.AddAbsent("tool.timeout");
+  }
+  for (const auto& [k, v] : t.env) h.Add("tool.env." + k, v);
+}
+
 }  // namespace
 
 const char* DialOriginName(DialOrigin o) {
@@ -176,7 +189,11 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
         h.Add("persona", a->persona);
         std::vector<std::string> tools = a->tools;
         std::sort(tools.begin(), tools.end());
-        for (const std::string& t : tools) h.Add("tool", t);
+        for (const std::string& t : tools) {
+          h.Add("tool", t);
+          // A changed command tool must not serve a cached answer.
+          if (const ToolDef* def = p.FindTool(t)) AddToolDef(h, *def);
+        }
         h.Add("required_tools", a->required_tools ? "yes" : "no");
       }
       for (const std::string& m : s.messages) h.Add("message", m);

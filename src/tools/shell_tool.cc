@@ -27,35 +27,45 @@ ToolResult RunShellTool::Run(const nlohmann::json& arguments,
   if (command->find('\0') != std::string::npos) {
     return ToolResult::Error(name() + ": the command contains a NUL byte");
   }
+  BashScript run;
+  run.script = *command;
+  run.timeout = context.tool_timeout;
+  return RunBashScript(name(), run, context);
+}
+
+ToolResult RunBashScript(const std::string& tool, const BashScript& run,
+                         const ToolContext& context) {
   // The same root the file tools see, so a command starts where they do.
   Result<Sandbox> sandbox = Sandbox::Open(context.working_dir);
   if (!sandbox.ok()) {
-    return ToolResult::Error(name() + ": " + sandbox.status().message());
+    return ToolResult::Error(tool + ": " + sandbox.status().message());
   }
 
   std::optional<Millis> left = context.deadline.Remaining(context.clock);
   if (left && *left <= Millis(0)) {
-    return ToolResult::Error(name() +
+    return ToolResult::Error(tool +
                              ": not run: the step's deadline has passed");
   }
-  bool tool_limit = context.tool_timeout > Millis(0);
+  bool tool_limit = run.timeout > Millis(0);
   // Which limit will stop the command first decides how a timeout reads.
-  bool by_tool_timeout = tool_limit && (!left || context.tool_timeout < *left);
+  bool by_tool_timeout = tool_limit && (!left || run.timeout < *left);
 
-  ProcessRequest request = ProcessRequest::Shell(*command);
+  ProcessRequest request = ProcessRequest::Shell(run.script);
   if (context.sandbox) {
     SandboxOptions options = *context.sandbox;
     options.writable_dir = sandbox->root();
     request =
-        ProcessRequest::Exec(WrapInSandbox({"bash", "-c", *command}, options));
+        ProcessRequest::Exec(WrapInSandbox({"bash", "-c", run.script}, options));
   }
   request.working_dir = sandbox->root();
   request.env = context.env;
+  for (const auto& [k, v] : run.env) request.env[k] = v;
+  request.stdin_text = run.stdin_text;
   request.cancel = context.cancel;
   request.deadline = context.deadline;
   if (tool_limit) {
     request.deadline = request.deadline.Earlier(
-        Deadline::After(context.clock, context.tool_timeout));
+        Deadline::After(context.clock, run.timeout));
   }
   request.kill_grace = context.limits.shell_kill_grace;
   request.merge_stderr = true;
@@ -76,8 +86,8 @@ ToolResult RunShellTool::Run(const nlohmann::json& arguments,
       break;
     case ProcessEnd::kTimedOut:
       status = by_tool_timeout
-                   ? "timed out after " + FormatDuration(context.tool_timeout) +
-                         " (tool_timeout); the command was killed"
+                   ? "timed out after " + FormatDuration(run.timeout) + " (" +
+                         run.timeout_name + "); the command was killed"
                    : "stopped: the step's deadline was reached; the command "
                      "was killed";
       break;
@@ -86,9 +96,10 @@ ToolResult RunShellTool::Run(const nlohmann::json& arguments,
       break;
     case ProcessEnd::kFailedToStart:
       return ToolResult::Error(
-          name() + ": could not start the command: " + result.error);
+          tool + ": could not start the command: " + result.error);
   }
-  std::string content = status + "\n";
+  std::string content =
+      is_error || run.status_on_success ? status + "\n" : std::string();
   if (result.out.total_bytes == 0) {
     content += "(no output)\n";
   } else {
