@@ -45,3 +45,18 @@ function(steps_builtin_adapter_files out_var)
   list(SORT files)
   set(${out_var} ${files} PARENT_SCOPE)
 endfunction()
+
+# steps_add_steps_with_adapters(NAME ADAPTERS extra.cc ...): a `steps`
+# binary named NAME whose providers are the built-in adapters plus the
+# given adapter files, for tests of an adapter that is not (yet) under
+# src/providers/adapters/. Its own RegisterBuiltinProviders is linked
+# ahead of the steps_providers library, whose list is then never pulled in.
+function(steps_add_steps_with_adapters name)
+  cmake_parse_arguments(ARG "" "" "ADAPTERS" ${ARGN})
+  steps_builtin_adapter_files(builtin)
+  set(list_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_adapters.cc")
+  steps_generate_adapter_list(OUTPUT "${list_file}"
+    FILES ${builtin} ${ARG_ADAPTERS})
+  add_executable(${name} "${list_file}" ${ARG_ADAPTERS})
+  target_link_libraries(${name} PRIVATE steps_cli nlohmann_json::nlohmann_json)
+endfunction()
