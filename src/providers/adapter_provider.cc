@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "providers/exchange.h"
 #include "providers/wire_json.h"
@@ -48,6 +49,38 @@ bool IsJsonBody(const HttpResponse& response) {
   return type && type->find("application/json") != std::string::npos;
 }
 
+// The adapter's request plus the headers every request carries, or the
+// final kConfig error (nothing sent) when the adapter could not build it.
+std::variant<HttpRequest, ProviderError> BuildHttpRequest(
+    const Adapter& adapter, const ChatRequest& request,
+    const AdapterConfig& config, const CallContext& context) {
+  std::optional<Result<HttpRequest>> built;
+  try {
+    built.emplace(adapter.BuildRequest(request, config));
+  } catch (...) {
+    ProviderError e = AdapterThrew(adapter.info(), "building the request",
+                                   std::current_exception(), config.api_key);
+    e.kind = ProviderErrorKind::kConfig;
+    e.requests = 0;
+    return e;
+  }
+  if (!built->ok()) {
+    ProviderError e = MakeProviderError(
+        ProviderErrorKind::kConfig, built->status().message(), config.api_key);
+    e.requests = 0;
+    return e;
+  }
+  HttpRequest http = std::move(**built);
+  if (!context.agent.empty()) {
+    http.headers.emplace_back("X-Steps-Agent", context.agent);
+  }
+  if (!context.step.empty()) {
+    http.headers.emplace_back("X-Steps-Step", context.step);
+  }
+  for (const auto& h : config.headers) http.headers.push_back(h);
+  return http;
+}
+
 }  // namespace
 
 std::unique_ptr<StreamParser> Adapter::NewStreamParser(
@@ -67,30 +100,10 @@ ChatResult AdapterProvider::Send(const ChatRequest& request,
                                  const CallContext& context) {
   const AdapterInfo& info = adapter_->info();
   const std::string& secret = config_.api_key;
-  std::optional<Result<HttpRequest>> built;
-  try {
-    built.emplace(adapter_->BuildRequest(request, config_));
-  } catch (...) {
-    ProviderError e = AdapterThrew(info, "building the request",
-                                   std::current_exception(), secret);
-    e.kind = ProviderErrorKind::kConfig;
-    e.requests = 0;
-    return e;
-  }
-  if (!built->ok()) {
-    ProviderError e = MakeProviderError(ProviderErrorKind::kConfig,
-                                        built->status().message(), secret);
-    e.requests = 0;
-    return e;
-  }
-  HttpRequest http = std::move(**built);
-  if (!context.agent.empty()) {
-    http.headers.emplace_back("X-Steps-Agent", context.agent);
-  }
-  if (!context.step.empty()) {
-    http.headers.emplace_back("X-Steps-Step", context.step);
-  }
-  for (const auto& h : config_.headers) http.headers.push_back(h);
+  std::variant<HttpRequest, ProviderError> built =
+      BuildHttpRequest(*adapter_, request, config_, context);
+  if (auto* error = std::get_if<ProviderError>(&built)) return *error;
+  const HttpRequest& http = std::get<HttpRequest>(built);
 
   ExchangeOptions options;
   options.secret = secret;
