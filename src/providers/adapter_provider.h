@@ -35,7 +35,8 @@ class AdapterProvider : public Provider {
   // non-2xx status is a kHttpStatus error with Retry-After read; a 2xx
   // body goes to ParseAnswer or, streamed, event by event to a
   // StreamParser. Every answer is checked against the limits of
-  // providers/wire_json.h. The key never appears in an error.
+  // providers/wire_json.h. The key is redacted from the errors made here
+  // (transport, status, a refused or throwing adapter).
   ChatResult Send(const ChatRequest& request,
                   const CallContext& context) override;
 
