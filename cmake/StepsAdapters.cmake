@@ -51,12 +51,28 @@ endfunction()
 # given adapter files, for tests of an adapter that is not (yet) under
 # src/providers/adapters/. Its own RegisterBuiltinProviders is linked
 # ahead of the steps_providers library, whose list is then never pulled in.
+# An extra file named like a built-in one (the example once copied into
+# src/providers/adapters/) is left out: the built-in copy serves.
 function(steps_add_steps_with_adapters name)
   cmake_parse_arguments(ARG "" "" "ADAPTERS" ${ARGN})
   steps_builtin_adapter_files(builtin)
+  set(builtin_stems "")
+  foreach(file IN LISTS builtin)
+    get_filename_component(stem "${file}" NAME_WE)
+    list(APPEND builtin_stems ${stem})
+  endforeach()
+  set(extra "")
+  foreach(file IN LISTS ARG_ADAPTERS)
+    get_filename_component(stem "${file}" NAME_WE)
+    if(stem IN_LIST builtin_stems)
+      message(STATUS "${name}: ${stem}.cc is built in; ${file} left out")
+    else()
+      list(APPEND extra "${file}")
+    endif()
+  endforeach()
   set(list_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_adapters.cc")
   steps_generate_adapter_list(OUTPUT "${list_file}"
-    FILES ${builtin} ${ARG_ADAPTERS})
-  add_executable(${name} "${list_file}" ${ARG_ADAPTERS})
+    FILES ${builtin} ${extra})
+  add_executable(${name} "${list_file}" ${extra})
   target_link_libraries(${name} PRIVATE steps_cli nlohmann_json::nlohmann_json)
 endfunction()
