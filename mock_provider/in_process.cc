@@ -150,8 +150,8 @@ void RegisterMockProvider(ProviderRegistry& registry,
     if (!adapter || adapter->info().mock_wire != MockWireFormat::kNone) {
       continue;
     }
-    registry.Register(name, MockDialectFactory(name, adapter->info().can_stream,
-                                               transport));
+    registry.Register(
+        name, MockDialectFactory(name, adapter->info().can_stream, transport));
   }
   registry.Register("mock", MockDialectFactory("mock", true, transport));
 }

@@ -100,8 +100,8 @@ class Adapter {
   // so a new one (temperature, say) is a field there that each adapter
   // writes in its own dialect. An error is a kConfig ProviderError, e.g. a
   // request the provider cannot express.
-  virtual Result<HttpRequest> BuildRequest(const ChatRequest& request,
-                                           const AdapterConfig& config) const = 0;
+  virtual Result<HttpRequest> BuildRequest(
+      const ChatRequest& request, const AdapterConfig& config) const = 0;
 
   // Reads a 2xx answer's whole body. Also called for a streamed request
   // that the server answered with one JSON body (Content-Type

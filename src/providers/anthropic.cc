@@ -336,7 +336,6 @@ AnthropicProvider::AnthropicProvider(AnthropicConfig config,
               config.version, config.default_max_tokens),
           AdapterConfig{config.base_url, config.api_key, {}, config.stream},
           transport,
-          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {
-}
+          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {}
 
 }  // namespace steps

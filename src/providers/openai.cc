@@ -331,7 +331,6 @@ OpenAiProvider::OpenAiProvider(OpenAiConfig config, HttpTransport& transport)
                           MockWireFormat::kOpenAiChat},
               config.request_cost),
           ConfigOf(config), transport,
-          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {
-}
+          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {}
 
 }  // namespace steps

@@ -102,11 +102,12 @@ TEST(RegistryTest, EveryBuiltinIsAnAdapterConfiguredFromItsSource) {
     EXPECT_EQ(provider->config().headers, spec.headers);
   }
   // A plain factory under an adapter's name replaces the adapter.
-  registry.Register("openai", [](const SourceSpec&, const std::string&,
-                                 const ProviderEnvironment&)
-                                  -> Result<std::unique_ptr<Provider>> {
-    return InvalidArgument("replaced");
-  });
+  registry.Register(
+      "openai",
+      [](const SourceSpec&, const std::string&,
+         const ProviderEnvironment&) -> Result<std::unique_ptr<Provider>> {
+        return InvalidArgument("replaced");
+      });
   EXPECT_EQ(registry.FindAdapter("openai"), nullptr);
 }
 

@@ -53,7 +53,8 @@ json MessageJson(const Message& m) {
   if (!m.tool_calls.empty()) {
     j["calls"] = json::array();
     for (const ToolCall& c : m.tool_calls) {
-      j["calls"].push_back({{"id", c.id}, {"name", c.name}, {"args", c.arguments}});
+      j["calls"].push_back(
+          {{"id", c.id}, {"name", c.name}, {"args", c.arguments}});
     }
   }
   if (m.role == Role::kTool) j["call_id"] = m.tool_call_id;
@@ -108,12 +109,13 @@ class AcmeStream : public StreamParser {
 class AcmeAdapter : public Adapter {
  public:
   const AdapterInfo& info() const override {
-    static const AdapterInfo info{.name = "acme",
-                                  .default_base_url = "https://api.acme.example/v1",
-                                  .key_env = "ACME_API_KEY",
-                                  .key_required = true,
-                                  .can_stream = true,
-                                  .mock_wire = MockWireFormat::kNone};
+    static const AdapterInfo info{
+        .name = "acme",
+        .default_base_url = "https://api.acme.example/v1",
+        .key_env = "ACME_API_KEY",
+        .key_required = true,
+        .can_stream = true,
+        .mock_wire = MockWireFormat::kNone};
     return info;
   }
 
@@ -126,8 +128,9 @@ class AcmeAdapter : public Adapter {
     for (const ToolSchema& t : request.tools) {
       json schema = json::parse(t.parameters_json, nullptr, false);
       if (schema.is_discarded()) schema = {{"type", "object"}};
-      body["tools"].push_back(
-          {{"name", t.name}, {"description", t.description}, {"schema", schema}});
+      body["tools"].push_back({{"name", t.name},
+                               {"description", t.description},
+                               {"schema", schema}});
     }
     if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
     if (config.stream) body["stream"] = true;

@@ -1,7 +1,8 @@
 // The `anthropic/` provider: the Messages API; see providers/anthropic.h.
+#include "providers/anthropic.h"
+
 #include <memory>
 
-#include "providers/anthropic.h"
 #include "providers/registry.h"
 
 namespace steps {

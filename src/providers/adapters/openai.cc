@@ -1,9 +1,10 @@
 // The OpenAI-compatible providers: `openai/`, `openrouter/` (which also
 // reports cost) and `ollama/` (a local server, no key needed). One dialect,
 // three defaults; see providers/openai.h.
+#include "providers/openai.h"
+
 #include <memory>
 
-#include "providers/openai.h"
 #include "providers/registry.h"
 
 namespace steps {

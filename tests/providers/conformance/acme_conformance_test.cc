@@ -14,8 +14,8 @@ namespace {
 using nlohmann::json;
 
 std::string Event(const json& data, const std::string& name = "") {
-  return (name.empty() ? "" : "event: " + name + "\n") + "data: " +
-         data.dump() + "\n\n";
+  return (name.empty() ? "" : "event: " + name + "\n") +
+         "data: " + data.dump() + "\n\n";
 }
 
 WireFormat AcmeWire() {
@@ -29,9 +29,9 @@ WireFormat AcmeWire() {
         .dump();
   };
   w.tool_call_answer = [](const ToolCall& c) {
-    return json{{"output", ""},
-                {"calls",
-                 {{{"id", c.id}, {"name", c.name}, {"args", c.arguments}}}}}
+    return json{
+        {"output", ""},
+        {"calls", {{{"id", c.id}, {"name", c.name}, {"args", c.arguments}}}}}
         .dump();
   };
   w.text_stream = [](const std::vector<std::string>& pieces, int64_t in,
@@ -57,11 +57,10 @@ WireFormat AcmeWire() {
   return w;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Example, AdapterConformanceTest,
-    ::testing::Values(AdapterUnderTest{"acme", RegisterAdapter_acme,
-                                       AcmeWire()}),
-    AdapterConformanceName);
+INSTANTIATE_TEST_SUITE_P(Example, AdapterConformanceTest,
+                         ::testing::Values(AdapterUnderTest{
+                             "acme", RegisterAdapter_acme, AcmeWire()}),
+                         AdapterConformanceName);
 
 }  // namespace
 }  // namespace steps::conformance

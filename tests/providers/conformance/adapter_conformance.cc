@@ -31,7 +31,8 @@ TEST_P(AdapterConformanceTest, SendsOneRequestOfTheRightShape) {
   // base_url honoured, trailing '/' dropped.
   EXPECT_EQ(request.rfind("POST /kit/v1" + wire().path + " HTTP/1.1", 0), 0u)
       << request.substr(0, 80);
-  const std::string headers = Lower(request.substr(0, request.find("\r\n\r\n")));
+  const std::string headers =
+      Lower(request.substr(0, request.find("\r\n\r\n")));
   EXPECT_TRUE(Contains(headers, "content-type: application/json"));
   EXPECT_TRUE(Contains(headers, "x-steps-agent: kit-agent"));
   EXPECT_TRUE(Contains(headers, "x-steps-step: kit-step"));
@@ -59,8 +60,9 @@ TEST_P(AdapterConformanceTest, ToolCallsMakeTheRoundTrip) {
   ServeBytes(HttpResponseText(wire().tool_call_answer(call)), false);
   auto provider = Source();
   ChatRequest request = Hello();
-  request.tools = {{"read_file", "Reads a file",
-                    R"({"type":"object","properties":{"path":{"type":"string"}}})"}};
+  request.tools = {
+      {"read_file", "Reads a file",
+       R"({"type":"object","properties":{"path":{"type":"string"}}})"}};
   ChatResult r = provider->Send(request, Context());
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(r.answer().tool_calls.size(), 1u);
@@ -141,8 +143,8 @@ TEST_P(AdapterConformanceTest, ConnectionFailuresAreRetryable) {
   const std::string refused_url = server_->base_url();
   server_->Stop();
   server_.reset();  // Nothing listens on that port now.
-  ChatResult refused = Source(false, Millis(60000), refused_url)
-                           ->Send(Hello(), Context());
+  ChatResult refused =
+      Source(false, Millis(60000), refused_url)->Send(Hello(), Context());
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().kind, ProviderErrorKind::kConnection);
 }
@@ -152,7 +154,8 @@ TEST_P(AdapterConformanceTest, ReadsRetryAfterInEveryForm) {
   EXPECT_EQ(Send().error().retry_after, Millis(2000));
   ServeBytes(HttpResponseText("{}", 503, "retry-after-ms: 1500\r\n"));
   EXPECT_EQ(Send().error().retry_after, Millis(1500));
-  const std::string date = HttpDate(clock_.WallNow(), std::chrono::seconds(120));
+  const std::string date =
+      HttpDate(clock_.WallNow(), std::chrono::seconds(120));
   ServeBytes(HttpResponseText("{}", 429, "Retry-After: " + date + "\r\n"));
   std::optional<Millis> wait = Send().error().retry_after;
   ASSERT_TRUE(wait.has_value()) << date;
@@ -223,8 +226,7 @@ TEST_P(AdapterConformanceTest, TheDeadlineCutsAStalledStream) {
 
 TEST_P(AdapterConformanceTest, TheIdleLimitCutsASilentStream) {
   ServeStream(wire().stream_start(), /*close=*/false);
-  ChatResult r =
-      Source(/*stream=*/true, Millis(200))->Send(Hello(), Context());
+  ChatResult r = Source(/*stream=*/true, Millis(200))->Send(Hello(), Context());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ProviderErrorKind::kStreamIdle)
       << r.error().message;

@@ -57,8 +57,8 @@ struct WireFormat {
   // A 200 body answering one tool call.
   std::function<std::string(const ToolCall& call)> tool_call_answer;
   // A stream answering the concatenation of `pieces`, then usage.
-  std::function<std::string(const std::vector<std::string>& pieces,
-                            int64_t in, int64_t out)>
+  std::function<std::string(const std::vector<std::string>& pieces, int64_t in,
+                            int64_t out)>
       text_stream;
   // A stream answering one tool call whose arguments arrive in `pieces`.
   std::function<std::string(const ToolCall& call,
@@ -88,8 +88,8 @@ inline std::string AdapterConformanceName(
 
 inline std::string HttpResponseText(const std::string& body, int status = 200,
                                     const std::string& extra_headers = "") {
-  return test_support::RawHttpServer::Response(body, "application/json",
-                                               status, extra_headers);
+  return test_support::RawHttpServer::Response(body, "application/json", status,
+                                               extra_headers);
 }
 
 class AdapterConformanceTest
@@ -101,9 +101,9 @@ class AdapterConformanceTest
 
   // Serves every request with `reply` (given the request's index and text);
   // keeps the requests for inspection.
-  void Serve(std::function<test_support::RawHttpServer::Reply(
-                 int, const std::string&)>
-                 reply) {
+  void Serve(
+      std::function<test_support::RawHttpServer::Reply(int, const std::string&)>
+          reply) {
     server_ = std::make_unique<test_support::RawHttpServer>(
         [this, reply](int i, const std::string& request) {
           {
@@ -131,8 +131,8 @@ class AdapterConformanceTest
     GetParam().register_adapters(registry);
     SourceSpec spec;
     spec.model = GetParam().provider + "/kit-model";
-    spec.base_url = base_url.empty() ? server_->base_url() + "/kit/v1/"
-                                     : base_url;
+    spec.base_url =
+        base_url.empty() ? server_->base_url() + "/kit/v1/" : base_url;
     spec.api_key_env = "KIT_KEY";
     spec.stream = stream;
     spec.stream_idle_limit = idle;

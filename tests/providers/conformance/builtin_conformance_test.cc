@@ -15,8 +15,8 @@ namespace {
 using nlohmann::json;
 
 std::string Event(const json& data, const std::string& name = "") {
-  return (name.empty() ? "" : "event: " + name + "\n") + "data: " +
-         data.dump() + "\n\n";
+  return (name.empty() ? "" : "event: " + name + "\n") +
+         "data: " + data.dump() + "\n\n";
 }
 
 bool HasHeader(const std::string& request, const std::string& line) {
@@ -47,9 +47,10 @@ WireFormat OpenAiWire() {
               {"type", "function"},
               {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
     return json{{"choices",
-                 {{{"message", {{"role", "assistant"},
-                                {"content", nullptr},
-                                {"tool_calls", {call}}}},
+                 {{{"message",
+                    {{"role", "assistant"},
+                     {"content", nullptr},
+                     {"tool_calls", {call}}}},
                    {"finish_reason", "tool_calls"}}}}}
         .dump();
   };
@@ -59,8 +60,8 @@ WireFormat OpenAiWire() {
     for (const std::string& p : pieces) {
       s += Event({{"choices", {{{"delta", {{"content", p}}}}}}});
     }
-    s += Event({{"choices", {{{"delta", json::object()},
-                              {"finish_reason", "stop"}}}}});
+    s += Event({{"choices",
+                 {{{"delta", json::object()}, {"finish_reason", "stop"}}}}});
     s += Event({{"choices", json::array()}, {"usage", usage(in, out)}});
     return s + "data: [DONE]\n\n";
   };
@@ -74,14 +75,15 @@ WireFormat OpenAiWire() {
                  {"id", c.id},
                  {"function", {{"name", c.name}, {"arguments", ""}}}}}}}}}}}});
     for (const std::string& p : pieces) {
-      s += Event({{"choices",
-                   {{{"delta",
-                      {{"tool_calls",
-                        {{{"index", 0},
-                          {"function", {{"arguments", p}}}}}}}}}}}});
+      s += Event(
+          {{"choices",
+            {{{"delta",
+               {{"tool_calls",
+                 {{{"index", 0}, {"function", {{"arguments", p}}}}}}}}}}}});
     }
-    s += Event({{"choices", {{{"delta", json::object()},
-                              {"finish_reason", "tool_calls"}}}}});
+    s += Event(
+        {{"choices",
+          {{{"delta", json::object()}, {"finish_reason", "tool_calls"}}}}});
     return s + "data: [DONE]\n\n";
   };
   w.stream_start = [] {
@@ -122,9 +124,9 @@ WireFormat AnthropicWire() {
   };
   auto start = [](int64_t in) {
     return Event({{"type", "message_start"},
-                  {"message", {{"id", "m1"},
-                               {"usage", {{"input_tokens", in},
-                                          {"output_tokens", 0}}}}}},
+                  {"message",
+                   {{"id", "m1"},
+                    {"usage", {{"input_tokens", in}, {"output_tokens", 0}}}}}},
                  "message_start");
   };
   auto stop = [](const std::string& reason, int64_t out) {
@@ -154,17 +156,18 @@ WireFormat AnthropicWire() {
     std::string s = start(1);
     s += Event({{"type", "content_block_start"},
                 {"index", 0},
-                {"content_block", {{"type", "tool_use"},
-                                   {"id", c.id},
-                                   {"name", c.name},
-                                   {"input", json::object()}}}},
+                {"content_block",
+                 {{"type", "tool_use"},
+                  {"id", c.id},
+                  {"name", c.name},
+                  {"input", json::object()}}}},
                "content_block_start");
     for (const std::string& p : pieces) {
-      s += Event({{"type", "content_block_delta"},
-                  {"index", 0},
-                  {"delta", {{"type", "input_json_delta"},
-                             {"partial_json", p}}}},
-                 "content_block_delta");
+      s += Event(
+          {{"type", "content_block_delta"},
+           {"index", 0},
+           {"delta", {{"type", "input_json_delta"}, {"partial_json", p}}}},
+          "content_block_delta");
     }
     return s + stop("tool_use", 1);
   };
@@ -176,10 +179,10 @@ WireFormat AnthropicWire() {
                  "content_block_start");
   };
   w.error_stream = [] {
-    return Event({{"type", "error"},
-                  {"error", {{"type", "overloaded_error"},
-                             {"message", "Overloaded"}}}},
-                 "error");
+    return Event(
+        {{"type", "error"},
+         {"error", {{"type", "overloaded_error"}, {"message", "Overloaded"}}}},
+        "error");
   };
   w.bad_usage_answer = [](const std::string& raw_in) {
     return R"({"content":[{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{"input_tokens":)" +
