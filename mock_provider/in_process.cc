@@ -113,20 +113,47 @@ TransportResult InProcessMockTransport::Post(const HttpRequest& request,
   return response;
 }
 
+namespace {
+
+// A factory whose sources reach `transport` in the chat-completions
+// dialect, named `name` (the provider they stand in for).
+ProviderFactory MockDialectFactory(const std::string& name, bool can_stream,
+                                   InProcessMockTransport& transport) {
+  auto adapter = std::make_shared<OpenAiAdapter>(
+      AdapterInfo{.name = name,
+                  .default_base_url = "mock://in-process/v1",
+                  .key_env = "",
+                  .key_required = false,
+                  .can_stream = true,
+                  .mock_wire = MockWireFormat::kOpenAiChat},
+      /*request_cost=*/false);
+  return [adapter, can_stream, &transport](
+             const SourceSpec& spec, const std::string&,
+             const ProviderEnvironment&) -> Result<std::unique_ptr<Provider>> {
+    AdapterConfig config;
+    config.base_url = adapter->info().default_base_url;
+    config.headers = spec.headers;
+    config.stream = spec.stream && can_stream;
+    AdapterLimits limits;
+    limits.stream_idle_limit = spec.stream_idle_limit;
+    return std::unique_ptr<Provider>(std::make_unique<AdapterProvider>(
+        adapter, std::move(config), transport, limits));
+  };
+}
+
+}  // namespace
+
 void RegisterMockProvider(ProviderRegistry& registry,
                           InProcessMockTransport& transport) {
-  registry.Register(
-      "mock",
-      [&transport](
-          const SourceSpec& spec, const std::string&,
-          const ProviderEnvironment&) -> Result<std::unique_ptr<Provider>> {
-        OpenAiConfig config;
-        config.base_url = "mock://in-process/v1";
-        config.stream = spec.stream;
-        config.stream_idle_limit = spec.stream_idle_limit;
-        return std::unique_ptr<Provider>(
-            std::make_unique<OpenAiProvider>(std::move(config), transport));
-      });
+  for (const std::string& name : registry.Names()) {
+    std::shared_ptr<const Adapter> adapter = registry.FindAdapter(name);
+    if (!adapter || adapter->info().mock_wire != MockWireFormat::kNone) {
+      continue;
+    }
+    registry.Register(
+        name, MockDialectFactory(name, adapter->info().can_stream, transport));
+  }
+  registry.Register("mock", MockDialectFactory("mock", true, transport));
 }
 
 ProviderEnvironment MockProviderEnvironment(InProcessMockTransport& transport) {

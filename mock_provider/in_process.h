@@ -36,6 +36,15 @@ class InProcessMockTransport : public HttpTransport {
 
 // Registers the `mock` provider: `mock/ANY` is an OpenAI-compatible source
 // served by `transport` (not owned; must outlive the registry's providers).
+// Also makes every provider in `registry` mockable: an adapter whose wire
+// format the mock speaks (AdapterInfo::mock_wire) keeps its factory, so
+// its own requests and parsing run against the script on the wire; every
+// other adapter is re-registered to be answered at the Provider interface:
+// its sources become AdapterProviders that reach the script through the
+// mock's own dialect, so answers are typed and statuses, Retry-After,
+// hangs, drops and delays still pass through the engine's transport
+// limits, retries and deadlines (the adapter's request building and
+// parsing do not run; the conformance kit covers those).
 void RegisterMockProvider(ProviderRegistry& registry,
                           InProcessMockTransport& transport);
 

@@ -4,7 +4,6 @@
 
 #include "core/json_text.h"
 #include "providers/exchange.h"
-#include "providers/registry.h"
 #include "providers/wire_json.h"
 
 namespace steps {
@@ -302,74 +301,46 @@ ChatResult AnthropicStreamAssembler::Finish() {
   return answer_;
 }
 
+AnthropicAdapter::AnthropicAdapter(AdapterInfo info, std::string version,
+                                   int64_t default_max_tokens)
+    : info_(std::move(info)),
+      version_(std::move(version)),
+      default_max_tokens_(default_max_tokens) {}
+
+Result<HttpRequest> AnthropicAdapter::BuildRequest(
+    const ChatRequest& request, const AdapterConfig& config) const {
+  HttpRequest http;
+  http.url = config.base_url + "/messages";
+  http.headers = {{"Content-Type", "application/json"},
+                  {"anthropic-version", version_}};
+  if (!config.api_key.empty()) {
+    http.headers.emplace_back("x-api-key", config.api_key);
+  }
+  if (config.stream) http.headers.emplace_back("Accept", "text/event-stream");
+  http.body =
+      BuildAnthropicRequestBody(request, config.stream, default_max_tokens_);
+  return http;
+}
+
+ChatResult AnthropicAdapter::ParseAnswer(const HttpResponse& response,
+                                         const AdapterConfig&) const {
+  return ParseAnthropicResponse(response.body);
+}
+
+std::unique_ptr<StreamParser> AnthropicAdapter::NewStreamParser(
+    const AdapterConfig&) const {
+  return std::make_unique<AnthropicStreamAssembler>();
+}
+
 AnthropicProvider::AnthropicProvider(AnthropicConfig config,
                                      HttpTransport& transport)
-    : config_(std::move(config)), transport_(transport) {}
-
-ChatResult AnthropicProvider::Send(const ChatRequest& request,
-                                   const CallContext& context) {
-  HttpRequest http;
-  http.url = config_.base_url + "/messages";
-  http.headers = {{"Content-Type", "application/json"},
-                  {"anthropic-version", config_.version}};
-  if (!config_.api_key.empty()) {
-    http.headers.emplace_back("x-api-key", config_.api_key);
-  }
-  if (config_.stream) http.headers.emplace_back("Accept", "text/event-stream");
-  if (!context.agent.empty()) {
-    http.headers.emplace_back("X-Steps-Agent", context.agent);
-  }
-  if (!context.step.empty()) {
-    http.headers.emplace_back("X-Steps-Step", context.step);
-  }
-  http.body = BuildAnthropicRequestBody(request, config_.stream,
-                                        config_.default_max_tokens);
-  ExchangeOptions options;
-  options.secret = config_.api_key;
-  options.max_response_bytes = config_.max_response_bytes;
-  SseParser parser;
-  AnthropicStreamAssembler assembler;
-  if (config_.stream) {
-    options.idle_limit = config_.stream_idle_limit;
-    options.reader = [&](std::string_view piece) {
-      for (const SseEvent& e : parser.Feed(piece)) {
-        if (!assembler.Add(e)) return false;
-      }
-      return true;
-    };
-  }
-  ExchangeResult result = PostWithin(transport_, http, context, options);
-  if (auto* error = std::get_if<ProviderError>(&result)) return *error;
-  const HttpResponse& response = std::get<HttpResponse>(result);
-  auto type = FindHeader(response.headers, "content-type");
-  if (!config_.stream ||
-      (type && type->find("application/json") != std::string::npos)) {
-    return ParseAnthropicResponse(response.body);
-  }
-  return assembler.Finish();
-}
-
-}  // namespace steps
-
-// Source factory (registered in registry.cc).
-namespace steps {
-
-Result<std::unique_ptr<Provider>> MakeAnthropicSource(
-    const SourceSpec& spec, const std::string&,
-    const ProviderEnvironment& env) {
-  bool required = spec.base_url.empty() || !spec.api_key_env.empty();
-  auto key = ReadApiKey(spec, "ANTHROPIC_API_KEY", required, env);
-  if (!key.ok()) return key.status();
-  AnthropicConfig config;
-  if (!spec.base_url.empty()) config.base_url = spec.base_url;
-  while (!config.base_url.empty() && config.base_url.back() == '/') {
-    config.base_url.pop_back();
-  }
-  config.api_key = *key;
-  config.stream = spec.stream;
-  config.stream_idle_limit = spec.stream_idle_limit;
-  return std::unique_ptr<Provider>(
-      std::make_unique<AnthropicProvider>(std::move(config), *env.transport));
-}
+    : AdapterProvider(
+          std::make_shared<AnthropicAdapter>(
+              AdapterInfo{"anthropic", config.base_url, "", false, true,
+                          MockWireFormat::kAnthropic},
+              config.version, config.default_max_tokens),
+          AdapterConfig{config.base_url, config.api_key, {}, config.stream},
+          transport,
+          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {}
 
 }  // namespace steps

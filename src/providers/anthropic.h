@@ -1,4 +1,5 @@
-// The Anthropic Messages adapter (`anthropic/`): system prompt as a top-level
+// The Anthropic Messages dialect, used by the `anthropic/` adapter
+// (src/providers/adapters/anthropic.cc): system prompt as a top-level
 // field, content blocks, tool_use / tool_result, x-api-key and
 // anthropic-version headers, and its own streaming events.
 #ifndef STEPS_PROVIDERS_ANTHROPIC_H_
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "providers/adapter.h"
+#include "providers/adapter_provider.h"
 #include "providers/http.h"
 #include "providers/provider.h"
 #include "providers/sse.h"
@@ -31,16 +34,33 @@ struct AnthropicConfig {
   int64_t default_max_tokens = 4096;
 };
 
-class AnthropicProvider : public Provider {
+// The Messages adapter. `version` is sent as anthropic-version;
+// `default_max_tokens` is used when a request sets none (the API requires
+// max_tokens).
+class AnthropicAdapter : public Adapter {
+ public:
+  AnthropicAdapter(AdapterInfo info, std::string version,
+                   int64_t default_max_tokens);
+  const AdapterInfo& info() const override { return info_; }
+  Result<HttpRequest> BuildRequest(const ChatRequest& request,
+                                   const AdapterConfig& config) const override;
+  ChatResult ParseAnswer(const HttpResponse& response,
+                         const AdapterConfig& config) const override;
+  std::unique_ptr<StreamParser> NewStreamParser(
+      const AdapterConfig& config) const override;
+
+ private:
+  AdapterInfo info_;
+  std::string version_;
+  int64_t default_max_tokens_;
+};
+
+// The Messages adapter under AdapterProvider, configured directly (tests;
+// sources go through the registry).
+class AnthropicProvider : public AdapterProvider {
  public:
   // `transport` is not owned and must outlive the provider.
   AnthropicProvider(AnthropicConfig config, HttpTransport& transport);
-  ChatResult Send(const ChatRequest& request,
-                  const CallContext& context) override;
-
- private:
-  AnthropicConfig config_;
-  HttpTransport& transport_;
 };
 
 // System messages are joined into `system`; consecutive tool results become
@@ -55,13 +75,13 @@ std::string BuildAnthropicRequestBody(const ChatRequest& request, bool stream,
 ChatResult ParseAnthropicResponse(std::string_view body);
 
 // Assembles message_start / content_block_* / message_delta events.
-class AnthropicStreamAssembler {
+class AnthropicStreamAssembler : public StreamParser {
  public:
   // Consumes one event; false when the stream must stop (message_stop, an
   // error event, or a value outside the limits of providers/wire_json.h,
   // which makes the answer kMalformed).
-  bool Add(const SseEvent& event);
-  ChatResult Finish();
+  bool Add(const SseEvent& event) override;
+  ChatResult Finish() override;
 
  private:
   // Records `error` as the outcome; returns false (stop the stream).

@@ -5,7 +5,6 @@
 
 #include "core/json_text.h"
 #include "providers/exchange.h"
-#include "providers/registry.h"
 #include "providers/wire_json.h"
 
 namespace steps {
@@ -307,107 +306,47 @@ ChatResult OpenAiStreamAssembler::Finish() {
   return answer_;
 }
 
-OpenAiProvider::OpenAiProvider(OpenAiConfig config, HttpTransport& transport)
-    : config_(std::move(config)), transport_(transport) {}
+OpenAiAdapter::OpenAiAdapter(AdapterInfo info, bool request_cost)
+    : info_(std::move(info)), request_cost_(request_cost) {}
 
-ChatResult OpenAiProvider::Send(const ChatRequest& request,
-                                const CallContext& context) {
+Result<HttpRequest> OpenAiAdapter::BuildRequest(
+    const ChatRequest& request, const AdapterConfig& config) const {
   HttpRequest http;
-  http.url = config_.base_url + "/chat/completions";
+  http.url = config.base_url + "/chat/completions";
   http.headers = {{"Content-Type", "application/json"}};
-  if (!config_.api_key.empty()) {
-    http.headers.emplace_back("Authorization", "Bearer " + config_.api_key);
+  if (!config.api_key.empty()) {
+    http.headers.emplace_back("Authorization", "Bearer " + config.api_key);
   }
-  if (config_.stream) http.headers.emplace_back("Accept", "text/event-stream");
-  if (!context.agent.empty()) {
-    http.headers.emplace_back("X-Steps-Agent", context.agent);
-  }
-  if (!context.step.empty()) {
-    http.headers.emplace_back("X-Steps-Step", context.step);
-  }
-  for (const auto& h : config_.extra_headers) http.headers.push_back(h);
-  http.body =
-      BuildOpenAiRequestBody(request, config_.stream, config_.request_cost);
-
-  ExchangeOptions options;
-  options.secret = config_.api_key;
-  options.max_response_bytes = config_.max_response_bytes;
-  SseParser parser;
-  OpenAiStreamAssembler assembler;
-  if (config_.stream) {
-    options.idle_limit = config_.stream_idle_limit;
-    options.reader = [&](std::string_view piece) {
-      for (const SseEvent& e : parser.Feed(piece)) {
-        if (!assembler.Add(e)) return false;
-      }
-      return true;
-    };
-  }
-  ExchangeResult result = PostWithin(transport_, http, context, options);
-  if (auto* error = std::get_if<ProviderError>(&result)) return *error;
-  const HttpResponse& response = std::get<HttpResponse>(result);
-  if (!config_.stream) return ParseOpenAiResponse(response.body);
-  // A server may ignore stream: true and answer with one JSON body.
-  auto type = FindHeader(response.headers, "content-type");
-  if (type && type->find("application/json") != std::string::npos) {
-    return ParseOpenAiResponse(response.body);
-  }
-  return assembler.Finish();
+  if (config.stream) http.headers.emplace_back("Accept", "text/event-stream");
+  http.body = BuildOpenAiRequestBody(request, config.stream, request_cost_);
+  return http;
 }
 
-}  // namespace steps
+ChatResult OpenAiAdapter::ParseAnswer(const HttpResponse& response,
+                                      const AdapterConfig&) const {
+  return ParseOpenAiResponse(response.body);
+}
 
-// Source factories (registered in registry.cc).
-namespace steps {
+std::unique_ptr<StreamParser> OpenAiAdapter::NewStreamParser(
+    const AdapterConfig&) const {
+  return std::make_unique<OpenAiStreamAssembler>();
+}
+
 namespace {
 
-Result<std::unique_ptr<Provider>> MakeCompatible(const SourceSpec& spec,
-                                                 const ProviderEnvironment& env,
-                                                 const std::string& default_url,
-                                                 const std::string& key_env,
-                                                 bool key_required_by_default,
-                                                 bool request_cost) {
-  // A base_url points somewhere the author chose (a local server, a
-  // gateway): the key is then only required when api_key_env names one.
-  bool custom_url = !spec.base_url.empty();
-  bool required =
-      custom_url ? !spec.api_key_env.empty() : key_required_by_default;
-  auto key = ReadApiKey(spec, key_env, required, env);
-  if (!key.ok()) return key.status();
-  OpenAiConfig config;
-  config.base_url = custom_url ? spec.base_url : default_url;
-  while (!config.base_url.empty() && config.base_url.back() == '/') {
-    config.base_url.pop_back();
-  }
-  config.api_key = *key;
-  config.stream = spec.stream;
-  config.stream_idle_limit = spec.stream_idle_limit;
-  config.request_cost = request_cost;
-  return std::unique_ptr<Provider>(
-      std::make_unique<OpenAiProvider>(std::move(config), *env.transport));
+AdapterConfig ConfigOf(const OpenAiConfig& c) {
+  return AdapterConfig{c.base_url, c.api_key, c.extra_headers, c.stream};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Provider>> MakeOpenAiSource(
-    const SourceSpec& spec, const std::string&,
-    const ProviderEnvironment& env) {
-  return MakeCompatible(spec, env, "https://api.openai.com/v1",
-                        "OPENAI_API_KEY", true, false);
-}
-
-Result<std::unique_ptr<Provider>> MakeOpenRouterSource(
-    const SourceSpec& spec, const std::string&,
-    const ProviderEnvironment& env) {
-  return MakeCompatible(spec, env, "https://openrouter.ai/api/v1",
-                        "OPENROUTER_API_KEY", true, true);
-}
-
-Result<std::unique_ptr<Provider>> MakeOllamaSource(
-    const SourceSpec& spec, const std::string&,
-    const ProviderEnvironment& env) {
-  return MakeCompatible(spec, env, "http://127.0.0.1:11434/v1",
-                        "OLLAMA_API_KEY", false, false);
-}
+OpenAiProvider::OpenAiProvider(OpenAiConfig config, HttpTransport& transport)
+    : AdapterProvider(
+          std::make_shared<OpenAiAdapter>(
+              AdapterInfo{"openai", config.base_url, "", false, true,
+                          MockWireFormat::kOpenAiChat},
+              config.request_cost),
+          ConfigOf(config), transport,
+          AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {}
 
 }  // namespace steps

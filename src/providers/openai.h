@@ -1,8 +1,8 @@
-// The OpenAI-compatible chat-completions adapter: `openai/`, `openrouter/`,
-// `ollama/` and any source with a `base_url`. POSTs the standard body
-// (messages, tools as functions, tool_choice) to {base_url}/chat/completions,
-// plain or streamed (server-sent events), and reads the answer back into a
-// ChatAnswer.
+// The OpenAI-compatible chat-completions dialect, used by the `openai/`,
+// `openrouter/` and `ollama/` adapters (src/providers/adapters/openai.cc):
+// the standard body (messages, tools as functions, tool_choice) POSTed to
+// {base_url}/chat/completions, plain or streamed (server-sent events), and
+// the answer read back into a ChatAnswer.
 #ifndef STEPS_PROVIDERS_OPENAI_H_
 #define STEPS_PROVIDERS_OPENAI_H_
 
@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "providers/adapter.h"
+#include "providers/adapter_provider.h"
 #include "providers/http.h"
 #include "providers/provider.h"
 #include "providers/sse.h"
@@ -35,16 +37,30 @@ struct OpenAiConfig {
   bool request_cost = false;
 };
 
-class OpenAiProvider : public Provider {
+// The chat-completions adapter. `info` names the provider and its
+// defaults; `request_cost` asks for cost in usage (OpenRouter).
+class OpenAiAdapter : public Adapter {
+ public:
+  OpenAiAdapter(AdapterInfo info, bool request_cost);
+  const AdapterInfo& info() const override { return info_; }
+  Result<HttpRequest> BuildRequest(const ChatRequest& request,
+                                   const AdapterConfig& config) const override;
+  ChatResult ParseAnswer(const HttpResponse& response,
+                         const AdapterConfig& config) const override;
+  std::unique_ptr<StreamParser> NewStreamParser(
+      const AdapterConfig& config) const override;
+
+ private:
+  AdapterInfo info_;
+  bool request_cost_;
+};
+
+// The chat-completions adapter under AdapterProvider, configured directly
+// (tests, the mock provider and benches; sources go through the registry).
+class OpenAiProvider : public AdapterProvider {
  public:
   // `transport` is not owned and must outlive the provider.
   OpenAiProvider(OpenAiConfig config, HttpTransport& transport);
-  ChatResult Send(const ChatRequest& request,
-                  const CallContext& context) override;
-
- private:
-  OpenAiConfig config_;
-  HttpTransport& transport_;
 };
 
 // The JSON body for `request` (exposed for tests and the mock provider).
@@ -59,13 +75,13 @@ ChatResult ParseOpenAiResponse(std::string_view body);
 // indexes first appear). Holds the answer to the limits of
 // providers/wire_json.h: a bad index, a bad usage count or too many calls
 // stops the stream as kMalformed. Not thread-safe.
-class OpenAiStreamAssembler {
+class OpenAiStreamAssembler : public StreamParser {
  public:
   // Consumes one event. Returns false when the stream must stop: at
-  // "[DONE]" or an error event (see error()).
-  bool Add(const SseEvent& event);
+  // "[DONE]" or an error event.
+  bool Add(const SseEvent& event) override;
   // After the stream: the answer, or the error that ended it.
-  ChatResult Finish();
+  ChatResult Finish() override;
   bool failed() const { return failed_; }
 
  private:

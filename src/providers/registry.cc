@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "providers/adapter_provider.h"
 #include "providers/curl_transport.h"
 
 namespace steps {
@@ -20,6 +21,44 @@ ProviderEnvironment ProviderEnvironment::Process() {
 void ProviderRegistry::Register(const std::string& name,
                                 ProviderFactory factory) {
   factories_[name] = std::move(factory);
+  adapters_.erase(name);
+}
+
+void ProviderRegistry::RegisterAdapter(std::shared_ptr<const Adapter> adapter) {
+  const std::string name = adapter->info().name;
+  Register(
+      name,
+      [adapter](
+          const SourceSpec& spec, const std::string&,
+          const ProviderEnvironment& env) -> Result<std::unique_ptr<Provider>> {
+        const AdapterInfo& info = adapter->info();
+        // A base_url points somewhere the author chose (a local server, a
+        // gateway): the key is then only required when api_key_env names one.
+        const bool custom_url = !spec.base_url.empty();
+        const bool required =
+            custom_url ? !spec.api_key_env.empty() : info.key_required;
+        auto key = ReadApiKey(spec, info.key_env, required, env);
+        if (!key.ok()) return key.status();
+        AdapterConfig config;
+        config.base_url = custom_url ? spec.base_url : info.default_base_url;
+        while (!config.base_url.empty() && config.base_url.back() == '/') {
+          config.base_url.pop_back();
+        }
+        config.api_key = *key;
+        config.headers = spec.headers;
+        config.stream = spec.stream && info.can_stream;
+        AdapterLimits limits;
+        limits.stream_idle_limit = spec.stream_idle_limit;
+        return std::unique_ptr<Provider>(std::make_unique<AdapterProvider>(
+            adapter, std::move(config), *env.transport, limits));
+      });
+  adapters_[name] = std::move(adapter);
+}
+
+std::shared_ptr<const Adapter> ProviderRegistry::FindAdapter(
+    const std::string& name) const {
+  auto it = adapters_.find(name);
+  return it == adapters_.end() ? nullptr : it->second;
 }
 
 bool ProviderRegistry::Has(const std::string& name) const {
@@ -73,13 +112,6 @@ Result<std::string> ReadApiKey(const SourceSpec& spec,
                            name + " is not set");
   }
   return std::string();
-}
-
-void RegisterBuiltinProviders(ProviderRegistry& registry) {
-  registry.Register("openai", MakeOpenAiSource);
-  registry.Register("openrouter", MakeOpenRouterSource);
-  registry.Register("ollama", MakeOllamaSource);
-  registry.Register("anthropic", MakeAnthropicSource);
 }
 
 }  // namespace steps

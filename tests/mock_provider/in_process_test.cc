@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "providers/retry.h"
+#include "providers/wire_json.h"
 
 namespace steps {
 namespace {
@@ -296,6 +297,64 @@ claude:
   EXPECT_EQ(requests[0].format, "openai");
   EXPECT_EQ(requests[1].format, "anthropic");
   EXPECT_EQ(requests[1].model, "claude-sonnet-4");
+}
+
+// An adapter in a dialect the mock does not speak: any request it sent on
+// the wire would be one the mock cannot read.
+class UnspokenAdapter : public Adapter {
+ public:
+  const AdapterInfo& info() const override {
+    static const AdapterInfo info{.name = "unspoken",
+                                  .default_base_url = "https://unspoken.test",
+                                  .key_env = "UNSPOKEN_KEY",
+                                  .key_required = true,
+                                  .can_stream = false,
+                                  .mock_wire = MockWireFormat::kNone};
+    return info;
+  }
+  Result<HttpRequest> BuildRequest(const ChatRequest&,
+                                   const AdapterConfig& config) const override {
+    return HttpRequest{config.base_url + "/speak", {}, "<not json/>"};
+  }
+  ChatResult ParseAnswer(const HttpResponse&,
+                         const AdapterConfig&) const override {
+    return MalformedAnswer("the mock must not reach this adapter");
+  }
+};
+
+TEST_F(InProcessTest, AProviderTheMockDoesNotSpeakIsAnsweredAtTheInterface) {
+  auto script = ParseMockScriptText(R"(
+reviewer:
+  - status: 429
+    headers: {Retry-After: "3"}
+  - say: answered at the interface
+    usage: {prompt_tokens: 11, completion_tokens: 4}
+  - drop: true
+)");
+  ASSERT_TRUE(script.ok()) << script.status().message();
+  engine_ = std::make_shared<MockEngine>(std::move(*script));
+  transport_ = std::make_unique<InProcessMockTransport>(engine_, clock_);
+  registry_.RegisterAdapter(std::make_shared<UnspokenAdapter>());
+  RegisterMockProvider(registry_, *transport_);
+  ResolvedSource s = Source("unspoken/model-x", /*stream=*/true);
+  EXPECT_EQ(s.provider_name, "unspoken");
+
+  ChatResult limited = Send(*s.provider, "reviewer", s.model);
+  ASSERT_FALSE(limited.ok());
+  EXPECT_EQ(limited.error().http_status, 429);
+  EXPECT_EQ(limited.error().retry_after, Millis(3000));
+  ChatResult r = Send(*s.provider, "reviewer", s.model);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.answer().text, "answered at the interface");
+  EXPECT_EQ(r.answer().usage.prompt_tokens, 11);
+  EXPECT_EQ(r.answer().usage.completion_tokens, 4);
+  ChatResult dropped = Send(*s.provider, "reviewer", s.model);
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_EQ(dropped.error().kind, ProviderErrorKind::kConnection);
+  // The adapter cannot stream, so the request did not ask to.
+  ASSERT_EQ(engine_->Requests().size(), 3u);
+  EXPECT_FALSE(engine_->Requests()[1].stream);
+  EXPECT_EQ(engine_->Requests()[1].model, "model-x");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "providers/adapter_provider.h"
+
 namespace steps {
 namespace {
 
@@ -75,6 +77,38 @@ TEST(RegistryTest, RefusesUnknownProvidersAndBareModels) {
   ASSERT_FALSE(bare.ok());
   EXPECT_EQ(bare.status().message(),
             "model 'gpt-4o' is not of the form PROVIDER/MODEL");
+}
+
+TEST(RegistryTest, EveryBuiltinIsAnAdapterConfiguredFromItsSource) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  for (const std::string& name : registry.Names()) {
+    auto adapter = registry.FindAdapter(name);
+    ASSERT_NE(adapter, nullptr) << name;
+    EXPECT_EQ(adapter->info().name, name);
+    EXPECT_NE(adapter->info().mock_wire, MockWireFormat::kNone) << name;
+    SourceSpec spec = Spec(name + "/m");
+    spec.base_url = "http://127.0.0.1:9/v1//";
+    spec.api_key_env = "K";
+    spec.stream = true;
+    spec.headers = {{"X-Team", "core"}};
+    auto source = registry.Create(spec, EnvWith({{"K", "secret"}}));
+    ASSERT_TRUE(source.ok()) << source.status().message();
+    auto* provider = dynamic_cast<AdapterProvider*>(source->provider.get());
+    ASSERT_NE(provider, nullptr) << name;
+    EXPECT_EQ(provider->config().base_url, "http://127.0.0.1:9/v1");
+    EXPECT_EQ(provider->config().api_key, "secret");
+    EXPECT_TRUE(provider->config().stream);
+    EXPECT_EQ(provider->config().headers, spec.headers);
+  }
+  // A plain factory under an adapter's name replaces the adapter.
+  registry.Register(
+      "openai",
+      [](const SourceSpec&, const std::string&,
+         const ProviderEnvironment&) -> Result<std::unique_ptr<Provider>> {
+        return InvalidArgument("replaced");
+      });
+  EXPECT_EQ(registry.FindAdapter("openai"), nullptr);
 }
 
 }  // namespace
