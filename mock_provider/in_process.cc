@@ -125,7 +125,10 @@ ProviderFactory MockDialectFactory(const std::string& name, bool can_stream,
                   .key_env = "",
                   .key_required = false,
                   .can_stream = true,
-                  .mock_wire = MockWireFormat::kOpenAiChat},
+                  .mock_wire = MockWireFormat::kOpenAiChat,
+                  // The mock takes every parameter (and can check each
+                  // one with `expect: {body: ...}`).
+                  .parameters = ModelParameters::AllKeys()},
       /*request_cost=*/false);
   return [adapter, can_stream, &transport](
              const SourceSpec& spec, const std::string&,

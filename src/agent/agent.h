@@ -48,6 +48,8 @@ struct AgentSource {
   // agent/cli_source.h): NAME -> value, final. Nothing else of steps' own
   // environment reaches the command.
   std::map<std::string, std::string> env;
+  // HTTP headers a hosted source sends with every request (final values).
+  std::map<std::string, std::string> headers;
   // The source's own parameters over its agent entry's (hosted sources).
   ModelParameters params;
 

@@ -34,6 +34,9 @@ Result<ResolvedSource> SourceConnector::Connect(
   spec.base_url = source.base_url.value_or("");
   spec.api_key_env = source.api_key_env.value_or("");
   spec.stream = source.stream;
+  for (const auto& [name, value] : source.headers) {
+    spec.headers.emplace_back(name, value);
+  }
   return registry_->Create(spec, environment_);
 }
 

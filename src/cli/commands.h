@@ -34,6 +34,7 @@ Command CacheCommand();
 Command UiCommand();
 Command InitCommand();
 Command CompletionCommand();
+Command ProvidersCommand();
 
 // `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: the run guardian's side
 // (process/guardian.h), started by `steps run` and `steps test`, never by a

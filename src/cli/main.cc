@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {
       RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
       ShowCommand(), RunsCommand(), CacheCommand(),    UiCommand(),
-      InitCommand(), CompletionCommand(),
+      ProvidersCommand(), InitCommand(), CompletionCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "

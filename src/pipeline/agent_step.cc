@@ -21,6 +21,7 @@ agent::AgentSource ToAgentSource(const ModelSource& s,
   agent::AgentSource out;
   if (!s.is_cli()) out.params = s.params.Over(entry_params);
   out.env = ExpandEnv(s.env, lookup);
+  out.headers = ExpandEnv(s.headers, lookup);
   out.model = s.model;
   out.cli = s.cli;
   out.base_url = s.base_url;

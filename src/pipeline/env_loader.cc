@@ -1,4 +1,7 @@
 // Reading `env:` (steps, defaults, CLI sources) and `secrets:`.
+#include <cctype>
+#include <cstring>
+
 #include "pipeline/environment.h"
 #include "pipeline/loader_internal.h"
 
@@ -75,6 +78,72 @@ void ReadSourceEnv(MapReader& r, const std::string& key, ModelSource& s) {
     return;
   }
   if (auto env = ReadEnv(n, key + ".env", d)) s.env = *env;
+}
+
+namespace {
+
+// RFC 9110 token characters.
+bool IsHeaderName(const std::string& name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr) {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// Headers the transport or the engine sets itself.
+bool IsOwnedHeader(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::tolower(c));
+  return name == "content-type" || name == "content-length" ||
+         name == "host" || name == "transfer-encoding" ||
+         name == "connection" || name.rfind("x-steps-", 0) == 0;
+}
+
+}  // namespace
+
+void ReadSourceHeaders(MapReader& r, const std::string& key, ModelSource& s) {
+  YAML::Node n = r.Take("headers");
+  if (!n.IsDefined() || n.IsNull()) return;
+  Diagnostics& d = r.diags();
+  const std::string where = key + ".headers";
+  if (s.is_cli()) {
+    d.Error(r.KeyLine("headers"), "'" + where +
+                                      "' is for a hosted model: a CLI source "
+                                      "sends no HTTP requests");
+    return;
+  }
+  std::optional<std::map<std::string, std::string>> headers =
+      ReadStringMap(n, where, d);
+  if (!headers) return;
+  bool ok = true;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    const std::string& value = it->second.Scalar();
+    if (!IsHeaderName(name)) {
+      d.Error(LineOf(it->first),
+              "'" + where + "' names '" + name +
+                  "': a header name is letters, digits and !#$%&'*+-.^_`|~");
+      ok = false;
+    } else if (IsOwnedHeader(name)) {
+      d.Error(LineOf(it->first),
+              "'" + where + "." + name +
+                  "' is set by steps itself; remove it");
+      ok = false;
+    }
+    if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+      d.Error(LineOf(it->second), "'" + where + "." + name +
+                                      "' holds a line break or NUL byte");
+      ok = false;
+    } else if (Status st = CheckEnvReferences(value); !st.ok()) {
+      d.Error(LineOf(it->second),
+              "'" + where + "." + name + "': " + st.message());
+      ok = false;
+    }
+  }
+  if (ok) s.headers = std::move(*headers);
 }
 
 void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d) {

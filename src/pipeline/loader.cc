@@ -75,6 +75,7 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
   if (auto stream = ReadBool(r.Take("stream"), key + ".stream", d))
     s.stream = *stream;
   internal::ReadSourceEnv(r, key, s);
+  internal::ReadSourceHeaders(r, key, s);
   int params_line = 0;
   internal::ReadModelParameters(r, key + ".", s.params, params_line, d);
   if (s.is_cli() && !s.params.empty()) {

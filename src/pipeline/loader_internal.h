@@ -37,6 +37,9 @@ std::optional<std::map<std::string, std::string>> ReadEnv(
     const YAML::Node& n, const std::string& key, Diagnostics& d);
 // A source's `env:` (CLI sources only) into `s`.
 void ReadSourceEnv(MapReader& r, const std::string& key, ModelSource& s);
+// A hosted source's `headers:`: NAME: value, sent with every request;
+// `${NAME}` references expanded from the environment when the step runs.
+void ReadSourceHeaders(MapReader& r, const std::string& key, ModelSource& s);
 // The model parameter keys (temperature, top_p, seed, max_output_tokens,
 // stop, response_format) from `r` into `p`; `where` prefixes keys in
 // messages ("source."); `first_line` gets the first key's line if unset.

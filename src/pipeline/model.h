@@ -46,6 +46,9 @@ struct ModelSource {
   // A CLI source's environment besides the minimal base (agent/cli_source.h):
   // NAME -> value as written, `${NAME}` references expanded when it runs.
   std::map<std::string, std::string> env;
+  // A hosted source's `headers:`, NAME -> value as written (`${NAME}`
+  // references expanded when it runs); sent after the adapter's own.
+  std::map<std::string, std::string> headers;
   // Set on the source itself; an agent entry's fill what it leaves unset.
   ModelParameters params;
   int line = 0;

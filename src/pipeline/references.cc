@@ -1,5 +1,6 @@
 // Checks across the whole pipeline: names that must refer to something.
 #include <functional>
+#include <memory>
 #include <set>
 
 #include "pipeline/loader_internal.h"
@@ -85,8 +86,14 @@ void CheckModelParameters(const Pipeline& p, const AgentEntry& a,
       continue;
     }
     const std::string provider = s->model.substr(0, s->model.find('/'));
-    for (const std::string& key : UnhonouredParameters(provider, params)) {
-      const bool own = !UnhonouredParameters(provider, s->params).empty();
+    // Providers without an adapter (`mock`) take every parameter.
+    const std::shared_ptr<const Adapter> adapter =
+        KnownProviders().FindAdapter(provider);
+    if (adapter == nullptr) continue;
+    for (const std::string& key :
+         UnhonouredParameters(adapter->info(), params)) {
+      const bool own =
+          !UnhonouredParameters(adapter->info(), s->params).empty();
       d.Error(own ? s->line : a.params_line,
               "'" + key + "' cannot be honoured by provider '" + provider +
                   "' (source '" + s->model + "' of agent '" + a.name +

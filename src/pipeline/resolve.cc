@@ -100,6 +100,7 @@ void AddSource(FieldHasher& h, const std::string& field, const ModelSource& s,
   h.Add(field, s.is_cli() ? "cli:" + s.cli : "model:" + s.model);
   h.Add(field + ".base_url", s.base_url.value_or(""));
   for (const auto& [k, v] : s.env) h.Add(field + ".env." + k, v);
+  for (const auto& [k, v] : s.headers) h.Add(field + ".headers." + k, v);
   if (s.is_cli()) return;
   const ModelParameters p = s.params.Over(entry_params);
   auto number = [](double v) { return nlohmann::json(v).dump(); };

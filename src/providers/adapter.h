@@ -15,10 +15,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "providers/chat.h"
 #include "providers/http.h"
+#include "providers/model_parameters.h"
 #include "providers/provider.h"
 #include "providers/sse.h"
 
@@ -50,7 +52,16 @@ struct AdapterInfo {
   // Whether the adapter can ask for streamed answers (NewStreamParser).
   bool can_stream = false;
   MockWireFormat mock_wire = MockWireFormat::kNone;
+  // The model parameters the adapter sends in its dialect, as a pipeline
+  // writes them (ModelParameters::SetKeys: "temperature", "top_p", "seed",
+  // "max_output_tokens", "stop", "response_format"). A source that sets
+  // one not listed here is refused at load: none is dropped silently.
+  std::vector<std::string> parameters;
 };
+
+// The keys of `p` that the adapter described by `info` does not send.
+std::vector<std::string> UnhonouredParameters(const AdapterInfo& info,
+                                              const ModelParameters& p);
 
 // One source's settings, resolved by the engine from the pipeline's
 // source: block and the environment.

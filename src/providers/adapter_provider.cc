@@ -1,5 +1,6 @@
 #include "providers/adapter_provider.h"
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <string>
@@ -86,6 +87,18 @@ std::variant<HttpRequest, ProviderError> BuildHttpRequest(
 std::unique_ptr<StreamParser> Adapter::NewStreamParser(
     const AdapterConfig&) const {
   return nullptr;
+}
+
+std::vector<std::string> UnhonouredParameters(const AdapterInfo& info,
+                                              const ModelParameters& p) {
+  std::vector<std::string> keys;
+  for (const std::string& key : p.SetKeys()) {
+    if (std::find(info.parameters.begin(), info.parameters.end(), key) ==
+        info.parameters.end()) {
+      keys.push_back(key);
+    }
+  }
+  return keys;
 }
 
 AdapterProvider::AdapterProvider(std::shared_ptr<const Adapter> adapter,

@@ -332,12 +332,16 @@ std::unique_ptr<StreamParser> AnthropicAdapter::NewStreamParser(
   return std::make_unique<AnthropicStreamAssembler>();
 }
 
+std::vector<std::string> AnthropicParameters() {
+  return {"temperature", "top_p", "max_output_tokens", "stop"};
+}
+
 AnthropicProvider::AnthropicProvider(AnthropicConfig config,
                                      HttpTransport& transport)
     : AdapterProvider(
           std::make_shared<AnthropicAdapter>(
               AdapterInfo{"anthropic", config.base_url, "", false, true,
-                          MockWireFormat::kAnthropic},
+                          MockWireFormat::kAnthropic, AnthropicParameters()},
               config.version, config.default_max_tokens),
           AdapterConfig{config.base_url, config.api_key, {}, config.stream},
           transport,

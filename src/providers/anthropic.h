@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "providers/adapter.h"
 #include "providers/adapter_provider.h"
@@ -33,6 +34,10 @@ struct AnthropicConfig {
   // max_tokens is mandatory in this API; used when the request sets none.
   int64_t default_max_tokens = 4096;
 };
+
+// The model parameters the Messages API takes (AdapterInfo::parameters):
+// all but seed and response_format, which it has no field for.
+std::vector<std::string> AnthropicParameters();
 
 // The Messages adapter. `version` is sent as anthropic-version;
 // `default_max_tokens` is used when a request sets none (the API requires

@@ -36,6 +36,11 @@ struct ModelParameters {
     if (!out.json_schema) out.json_schema = under.json_schema;
     return out;
   }
+  // Every key, as a pipeline writes it, in the order SetKeys lists them.
+  static std::vector<std::string> AllKeys() {
+    return {"temperature", "top_p", "seed", "max_output_tokens", "stop",
+            "response_format"};
+  }
   // The keys that are set, as a pipeline writes them: "temperature",
   // "top_p", "seed", "max_output_tokens", "stop", "response_format".
   std::vector<std::string> SetKeys() const {
@@ -49,19 +54,6 @@ struct ModelParameters {
     return keys;
   }
 };
-
-// The parameter keys of `p` that `provider` ("anthropic", "openai", ...)
-// cannot honour: Anthropic's Messages API has no seed and no JSON-schema
-// answer format. Unknown providers honour everything (the mock does).
-inline std::vector<std::string> UnhonouredParameters(
-    const std::string& provider, const ModelParameters& p) {
-  std::vector<std::string> keys;
-  if (provider == "anthropic") {
-    if (p.seed) keys.push_back("seed");
-    if (p.json_schema) keys.push_back("response_format");
-  }
-  return keys;
-}
 
 }  // namespace steps
 

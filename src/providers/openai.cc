@@ -344,7 +344,8 @@ OpenAiProvider::OpenAiProvider(OpenAiConfig config, HttpTransport& transport)
     : AdapterProvider(
           std::make_shared<OpenAiAdapter>(
               AdapterInfo{"openai", config.base_url, "", false, true,
-                          MockWireFormat::kOpenAiChat},
+                          MockWireFormat::kOpenAiChat,
+                          ModelParameters::AllKeys()},
               config.request_cost),
           ConfigOf(config), transport,
           AdapterLimits{config.stream_idle_limit, config.max_response_bytes}) {}

@@ -309,7 +309,8 @@ class UnspokenAdapter : public Adapter {
                                   .key_env = "UNSPOKEN_KEY",
                                   .key_required = true,
                                   .can_stream = false,
-                                  .mock_wire = MockWireFormat::kNone};
+                                  .mock_wire = MockWireFormat::kNone,
+                                  .parameters = {}};
     return info;
   }
   Result<HttpRequest> BuildRequest(const ChatRequest&,

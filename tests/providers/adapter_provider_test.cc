@@ -56,7 +56,8 @@ class ClumsyAdapter : public Adapter {
                     .key_env = "",
                     .key_required = false,
                     .can_stream = true,
-                    .mock_wire = MockWireFormat::kNone};
+                    .mock_wire = MockWireFormat::kNone,
+                    .parameters = {}};
   std::string throw_in_;
 };
 

@@ -115,7 +115,10 @@ class AcmeAdapter : public Adapter {
         .key_env = "ACME_API_KEY",
         .key_required = true,
         .can_stream = true,
-        .mock_wire = MockWireFormat::kNone};
+        .mock_wire = MockWireFormat::kNone,
+        // Sent below; a source setting any other model parameter (seed,
+        // say) is refused when the pipeline loads.
+        .parameters = {"temperature", "max_output_tokens"}};
     return info;
   }
 
@@ -132,7 +135,12 @@ class AcmeAdapter : public Adapter {
                                {"description", t.description},
                                {"schema", schema}});
     }
-    if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
+    const ModelParameters& params = request.params;
+    if (auto n = params.max_output_tokens ? params.max_output_tokens
+                                          : request.max_tokens) {
+      body["max_tokens"] = *n;
+    }
+    if (params.temperature) body["temperature"] = *params.temperature;
     if (config.stream) body["stream"] = true;
     HttpRequest http;
     http.url = config.base_url + "/generate";

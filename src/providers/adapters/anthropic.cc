@@ -14,7 +14,8 @@ void RegisterAdapter_anthropic(ProviderRegistry& registry) {
                   .key_env = "ANTHROPIC_API_KEY",
                   .key_required = true,
                   .can_stream = true,
-                  .mock_wire = MockWireFormat::kAnthropic},
+                  .mock_wire = MockWireFormat::kAnthropic,
+                  .parameters = AnthropicParameters()},
       /*version=*/"2023-06-01", /*default_max_tokens=*/4096));
 }
 

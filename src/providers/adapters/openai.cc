@@ -4,10 +4,18 @@
 #include "providers/openai.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "providers/registry.h"
 
 namespace steps {
+namespace {
+
+// Chat completions has every model parameter.
+const std::vector<std::string> kOpenAiParameters = ModelParameters::AllKeys();
+
+}  // namespace
 
 void RegisterAdapter_openai(ProviderRegistry& registry) {
   registry.RegisterAdapter(std::make_shared<OpenAiAdapter>(
@@ -16,7 +24,8 @@ void RegisterAdapter_openai(ProviderRegistry& registry) {
                   .key_env = "OPENAI_API_KEY",
                   .key_required = true,
                   .can_stream = true,
-                  .mock_wire = MockWireFormat::kOpenAiChat},
+                  .mock_wire = MockWireFormat::kOpenAiChat,
+                  .parameters = kOpenAiParameters},
       /*request_cost=*/false));
   registry.RegisterAdapter(std::make_shared<OpenAiAdapter>(
       AdapterInfo{.name = "openrouter",
@@ -24,7 +33,8 @@ void RegisterAdapter_openai(ProviderRegistry& registry) {
                   .key_env = "OPENROUTER_API_KEY",
                   .key_required = true,
                   .can_stream = true,
-                  .mock_wire = MockWireFormat::kOpenAiChat},
+                  .mock_wire = MockWireFormat::kOpenAiChat,
+                  .parameters = kOpenAiParameters},
       /*request_cost=*/true));
   registry.RegisterAdapter(std::make_shared<OpenAiAdapter>(
       AdapterInfo{.name = "ollama",
@@ -32,7 +42,8 @@ void RegisterAdapter_openai(ProviderRegistry& registry) {
                   .key_env = "OLLAMA_API_KEY",
                   .key_required = false,
                   .can_stream = true,
-                  .mock_wire = MockWireFormat::kOpenAiChat},
+                  .mock_wire = MockWireFormat::kOpenAiChat,
+                  .parameters = kOpenAiParameters},
       /*request_cost=*/false));
 }
 

@@ -54,6 +54,8 @@ WireFormat AcmeWire() {
   w.bad_usage_answer = [](const std::string& raw_in) {
     return R"({"output":"x","tokens":{"in":)" + raw_in + R"(,"out":1}})";
   };
+  w.parameters = {{"temperature", {"/temperature", 0.25}},
+                  {"max_output_tokens", {"/max_tokens", 77}}};
   return w;
 }
 

@@ -2,6 +2,8 @@
 // that instantiates the suite (steps_add_adapter_conformance_test).
 #include "conformance/adapter_conformance.h"
 
+#include <algorithm>
+
 namespace steps::conformance {
 namespace {
 
@@ -252,6 +254,50 @@ TEST_P(AdapterConformanceTest, TheKeyNeverAppearsInAnError) {
   ChatResult r = Send();
   ASSERT_FALSE(r.ok());
   EXPECT_FALSE(Contains(r.error().message, kKey)) << r.error().message;
+}
+
+// Every parameter the adapter lists reaches the body where its WireFormat
+// says, one request each; the adapter lists only parameters that exist, and
+// the WireFormat places only those it lists.
+TEST_P(AdapterConformanceTest, SendsEachListedModelParameterInItsDialect) {
+  ProviderRegistry registry;
+  GetParam().register_adapters(registry);
+  auto adapter = registry.FindAdapter(GetParam().provider);
+  ASSERT_NE(adapter, nullptr);
+  const std::vector<std::string>& listed = adapter->info().parameters;
+  const std::vector<std::string> known = ModelParameters::AllKeys();
+  for (const std::string& key : listed) {
+    EXPECT_NE(std::find(known.begin(), known.end(), key), known.end())
+        << "AdapterInfo::parameters lists '" << key
+        << "', which is not a model parameter";
+    EXPECT_TRUE(wire().parameters.count(key))
+        << "the adapter lists '" << key
+        << "' but its WireFormat does not say where it lands";
+  }
+  for (const auto& [key, placement] : wire().parameters) {
+    EXPECT_NE(std::find(listed.begin(), listed.end(), key), listed.end())
+        << "the WireFormat places '" << key
+        << "', which the adapter does not list";
+  }
+  // Kept alive: one connection carries the requests in turn.
+  ServeBytes(HttpResponseText(wire().text_answer("ok", 1, 1)),
+             /*close=*/false);
+  auto provider = Source();
+  ASSERT_NE(provider, nullptr);
+  for (const std::string& key : listed) {
+    auto placement = wire().parameters.find(key);
+    if (placement == wire().parameters.end()) continue;
+    ChatRequest request = Hello();
+    request.params = OnlyKitParameter(key);
+    ChatResult r = provider->Send(request, Context());
+    ASSERT_TRUE(r.ok()) << key << ": " << r.error().message;
+    const nlohmann::json body = BodyOf(Requests().back());
+    const nlohmann::json::json_pointer at(placement->second.pointer);
+    ASSERT_TRUE(body.contains(at))
+        << key << " is not at " << placement->second.pointer << " in "
+        << body.dump();
+    EXPECT_EQ(body.at(at), placement->second.value) << key;
+  }
 }
 
 }  // namespace

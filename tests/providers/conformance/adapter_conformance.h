@@ -18,8 +18,8 @@
 // class (connection, retryable and final statuses, malformed and hostile
 // answers, error events in a stream), Retry-After in seconds, as an HTTP
 // date and in milliseconds, the deadline cutting a hung request and a
-// stalled stream, the idle limit, cancellation, and the key kept out of
-// errors.
+// stalled stream, the idle limit, cancellation, the key kept out of
+// errors, and each model parameter the adapter lists reaching the body.
 #ifndef STEPS_TESTS_PROVIDERS_CONFORMANCE_ADAPTER_CONFORMANCE_H_
 #define STEPS_TESTS_PROVIDERS_CONFORMANCE_ADAPTER_CONFORMANCE_H_
 
@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -71,7 +72,42 @@ struct WireFormat {
   // A 200 body where usage says `in` prompt tokens, with `in` given as raw
   // JSON text (e.g. "\"12\"", "-1", "1e300"): must be refused.
   std::function<std::string(const std::string& raw_in)> bad_usage_answer;
+  // Where each model parameter the adapter lists (AdapterInfo::parameters)
+  // lands in the request body when set to its KitParameters() value: a JSON
+  // pointer into the body and the JSON found there. Keyed as a pipeline
+  // writes the parameter ("temperature", "max_output_tokens", ...).
+  struct Placement {
+    std::string pointer;
+    nlohmann::json value;
+  };
+  std::map<std::string, Placement> parameters;
 };
+
+// The values the kit sets, one parameter per request, to find them on the
+// wire.
+inline ModelParameters KitParameters() {
+  ModelParameters p;
+  p.temperature = 0.25;
+  p.top_p = 0.5;
+  p.seed = 42;
+  p.max_output_tokens = 77;
+  p.stop = {"END", "HALT"};
+  p.json_schema = R"({"type":"object","properties":{"a":{"type":"string"}}})";
+  return p;
+}
+
+// KitParameters() with only `key` set.
+inline ModelParameters OnlyKitParameter(const std::string& key) {
+  const ModelParameters all = KitParameters();
+  ModelParameters one;
+  if (key == "temperature") one.temperature = all.temperature;
+  if (key == "top_p") one.top_p = all.top_p;
+  if (key == "seed") one.seed = all.seed;
+  if (key == "max_output_tokens") one.max_output_tokens = all.max_output_tokens;
+  if (key == "stop") one.stop = all.stop;
+  if (key == "response_format") one.json_schema = all.json_schema;
+  return one;
+}
 
 struct AdapterUnderTest {
   // The provider prefix (`model: NAME/...`); also the test name suffix.

@@ -96,6 +96,18 @@ WireFormat OpenAiWire() {
     return R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":)" +
            raw_in + R"(,"completion_tokens":1}})";
   };
+  w.parameters = {
+      {"temperature", {"/temperature", 0.25}},
+      {"top_p", {"/top_p", 0.5}},
+      {"seed", {"/seed", 42}},
+      {"max_output_tokens", {"/max_tokens", 77}},
+      {"stop", {"/stop", {"END", "HALT"}}},
+      {"response_format",
+       {"/response_format",
+        {{"type", "json_schema"},
+         {"json_schema",
+          {{"name", "answer"},
+           {"schema", json::parse(*KitParameters().json_schema)}}}}}}};
   return w;
 }
 
@@ -188,6 +200,11 @@ WireFormat AnthropicWire() {
     return R"({"content":[{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{"input_tokens":)" +
            raw_in + R"(,"output_tokens":1}})";
   };
+  w.parameters = {
+      {"temperature", {"/temperature", 0.25}},
+      {"top_p", {"/top_p", 0.5}},
+      {"max_output_tokens", {"/max_tokens", 77}},
+      {"stop", {"/stop_sequences", {"END", "HALT"}}}};
   return w;
 }
 
