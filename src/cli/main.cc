@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/suggest.h"
+#include "core/suggest.h"
 #include "core/redact.h"
 #include "pipeline/environment.h"
 #include "process/guardian.h"
@@ -28,7 +28,7 @@ std::optional<int> RefuseUnknownCommand(int argc, char** argv,
   for (const std::string& n : names)
     if (n == word) return std::nullopt;
   std::cerr << "steps: unknown command \"" << word << "\"";
-  if (std::optional<std::string> near = ClosestWord(word, names))
+  if (std::optional<std::string> near = steps::ClosestWord(word, names))
     std::cerr << "; did you mean \"" << *near << "\"?";
   std::cerr << "\nRun `steps --help` for the list of commands.\n";
   return kExitUsage;

@@ -8,12 +8,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli/ci_report.h"
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
+#include "cli/test_report.h"
 #include "core/utf8.h"
 #include "core/redact.h"
 #include "pipeline/job_assert.h"
@@ -31,21 +33,11 @@ struct TestOptions {
   std::string summary;  // --summary FILE
   std::string state_dir;
   bool verbose = false;
-};
-
-struct CaseResult {
-  CaseResult(std::string f, std::string n)
-      : file(std::move(f)), name(std::move(n)) {}
-  std::string file;
-  std::string name;  // The job, or "(load)".
-  enum { kPass, kFail, kSkip } verdict = kPass;
-  std::string reason;
-  std::string log;
-  Millis duration{0};
-  int line = 0;  // The job's line, or the first load error's.
-  // A failed case whose job had a step that errored (the machinery broke):
-  // JUnit's <error>, counted in `errors` rather than `failures`.
-  bool errored = false;
+  bool json = false;  // --json: the results as JSON on stdout, no lines.
+  int repeat = 1;     // --repeat N: each file's jobs run N times.
+  // --min-pass-rate as written ("0.7", "70%"); empty: every run must pass.
+  std::string min_pass_rate_text;
+  std::optional<double> min_pass_rate;  // Parsed, 0..1.
 };
 
 // The value of a "# KEY: value" comment line at the top of a fixture.
@@ -91,91 +83,6 @@ std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
   return files;
 }
 
-// `text` as XML character data or an attribute value. Output is bytes until
-// shown: invalid UTF-8 becomes U+FFFD, and the control characters XML 1.0
-// cannot hold even as references are written visibly as \xNN, so a task that
-// prints colour codes or binary still gives a well-formed file. Also the
-// JUnit writer's mask: secret values (core/redact.h) never reach the XML,
-// whatever the text came from.
-std::string XmlEscape(const std::string& text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const std::string s = RedactSecrets(text);
-  std::string out;
-  for (char c : SanitizeUtf8(s)) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (byte < 0x20 && c != '\n' && c != '\t' && c != '\r') {
-          out += "\\x";
-          out += kHex[byte >> 4];
-          out += kHex[byte & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  // U+FFFE and U+FFFF are valid UTF-8 but not XML characters.
-  for (const char* bad : {"\xEF\xBF\xBE", "\xEF\xBF\xBF"}) {
-    for (size_t at = out.find(bad); at != std::string::npos;
-         at = out.find(bad, at)) {
-      out.replace(at, 3, "\xEF\xBF\xBD");
-    }
-  }
-  return out;
-}
-
-bool WriteJunit(const std::string& path, const std::vector<CaseResult>& cases) {
-  int failures = 0, errors = 0, skipped = 0;
-  double total = 0;
-  for (const CaseResult& c : cases) {
-    failures += c.verdict == CaseResult::kFail && !c.errored;
-    errors += c.verdict == CaseResult::kFail && c.errored;
-    skipped += c.verdict == CaseResult::kSkip;
-    total += c.duration.count() / 1000.0;
-  }
-  std::ofstream out(path);
-  if (!out) return false;
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<testsuites name=\"steps test\" tests=\"" << cases.size()
-      << "\" failures=\"" << failures << "\" errors=\"" << errors
-      << "\" skipped=\"" << skipped << "\" time=\"" << total << "\">\n";
-  out << "  <testsuite name=\"steps\" tests=\"" << cases.size()
-      << "\" failures=\"" << failures << "\" errors=\"" << errors
-      << "\" skipped=\"" << skipped << "\" time=\"" << total << "\">\n";
-  for (const CaseResult& c : cases) {
-    out << "    <testcase classname=\"" << XmlEscape(c.file) << "\" name=\""
-        << XmlEscape(c.name) << "\" time=\"" << c.duration.count() / 1000.0
-        << "\"";
-    if (c.verdict == CaseResult::kPass) {
-      out << "/>\n";
-      continue;
-    }
-    out << ">\n";
-    if (c.verdict == CaseResult::kSkip) {
-      out << "      <skipped message=\"" << XmlEscape(c.reason) << "\"/>\n";
-    } else {
-      const char* tag = c.errored ? "error" : "failure";
-      out << "      <" << tag << " message=\"" << XmlEscape(c.reason) << "\">"
-          << XmlEscape(c.log) << "</" << tag << ">\n";
-    }
-    out << "    </testcase>\n";
-  }
-  out << "  </testsuite>\n</testsuites>\n";
-  return static_cast<bool>(out);
-}
-
 // The lines of `log` that job `job` printed: from its "job NAME" line to
 // its "job NAME OUTCOME in ..." line (jobs run one after another). The whole
 // log when the job's lines are not found.
@@ -211,7 +118,8 @@ std::vector<std::string> AttributeMockMisses(
     for (size_t j = cursor; j < jobs.size() && at == jobs.size(); ++j) {
       for (const pipeline::StepRecord& s : jobs[j].steps) {
         if (s.ref.name == miss.step ||
-            (!s.ref.fixer && s.ref.name + "/fix" == miss.step)) {
+            (!s.ref.fixer && s.ref.name + "/fix" == miss.step) ||
+            s.ref.name + "/judge" == miss.step) {
           at = j;
           break;
         }
@@ -280,8 +188,102 @@ int FirstErrorLine(const pipeline::Diagnostics& d) {
   return 0;
 }
 
+// Runs every job of `plan` once; `log` gets what the terminal printer wrote.
+RunOutcome RunOnce(const pipeline::ResolvedPlan& plan, bool mock,
+                   const std::string& state_dir, std::string& log) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* mem = open_memstream(&buf, &len);
+  RunOutcome outcome;
+  {
+    TerminalPrinter printer(mem, false, RealClock());
+    RunSetup setup;
+    setup.state_dir = state_dir;
+    setup.mock = mock;
+    setup.observer = &printer;
+    outcome = RunPlan(plan, setup);
+  }
+  std::fclose(mem);
+  log.assign(buf, len);
+  free(buf);
+  return outcome;
+}
+
+// Whether `passes` of `runs` is enough: at least `rate` of them, or all
+// when no rate is given.
+bool EnoughPasses(int passes, int runs, std::optional<double> rate) {
+  if (!rate) return passes == runs;
+  return static_cast<double>(passes) + 1e-9 >= *rate * runs;
+}
+
+// Runs the file's jobs `opts.repeat` times (never from the step cache) and
+// appends one case per job, judged by its pass rate, plus one for mock
+// expectations no job's step missed.
+void RunJobs(const std::string& file, const pipeline::Pipeline& pipeline,
+             const pipeline::ResolvedPlan& plan, const std::string& state_dir,
+             const TestOptions& opts, std::vector<CaseResult>& cases,
+             CiReport& report) {
+  std::vector<CaseResult> jobs;
+  CaseResult stray{file, "(mock expectations)"};
+  for (int run = 0; run < opts.repeat; ++run) {
+    std::string log;
+    RunOutcome outcome =
+        RunOnce(plan, pipeline.mock.has_value(), state_dir, log);
+    report.AddRun(pipeline, outcome.record);
+    const std::vector<std::string> misses =
+        AttributeMockMisses(outcome.record.jobs, outcome.mock_misses);
+    for (size_t i = 0; i < outcome.record.jobs.size(); ++i) {
+      const pipeline::JobRecord& job = outcome.record.jobs[i];
+      auto c = std::find_if(jobs.begin(), jobs.end(), [&](const CaseResult& x) {
+        return x.name == job.name;
+      });
+      if (c == jobs.end()) {
+        jobs.emplace_back(file, job.name);
+        c = jobs.end() - 1;
+        c->line = pipeline.FindJob(job.name)->line;
+        c->runs = 0;
+      }
+      ++c->runs;
+      c->duration += job.duration;
+      TallyAssertions(job, c->assertions);
+      std::optional<std::string> why =
+          pipeline::JudgeJob(*pipeline.FindJob(job.name), job);
+      if (!why && misses[i].empty()) {
+        ++c->passes;
+        continue;
+      }
+      c->reason = why.value_or("");
+      if (!misses[i].empty())
+        c->reason += (c->reason.empty() ? "" : "; ") + misses[i];
+      c->log = JobLog(log, job.name);
+      c->errored |= HasErroredStep(job);
+    }
+    if (!misses.back().empty()) {
+      stray.verdict = CaseResult::kFail;
+      stray.reason = misses.back();
+      stray.log = log;
+    }
+  }
+  for (CaseResult& c : jobs) {
+    const bool enough = EnoughPasses(c.passes, c.runs, opts.min_pass_rate);
+    c.verdict = enough ? CaseResult::kPass : CaseResult::kFail;
+    if (opts.repeat > 1 && c.passes < c.runs) {
+      c.reason = "passed " + c.Rate() + " runs" +
+                 (enough ? "" : ", below the minimum of " +
+                                    (opts.min_pass_rate
+                                         ? opts.min_pass_rate_text
+                                         : std::string("every run"))) +
+                 "; last failure: " + c.reason;
+    }
+    if (enough) c.errored = false;
+    cases.push_back(std::move(c));
+  }
+  if (stray.verdict == CaseResult::kFail) cases.push_back(std::move(stray));
+}
+
 void TestFile(const std::string& file, const std::string& state_dir,
-              std::vector<CaseResult>& cases, CiReport& report) {
+              const TestOptions& opts, std::vector<CaseResult>& cases,
+              CiReport& report) {
   const std::string refused = Header(file, "expect-refused");
   const std::string skip = Header(file, "steps-test");
   SteadyTime start = RealClock().Now();
@@ -349,51 +351,58 @@ void TestFile(const std::string& file, const std::string& state_dir,
       return;
     }
   }
-  char* buf = nullptr;
-  size_t len = 0;
-  FILE* mem = open_memstream(&buf, &len);
-  RunOutcome outcome;
-  {
-    TerminalPrinter printer(mem, false, RealClock());
-    RunSetup setup;
-    setup.state_dir = state_dir;
-    setup.mock = r.pipeline->mock.has_value();
-    setup.observer = &printer;
-    outcome = RunPlan(plan, setup);
+  RunJobs(file, *r.pipeline, plan, state_dir, opts, cases, report);
+}
+
+// "0.7" or "70%" as a rate from 0 to 1; nullopt when it is neither.
+std::optional<double> ParseRate(const std::string& text) {
+  std::string number = text;
+  double scale = 1;
+  if (!number.empty() && number.back() == '%') {
+    number.pop_back();
+    scale = 100;
   }
-  std::fclose(mem);
-  std::string log(buf, len);
-  free(buf);
-  report.AddRun(*r.pipeline, outcome.record);
-  const std::vector<std::string> misses =
-      AttributeMockMisses(outcome.record.jobs, outcome.mock_misses);
-  for (size_t i = 0; i < outcome.record.jobs.size(); ++i) {
-    const pipeline::JobRecord& job = outcome.record.jobs[i];
-    CaseResult c{file, job.name};
-    c.duration = job.duration;
-    const pipeline::Job* model = r.pipeline->FindJob(job.name);
-    c.line = model->line;
-    std::optional<std::string> why = pipeline::JudgeJob(*model, job);
-    if (why || !misses[i].empty()) {
-      c.verdict = CaseResult::kFail;
-      c.reason = why.value_or("");
-      if (!misses[i].empty())
-        c.reason += (c.reason.empty() ? "" : "; ") + misses[i];
-      c.log = JobLog(log, job.name);
-      c.errored = HasErroredStep(job);
-    }
-    cases.push_back(c);
-  }
-  if (!misses.back().empty()) {
-    CaseResult c{file, "(mock expectations)"};
-    c.verdict = CaseResult::kFail;
-    c.reason = misses.back();
-    c.log = log;
-    cases.push_back(c);
+  if (number.empty() || number.size() > 20 ||
+      number.find_first_not_of("0123456789.") != std::string::npos)
+    return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end) / scale;
+  if (end != number.c_str() + number.size() || v < 0 || v > 1)
+    return std::nullopt;
+  return v;
+}
+
+void PrintCase(const CaseResult& c, bool verbose) {
+  const char* tag = c.verdict == CaseResult::kPass   ? "PASS"
+                    : c.verdict == CaseResult::kSkip ? "SKIP"
+                                                     : "FAIL";
+  std::cout << tag << "  " << c.file << "  " << c.name << "  ("
+            << FormatDuration(c.duration) << ")";
+  if (c.runs > 1) std::cout << "  [" << c.Rate() << " runs passed]";
+  if (c.verdict != CaseResult::kPass) std::cout << ": " << c.reason;
+  std::cout << "\n";
+  if (c.verdict == CaseResult::kFail || (verbose && !c.log.empty())) {
+    std::istringstream lines(c.log);
+    std::string line;
+    while (std::getline(lines, line)) std::cout << "      " << line << "\n";
   }
 }
 
-int RunTest(const TestOptions& opts) {
+int RunTest(TestOptions opts) {
+  if (opts.repeat < 1) {
+    std::cerr << "steps test: --repeat must be 1 or more (got "
+              << opts.repeat << ")\n";
+    return kExitUsage;
+  }
+  if (!opts.min_pass_rate_text.empty()) {
+    opts.min_pass_rate = ParseRate(opts.min_pass_rate_text);
+    if (!opts.min_pass_rate) {
+      std::cerr << "steps test: --min-pass-rate must be a rate from 0 to 1 "
+                   "or a percentage from 0% to 100% (got '"
+                << opts.min_pass_rate_text << "')\n";
+      return kExitUsage;
+    }
+  }
   std::vector<std::string> paths = opts.paths;
   if (paths.empty()) {
     std::error_code ec;
@@ -427,23 +436,12 @@ int RunTest(const TestOptions& opts) {
   CiReport report(title);
   for (const std::string& file : files) {
     size_t first = cases.size();
-    TestFile(file, state_dir, cases, report);
-    for (size_t i = first; i < cases.size(); ++i) {
-      const CaseResult& c = cases[i];
-      const char* tag = c.verdict == CaseResult::kPass   ? "PASS"
-                        : c.verdict == CaseResult::kSkip ? "SKIP"
-                                                         : "FAIL";
-      std::cout << tag << "  " << c.file << "  " << c.name << "  ("
-                << FormatDuration(c.duration) << ")";
-      if (c.verdict != CaseResult::kPass) std::cout << ": " << c.reason;
-      std::cout << "\n";
-      if (c.verdict == CaseResult::kFail || (opts.verbose && !c.log.empty())) {
-        std::istringstream lines(c.log);
-        std::string line;
-        while (std::getline(lines, line)) std::cout << "      " << line << "\n";
-      }
+    TestFile(file, state_dir, opts, cases, report);
+    if (!opts.json) {
+      for (size_t i = first; i < cases.size(); ++i)
+        PrintCase(cases[i], opts.verbose);
+      std::cout.flush();
     }
-    std::cout.flush();
   }
   int passed = 0, failed = 0, skipped = 0;
   for (const CaseResult& c : cases) {
@@ -464,6 +462,12 @@ int RunTest(const TestOptions& opts) {
     std::cerr << "steps test: cannot write " << opts.junit << "\n";
     return kExitJobFailed;
   }
+  if (opts.json) {
+    std::cout << TestJson(cases, opts.repeat, opts.min_pass_rate.value_or(1))
+              << "\n";
+    return failed == 0 && !cases.empty() ? kExitOk : kExitJobFailed;
+  }
+  PrintAssertionTable(std::cout, cases);
   std::cout << passed << " passed, " << failed << " failed";
   if (skipped) std::cout << ", " << skipped << " skipped";
   std::cout << "\n";
@@ -489,6 +493,16 @@ Command TestCommand() {
                        "removed after)");
         app.add_flag("-v,--verbose", opts->verbose,
                      "Print every job's log, not only failures'");
+        app.add_flag("--json", opts->json,
+                     "Print the results as JSON instead of lines "
+                     "(docs/testing.md)");
+        app.add_option("--repeat", opts->repeat,
+                       "Run each file's jobs N times (never from the step "
+                       "cache) and report pass rates");
+        app.add_option("--min-pass-rate", opts->min_pass_rate_text,
+                       "With --repeat: a job passes when at least this share "
+                       "of its runs passed (0..1 or a percentage; default: "
+                       "every run)");
         app.footer(
             "A job passes when its assert: block holds (execution in order, "
             "outcome, steps:\n"
@@ -505,7 +519,8 @@ Command TestCommand() {
             "run as usual.\n"
             "A file with a mock: block\n"
             "has every agent source served in-process by the mock provider.\n"
-            "Prints one line per job and closes with 'N passed, N failed'. "
+            "Prints one line per job, a table of the step assertions, and "
+            "closes with\n'N passed, N failed'. "
             "Exit 0 when all\n"
             "passed, 1 otherwise.");
         return [opts] { return RunTest(*opts); };

@@ -135,8 +135,13 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   record.agent = ar;
   StepResult r{ar.outcome, ar.error, ar.answer};
   if (r.ok()) {
-    if (std::optional<std::string> miss =
-            AssertMiss(step, std::nullopt, r.output)) {
+    AssertSubject subject;
+    subject.kind = StepKind::kAgent;
+    subject.output = r.output;
+    subject.conversation = &ar;
+    subject.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    attempt.assertions = JudgeAssert(step, scope, ref, subject);
+    if (std::optional<std::string> miss = DescribeMisses(attempt.assertions)) {
       r.outcome = Outcome::kFailed;
       r.error = *miss;
     }
@@ -171,6 +176,66 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
     meter->Add(ar.prompt_tokens + ar.completion_tokens, ar.usd);
   }
   return ar;
+}
+
+AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
+                                    const StepRef& step_ref,
+                                    const std::string& output) {
+  const JudgeSpec& judge = *step.check->judge;
+  const ResolvedStep& rs = ex_.plan.For(step);
+  AssertionResult verdict;
+  verdict.name = "judge";
+  verdict.passed = false;
+  StepRef ref;
+  ref.id = step_ref.id + "/judge";
+  ref.job = job_.name;
+  ref.name = judge.agent;
+  ref.kind = StepKind::kAgent;
+  ref.line = judge.line;
+  ref.cell = step_ref.cell;
+  StepRecord record;
+  record.ref = ref;
+  record.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+  std::optional<SteadyTime> deadline;
+  if (rs.judge_dials && rs.judge_dials->timeout.value)
+    deadline = start + *rs.judge_dials->timeout.value;
+  ex_.observer().OnStepStart(ref, deadline);
+  StepResult r;
+  if (!rs.judge_agent || !rs.judge_dials || !rs.judge_source) {
+    r = {Outcome::kErrored, "judge agent '" + judge.agent + "' is not defined"};
+  } else if (!ex_.opts.agents) {
+    r = {Outcome::kErrored, "judge agent '" + judge.agent +
+                                "' cannot run: no agent runner is available"};
+  } else if (Status s = rs.judge_dials->sandbox.value.bwrap()
+                            ? ex_.SandboxReady()
+                            : Status::Ok();
+             !s.ok()) {
+    r = {Outcome::kErrored, s.message()};
+  } else {
+    agent::AgentInvocation inv =
+        MakeInvocation(ex_.plan.pipeline(), *rs.judge_agent, *rs.judge_source,
+                       *rs.judge_dials, step.name + "/judge",
+                       ex_.opts.lookup_env);
+    inv.messages.push_back(JudgePrompt(judge.rubric, output));
+    inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();
+    agent::AgentResult ar = Converse(inv, scope, ref);
+    record.agent = ar;
+    r = {ar.outcome, ar.error, ar.answer};
+  }
+  if (r.ok()) {
+    verdict = ParseJudgeVerdict(r.output);
+  } else {
+    verdict.detail = "the judge '" + judge.agent + "' gave no verdict (" +
+                     std::string(OutcomeName(r.outcome)) + ": " + r.error +
+                     ")";
+  }
+  record.outcome = r.outcome;
+  record.error = r.error;
+  record.output = r.output;
+  record.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  Finish(std::move(record), false);
+  return verdict;
 }
 
 StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,

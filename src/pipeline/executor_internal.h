@@ -11,6 +11,7 @@
 #include <string>
 
 #include "pipeline/executor.h"
+#include "pipeline/step_assert.h"
 #include "pipeline/workspace.h"
 #include "process/sandbox_bwrap.h"
 
@@ -168,6 +169,18 @@ class JobRunner {
   // reporting its turns and log lines as `ref`'s.
   agent::AgentResult Converse(const agent::AgentInvocation& inv,
                               const Scope& scope, const StepRef& ref);
+  // Judges one result by `step`'s assert: every check, then its `judge:`
+  // (RunJudge). Empty when the step has no assert.
+  std::vector<AssertionResult> JudgeAssert(const Step& step,
+                                           const Scope& scope,
+                                           const StepRef& ref,
+                                           const AssertSubject& subject);
+  // Asks the judge agent of `step`'s assert about `output`: a conversation
+  // recorded as a step of its own ("STEP/judge", not in `execution`), whose
+  // spending counts toward the job's budget and the run's. A judge that
+  // errors or answers no verdict fails the check, saying why.
+  AssertionResult RunJudge(const Step& step, const Scope& scope,
+                           const StepRef& ref, const std::string& output);
   StepResult RunFixer(const Step& task, const Scope& scope,
                       const StepRef& task_ref, const std::string& workdir,
                       const AttemptRecord& failed);
@@ -211,12 +224,13 @@ class JobRunner {
 // off. writable_dir is left for the caller.
 std::optional<SandboxOptions> ToSandboxOptions(const SandboxSpec& spec);
 
-// Why a result fails `step`'s `assert:`, or nullopt when it holds (also
-// when it has none). `exit_code` is a task's; an agent's assert judges only
-// its answer.
-std::optional<std::string> AssertMiss(const Step& step,
-                                      std::optional<int> exit_code,
-                                      const std::string& output);
+// Why a cached result fails `step`'s `assert:`, or nullopt when it holds
+// (also when it has none). `exit_code` is a task's. An assert with a check
+// that needs the live run (StepAssert::NeedsLiveRun) always misses: the
+// result is set aside and the step runs.
+std::optional<std::string> CachedAssertMiss(const Step& step,
+                                            std::optional<int> exit_code,
+                                            const std::string& output);
 
 // Text helpers shared by the runners.
 std::string TrimOutput(std::string_view s);

@@ -25,6 +25,10 @@ void ReadHooks(MapReader& r, Hooks& hooks, StepContext ctx);
 std::optional<Budget> ReadBudget(const YAML::Node& n, const std::string& key,
                                  Diagnostics& d);
 
+// Reads a step's `assert:` (assert_loader.cc) into step.check; the step's
+// kind must already be set (some checks apply to agent steps only).
+void ReadStepAssert(const YAML::Node& n, Step& step, Diagnostics& d);
+
 // Reads `sandbox:` from `r` (sandbox_key.cc): a word (bwrap, none) or
 // {kind, network}. Errors name the line and the forms accepted.
 void ReadSandbox(MapReader& r, Written<SandboxSpec>& out, Diagnostics& d);

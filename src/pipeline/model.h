@@ -143,10 +143,55 @@ struct Hooks {
   bool empty() const;
 };
 
-struct StepAssert {
-  std::optional<std::string> stdout_contains;
-  std::optional<int> code;
+// One `tool_called:` entry of a step's assert: the agent called tool `name`
+// (with arguments holding `arguments` as a subset) a number of times that
+// `count` (exactly), or `min` and `max` allow. None of the three: at least
+// once.
+struct ToolCalledCheck {
+  std::string name;
+  std::optional<nlohmann::json> arguments;  // A mapping: the subset.
+  std::optional<int64_t> count;
+  std::optional<int64_t> min;
+  std::optional<int64_t> max;
   int line = 0;
+};
+
+// `judge:`: a model-graded rubric. The agent entry `agent` is sent the
+// rubric and the step's output and answers PASS or FAIL with a reason.
+struct JudgeSpec {
+  std::string agent;
+  std::string rubric;
+  int line = 0;
+};
+
+// A step's `assert:` (docs/pipeline.md "### assert"). Every key set is
+// judged on each attempt's result, and every miss is reported.
+struct StepAssert {
+  std::optional<std::string> stdout_contains;  // `stdout:`
+  std::optional<int> code;
+  std::optional<std::string> equals;  // The trimmed output equals.
+  std::optional<std::vector<std::string>> contains_all;
+  std::optional<std::vector<std::string>> contains_any;
+  std::optional<std::vector<std::string>> not_contains;
+  std::optional<std::string> regex;  // ECMAScript, searched line by line.
+  bool json = false;                 // The output parses as JSON.
+  std::optional<nlohmann::json> json_schema;  // ... and matches this.
+  // Agent steps only: what the conversation did and spent.
+  std::vector<ToolCalledCheck> tool_called;
+  std::optional<int64_t> max_turns_used;
+  std::optional<int64_t> max_tokens;  // Prompt + completion.
+  std::optional<double> max_cost;     // USD.
+  // Any step: an attempt's (or the conversation's) wall time.
+  std::optional<Millis> max_duration;
+  std::optional<JudgeSpec> judge;
+  int line = 0;
+
+  // Whether judging needs the live run (the conversation's record, the
+  // attempt's time or a fresh verdict), which a cached result lacks.
+  bool NeedsLiveRun() const {
+    return !tool_called.empty() || max_turns_used || max_tokens || max_cost ||
+           max_duration || judge;
+  }
 };
 
 struct FixSpec {

@@ -225,6 +225,12 @@ void CheckReferences(const Pipeline& p, Diagnostics& d) {
                                  "' — define it under 'agents:' (" +
                                  KnownNames(agent_names) + ")");
       }
+      if (s.check && s.check->judge && !p.FindAgent(s.check->judge->agent)) {
+        d.Error(s.check->judge->line,
+                "'assert.judge' names unknown agent '" +
+                    s.check->judge->agent + "' — define it under 'agents:' (" +
+                    KnownNames(agent_names) + ")");
+      }
       if ((s.kind == StepKind::kGet || s.kind == StepKind::kPut) &&
           !s.resource.empty() && !p.FindResource(s.resource)) {
         d.Error(s.line, "unknown resource '" + s.resource +

@@ -266,6 +266,17 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
         r.fix_dials = fd;
       }
     }
+    if (s.check && s.check->judge) {
+      r.judge_agent = pipeline_->FindAgent(s.check->judge->agent);
+      if (r.judge_agent) {
+        r.judge_source = SourceOf(*pipeline_, *r.judge_agent);
+        ResolvedDials jd =
+            ResolveAgentDials(nullptr, *r.judge_agent, *r.judge_source);
+        jd.sandbox =
+            ResolveSandbox(nullptr, &r.judge_agent->sandbox, pipeline_->defaults);
+        r.judge_dials = jd;
+      }
+    }
     r.identity = IdentityHash(*pipeline_, s, r.dials);
     steps_.emplace(&s, std::move(r));
     ResolveAll(s.steps);

@@ -73,6 +73,11 @@ struct ResolvedStep {
   // A task's fixer, when it names one.
   const AgentEntry* fix_agent = nullptr;
   std::optional<ResolvedDials> fix_dials;
+  // The agent entry of the step's `assert: {judge}`, when it names one,
+  // with its source and dials (entry, then package default).
+  const AgentEntry* judge_agent = nullptr;
+  std::optional<ModelSource> judge_source;
+  std::optional<ResolvedDials> judge_dials;
 };
 
 // An immutable plan over a loaded pipeline. Thread-safe to read.

@@ -23,6 +23,15 @@ struct PrintedLine {
   std::string text;
 };
 
+// One check of a step's `assert:` judged on one result.
+struct AssertionResult {
+  // The check, as a row label: "contains_all", "tool_called read_file",
+  // "judge".
+  std::string name;
+  bool passed = true;
+  std::string detail;  // Why it missed; "" when it passed.
+};
+
 struct AttemptRecord {
   int number = 1;  // 1-based.
   int of = 1;      // The step's resolved attempts.
@@ -39,6 +48,9 @@ struct AttemptRecord {
   std::string error;   // Why the attempt did not succeed.
   std::string output;  // Its stdout, bounded.
   bool fixed = false;  // A fixer ran and this is the re-run's result.
+  // Each check of the step's assert on this attempt's result, when it was
+  // judged (an attempt that failed before, e.g. by its exit code, has none).
+  std::vector<AssertionResult> assertions;
   // What the attempt printed, kept only for the step cache to replay (a
   // cacheable task under a cache; at most kMaxCachedLines).
   std::vector<PrintedLine> printed;

@@ -133,25 +133,6 @@ void ReadStepTimeout(MapReader& r, Step& step, Diagnostics& d) {
   step.timeout.value = *v;
 }
 
-void ReadStepAssert(const YAML::Node& n, Step& step, Diagnostics& d) {
-  if (!n.IsDefined()) return;
-  if (!n.IsMap()) {
-    d.Error(LineOf(n),
-            "a step's 'assert' must be a mapping with 'stdout' and/or 'code'");
-    return;
-  }
-  MapReader r(n, "a step's assert", d);
-  StepAssert a;
-  a.line = LineOf(n);
-  a.stdout_contains = ReadString(r.Take("stdout"), "assert.stdout", d);
-  if (auto c = ReadInt(r.Take("code"), "assert.code", 0, 255,
-                       "an exit code from 0 to 255", d)) {
-    a.code = static_cast<int>(*c);
-  }
-  r.Finish();
-  step.check = a;
-}
-
 void ReadFix(const YAML::Node& n, Step& step, Diagnostics& d) {
   if (!n.IsDefined()) return;
   FixSpec f;

@@ -57,7 +57,7 @@ std::optional<std::string> CachedResultMiss(const Step& step,
       return "exited with code " + std::to_string(*hit.exit_code);
     }
   }
-  return AssertMiss(step, hit.exit_code, hit.output);
+  return CachedAssertMiss(step, hit.exit_code, hit.output);
 }
 
 // The lines a cached step replays: what it printed, or an agent's answer.
@@ -208,25 +208,29 @@ void SandboxRequest(SandboxOptions options, const std::string& script,
 
 }  // namespace
 
-std::optional<std::string> AssertMiss(const Step& step,
-                                      std::optional<int> exit_code,
-                                      const std::string& output) {
+std::optional<std::string> CachedAssertMiss(const Step& step,
+                                            std::optional<int> exit_code,
+                                            const std::string& output) {
   if (!step.check) return std::nullopt;
-  if (step.kind != StepKind::kAgent && step.check->code &&
-      exit_code != step.check->code) {
-    return "assert: exit code " +
-           (exit_code ? std::to_string(*exit_code) : "none") + ", expected " +
-           std::to_string(*step.check->code);
+  if (step.check->NeedsLiveRun()) {
+    return "its assert judges the live run (tool calls, turns, spending, "
+           "duration or a judge), which a cached result lacks";
   }
-  if (step.check->stdout_contains &&
-      TrimOutput(output).find(*step.check->stdout_contains) ==
-          std::string::npos) {
-    return std::string(step.kind == StepKind::kAgent
-                           ? "assert: the answer does not contain \""
-                           : "assert: stdout does not contain \"") +
-           *step.check->stdout_contains + "\"";
-  }
-  return std::nullopt;
+  AssertSubject subject;
+  subject.kind = step.kind;
+  subject.exit_code = exit_code;
+  subject.output = output;
+  return DescribeMisses(CheckAssert(*step.check, subject));
+}
+
+std::vector<AssertionResult> JobRunner::JudgeAssert(
+    const Step& step, const Scope& scope, const StepRef& ref,
+    const AssertSubject& subject) {
+  if (!step.check) return {};
+  std::vector<AssertionResult> results = CheckAssert(*step.check, subject);
+  if (step.check->judge)
+    results.push_back(RunJudge(step, scope, ref, subject.output));
+  return results;
 }
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
@@ -696,7 +700,13 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
     }
   }
   // The assert judges this attempt's output: a miss is a failure.
-  if (std::optional<std::string> miss = AssertMiss(step, a.exit_code, a.output))
+  AssertSubject subject;
+  subject.kind = step.kind;
+  subject.exit_code = a.exit_code;
+  subject.output = a.output;
+  subject.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  a.assertions = JudgeAssert(step, scope, ref, subject);
+  if (std::optional<std::string> miss = DescribeMisses(a.assertions))
     return done(Outcome::kFailed, *miss);
   return done(Outcome::kSucceeded, "");
 }

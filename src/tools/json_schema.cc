@@ -348,6 +348,10 @@ Status CheckArgumentsSchema(const json& schema) {
   return CheckSchemaNode(schema, "parameters", 0);
 }
 
+Status CheckSchema(const json& schema, const std::string& where) {
+  return CheckSchemaNode(schema, where, 0);
+}
+
 std::vector<std::string> ValidateArguments(const json& schema,
                                            const json& value,
                                            size_t max_errors) {

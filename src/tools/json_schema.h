@@ -35,6 +35,11 @@ inline constexpr size_t kMaxPatternBytes = 1024;
 // "parameters.properties.count.minimum: must be a number".
 Status CheckArgumentsSchema(const nlohmann::json& schema);
 
+// Checks that `schema` is a schema of this subset for any JSON value (no
+// rule about the top's type); messages start with `where`, e.g.
+// "assert.json.schema.properties.n.minimum: must be a number".
+Status CheckSchema(const nlohmann::json& schema, const std::string& where);
+
 // The ways `value` breaks `schema` (which passed CheckArgumentsSchema), at
 // most `max_errors` of them, each naming where and which rule:
 //   argument "count": expected integer, got string

@@ -1,8 +1,8 @@
-#include "cli/suggest.h"
+#include "core/suggest.h"
 
 #include <algorithm>
 
-namespace steps::cli {
+namespace steps {
 namespace {
 
 // Optimal string alignment distance.
@@ -42,4 +42,4 @@ std::optional<std::string> ClosestWord(const std::string& typed,
   return best;
 }
 
-}  // namespace steps::cli
+}  // namespace steps

@@ -1,12 +1,12 @@
 // "Did you mean": the closest of a few known words to one a user typed.
-#ifndef STEPS_CLI_SUGGEST_H_
-#define STEPS_CLI_SUGGEST_H_
+#ifndef STEPS_CORE_SUGGEST_H_
+#define STEPS_CORE_SUGGEST_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace steps::cli {
+namespace steps {
 
 // The word of `known` nearest to `typed` by edit distance (insertions,
 // deletions, substitutions, and swaps of two neighbours), when it is near
@@ -16,6 +16,6 @@ namespace steps::cli {
 std::optional<std::string> ClosestWord(const std::string& typed,
                                        const std::vector<std::string>& known);
 
-}  // namespace steps::cli
+}  // namespace steps
 
-#endif  // STEPS_CLI_SUGGEST_H_
+#endif  // STEPS_CORE_SUGGEST_H_
