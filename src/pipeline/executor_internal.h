@@ -168,6 +168,10 @@ class JobRunner {
   // reporting its turns and log lines as `ref`'s.
   agent::AgentResult Converse(const agent::AgentInvocation& inv,
                               const Scope& scope, const StepRef& ref);
+  // Converse for an agent that grants MCP tools: its servers started
+  // first (pipeline/mcp_step.h) and stopped once the conversation is over.
+  agent::AgentResult ConverseWithMcp(const agent::AgentInvocation& inv,
+                                     const agent::AgentContext& ctx);
   StepResult RunFixer(const Step& task, const Scope& scope,
                       const StepRef& task_ref, const std::string& workdir,
                       const AttemptRecord& failed);
