@@ -114,11 +114,9 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
         for (const McpServerDef& s : p.mcp_servers) servers.push_back(s.name);
         d.Error(a.tools_line ? a.tools_line : a.line,
                 "agent '" + a.name + "' grants tool '" + t +
-                    "' of unknown mcp server '" + unknown_server + "' — " +
-                    (servers.empty()
-                         ? std::string("declare it under the top-level "
-                                       "'mcp_servers:'")
-                         : "known mcp servers: " + KnownNames(servers)));
+                    "' of unknown mcp server '" + unknown_server +
+                    "' — declare it under the top-level 'mcp_servers:' (" +
+                    KnownNames(servers) + ")");
         continue;
       }
       std::vector<std::string> known = tools.Names();

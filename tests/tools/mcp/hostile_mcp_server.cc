@@ -14,8 +14,9 @@
 //   ignore-term     ignores SIGTERM (a stop must use SIGKILL)
 // Tools (in every answering mode): echo {text}, add {a, b}, slow {ms},
 // image, resource, fail, big {bytes}, exit, chat, pid.
-// With MCP_TEST_LOG set, it appends "cancelled ID" there when told a
-// request was cancelled, and "term" when it gets SIGTERM.
+// With MCP_TEST_LOG set, it appends "pid PID" there when it starts,
+// "slow" when a slow call begins, "cancelled ID" when told a request was
+// cancelled, and "term" when it gets SIGTERM.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -133,6 +134,7 @@ void CallTool(const json& id, const json& params) {
     return Result(id, Text(std::to_string(args.value("a", 0) + args.value("b", 0))));
   }
   if (name == "slow") {
+    Log("slow");
     if (SleepUnlessCancelled(args.value("ms", 1000), id)) return;
     return Result(id, Text("slept"));
   }
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
   } else {
     signal(SIGTERM, [](int) { Log("term"); _exit(143); });
   }
+  Log("pid " + std::to_string(getpid()));
   if (g_mode == "crash") {
     fprintf(stderr, "fatal: no configuration found\n");
     return 3;
