@@ -179,8 +179,8 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
   return ar;
 }
 
-agent::AgentResult JobRunner::ConverseWithMcp(
-    const agent::AgentInvocation& inv, const agent::AgentContext& ctx) {
+agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
+                                              const agent::AgentContext& ctx) {
   agent::AgentInvocation with_mcp = inv;
   McpStepServers servers;  // Stopped when this returns, however it ends.
   std::unique_ptr<LocalProcessLauncher> own_launcher;

@@ -485,8 +485,7 @@ class Printer {
   // Each MCP server the agent uses (docs/mcp.md): what it runs, what it
   // grants, how long its start may take (inside the deadline) and the limit
   // a call of its tools gets.
-  void McpServerRows(const AgentEntry& a, const ResolvedDials& d,
-                     int indent) {
+  void McpServerRows(const AgentEntry& a, const ResolvedDials& d, int indent) {
     std::vector<const McpServerDef*> servers;
     std::map<const McpServerDef*, std::string> grants;
     for (const std::string& entry : a.tools) {
@@ -495,19 +494,17 @@ class Printer {
       if (!grants.count(g->server)) servers.push_back(g->server);
       std::string& what = grants[g->server];
       if (what == "every tool") continue;
-      what = g->tool.empty()
-                 ? "every tool"
-                 : what + (what.empty() ? "" : ", ") + g->tool;
+      what = g->tool.empty() ? "every tool"
+                             : what + (what.empty() ? "" : ", ") + g->tool;
     }
     for (const McpServerDef* s : servers) {
       const Written<Millis>& st = s->startup_timeout;
       Row(indent, "mcp " + s->name, st.has_value() ? Fmt(*st) : "30s",
-          (st.has_value() ? "startup_timeout (line " + std::to_string(st.line) +
-                                ")"
-                          : std::string("default startup_timeout")) +
-              ", inside the deadline; runs `" + s->CommandText() +
-              "` (line " + std::to_string(s->line) + "); grants " +
-              grants[s]);
+          (st.has_value()
+               ? "startup_timeout (line " + std::to_string(st.line) + ")"
+               : std::string("default startup_timeout")) +
+              ", inside the deadline; runs `" + s->CommandText() + "` (line " +
+              std::to_string(s->line) + "); grants " + grants[s]);
       std::string value, origin;
       if (s->tool_timeout.has_value()) {
         value = (*s->tool_timeout).count() > 0 ? Fmt(*s->tool_timeout) : "none";

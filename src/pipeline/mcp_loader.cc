@@ -39,7 +39,9 @@ void ReadServerName(MapReader& r, McpServerDef& s, const Pipeline& p,
       p.FindTool(*name)) {
     d.Error(line, "mcp server '" + *name +
                       "' has the name of a tool: an agent's 'tools:' entry "
-                      "'" + *name + "' would name both — give the server "
+                      "'" +
+                      *name +
+                      "' would name both — give the server "
                       "another name");
     return;
   }
@@ -82,18 +84,17 @@ void ReadServerCommand(MapReader& r, McpServerDef& s, Diagnostics& d) {
 }
 
 void ReadServerDuration(MapReader& r, const std::string& key, bool zero_ok,
-                        McpServerDef& s, Written<Millis>& out,
-                        Diagnostics& d) {
+                        McpServerDef& s, Written<Millis>& out, Diagnostics& d) {
   YAML::Node n = r.Take(key);
   if (!n.IsDefined()) return;
   out.line = r.KeyLine(key);
   auto v = ReadDuration(n, key, std::nullopt, d);
   if (!v) return;
   if (v->count() < 0 || (!zero_ok && v->count() == 0)) {
-    d.Error(out.line, "mcp server '" + s.name + "': '" + key + "' must be " +
-                          (zero_ok ? "0 (no limit of its own) or positive"
-                                   : "positive") +
-                          ", e.g. 30s");
+    d.Error(out.line,
+            "mcp server '" + s.name + "': '" + key + "' must be " +
+                (zero_ok ? "0 (no limit of its own) or positive" : "positive") +
+                ", e.g. 30s");
     return;
   }
   out.value = *v;

@@ -21,8 +21,8 @@ McpServerSpec SpecFor(const McpServerDef& def, const EnvLookup& lookup) {
   spec.argv = def.argv;
   spec.command = def.command;
   spec.env = ExpandEnv(def.env, lookup);
-  spec.startup_timeout = def.startup_timeout.value.value_or(
-      kDefaultStartupTimeout);
+  spec.startup_timeout =
+      def.startup_timeout.value.value_or(kDefaultStartupTimeout);
   spec.tool_timeout = def.tool_timeout.value;
   return spec;
 }
@@ -41,10 +41,11 @@ Result<std::vector<std::shared_ptr<const Tool>>> ToolsOfGrant(
   std::vector<std::shared_ptr<const Tool>> tools;
   for (const McpToolInfo& info : client->tools()) {
     std::string exposed = McpToolName(grant.server->name, info.name);
-    bool wanted = grant.tool.empty() ||
-                  (grant.by_exposed_name ? exposed == grant.tool
-                                         : info.name == grant.tool);
-    if (wanted) tools.push_back(std::make_shared<McpTool>(exposed, client, info));
+    bool wanted =
+        grant.tool.empty() || (grant.by_exposed_name ? exposed == grant.tool
+                                                     : info.name == grant.tool);
+    if (wanted)
+      tools.push_back(std::make_shared<McpTool>(exposed, client, info));
   }
   if (tools.empty() && !grant.tool.empty()) {
     return InvalidArgument("mcp server '" + grant.server->name +
@@ -120,9 +121,9 @@ Status StartMcpServers(const Pipeline& p, agent::AgentInvocation& inv,
     }
     std::shared_ptr<McpClient>& client = started[grant->server];
     if (!client) {
-      Result<std::shared_ptr<McpClient>> c = McpClient::Start(
-          SpecFor(*grant->server, lookup), launcher, inv.working_dir, clock,
-          deadline, cancel);
+      Result<std::shared_ptr<McpClient>> c =
+          McpClient::Start(SpecFor(*grant->server, lookup), launcher,
+                           inv.working_dir, clock, deadline, cancel);
       if (!c.ok()) return c.status();
       client = *c;
       servers.clients_.push_back(client);

@@ -350,8 +350,8 @@ struct Pipeline {
   // or command tool, or a name that names no server; otherwise the server
   // (null when `SERVER.TOOL` or `SERVER__TOOL` names no declared server:
   // `unknown_server` then holds the name it gave).
-  std::optional<McpGrant> ParseMcpGrant(const std::string& entry,
-                                        std::string* unknown_server = nullptr) const;
+  std::optional<McpGrant> ParseMcpGrant(
+      const std::string& entry, std::string* unknown_server = nullptr) const;
 };
 
 }  // namespace steps::pipeline

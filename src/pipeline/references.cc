@@ -122,10 +122,11 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
       std::vector<std::string> known = tools.Names();
       for (const ToolDef& def : p.tools) known.push_back(def.name);
       for (const McpServerDef& s : p.mcp_servers) known.push_back(s.name);
-      d.Error(a.tools_line ? a.tools_line : a.line,
-              "agent '" + a.name + "' grants unknown tool '" + t +
-                  "' — remove it, use a known tool (" + KnownNames(known) +
-                  ") or declare it under the top-level 'tools:' or 'mcp_servers:'");
+      d.Error(
+          a.tools_line ? a.tools_line : a.line,
+          "agent '" + a.name + "' grants unknown tool '" + t +
+              "' — remove it, use a known tool (" + KnownNames(known) +
+              ") or declare it under the top-level 'tools:' or 'mcp_servers:'");
     }
   }
 }

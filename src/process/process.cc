@@ -2,9 +2,9 @@
 
 #include <string.h>
 
-#include "process/live_process.h"
-
 #include <utility>
+
+#include "process/live_process.h"
 
 namespace steps {
 

@@ -149,8 +149,8 @@ class McpClient::Session {
     std::string note;
     if (garbage_lines_ > 0) {
       note += "; it wrote " + std::to_string(garbage_lines_) +
-              (garbage_lines_ == 1 ? " line" : " lines") +
-              " to stdout that " + (garbage_lines_ == 1 ? "is" : "are") +
+              (garbage_lines_ == 1 ? " line" : " lines") + " to stdout that " +
+              (garbage_lines_ == 1 ? "is" : "are") +
               " not JSON-RPC (the first: '" + first_garbage_ + "')";
     }
     std::string tail = StderrTail();
@@ -182,7 +182,8 @@ class McpClient::Session {
       if (!gone_.empty()) {
         return Status(StatusCode::kUnavailable, "the server is gone: " + gone_);
       }
-      if (cancel.cancelled()) return Status(StatusCode::kCancelled, "cancelled");
+      if (cancel.cancelled())
+        return Status(StatusCode::kCancelled, "cancelled");
       SteadyTime now = clock_.Now();
       if (deadline.is_set() && now >= deadline.at()) {
         return Status(StatusCode::kDeadlineExceeded, "time ran out");
@@ -297,8 +298,8 @@ class McpClient::Session {
     if (tail.size() > options_.stderr_tail_bytes) {
       tail.remove_prefix(tail.size() - options_.stderr_tail_bytes);
     }
-    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' ||
-                             tail.back() == ' ')) {
+    while (!tail.empty() &&
+           (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' ')) {
       tail.remove_suffix(1);
     }
     return SanitizeUtf8(std::string(tail));
@@ -400,9 +401,11 @@ class McpClient::Session {
     if (method == "notifications/message" && params.is_object()) {
       std::string level = params.value("level", std::string("info"));
       nlohmann::json data = params.value("data", nlohmann::json());
-      std::string text = data.is_string() ? data.get<std::string>()
-                                          : data.dump(-1, ' ', false,
-                                                      nlohmann::json::error_handler_t::replace);
+      std::string text =
+          data.is_string()
+              ? data.get<std::string>()
+              : data.dump(-1, ' ', false,
+                          nlohmann::json::error_handler_t::replace);
       LogEvent(LevelOfMcpLog(level), "mcp.log",
                {{"server", server_},
                 {"level", Quote(level)},
@@ -433,8 +436,7 @@ class McpClient::Session {
   std::string first_garbage_;
 };
 
-McpClient::McpClient(McpServerSpec spec, McpClientOptions options,
-                     Clock& clock)
+McpClient::McpClient(McpServerSpec spec, McpClientOptions options, Clock& clock)
     : spec_(std::move(spec)), options_(std::move(options)), clock_(clock) {
   if (options_.client_version.empty()) options_.client_version = STEPS_VERSION;
 }
@@ -471,11 +473,11 @@ Result<std::shared_ptr<McpClient>> McpClient::Start(
                       ": " + process.status().message());
   }
   client->session_ = std::make_unique<Session>(spec.name, std::move(*process),
-                                                client->options_, clock);
+                                               client->options_, clock);
   const bool by_startup =
-      !deadline.is_set() ||
-      clock.Now() + spec.startup_timeout < deadline.at();
-  Deadline until = deadline.Earlier(Deadline::After(clock, spec.startup_timeout));
+      !deadline.is_set() || clock.Now() + spec.startup_timeout < deadline.at();
+  Deadline until =
+      deadline.Earlier(Deadline::After(clock, spec.startup_timeout));
   std::lock_guard<std::mutex> lock(client->mu_);
   Status s = client->Handshake(until, cancel);
   if (s.ok()) s = client->ListTools(until, cancel);
@@ -498,7 +500,8 @@ Status McpClient::Handshake(Deadline deadline, const CancelToken& cancel) {
   nlohmann::json params = {
       {"protocolVersion", kMcpProtocolVersion},
       {"capabilities", nlohmann::json::object()},
-      {"clientInfo", {{"name", "steps"}, {"version", options_.client_version}}}};
+      {"clientInfo",
+       {{"name", "steps"}, {"version", options_.client_version}}}};
   Result<nlohmann::json> result =
       session_->Request("initialize", params, deadline, cancel);
   if (!result.ok()) return result.status();
@@ -553,9 +556,10 @@ Status McpClient::ListTools(Deadline deadline, const CancelToken& cancel) {
       if (t.contains("description") && t["description"].is_string()) {
         info.description = t["description"].get<std::string>();
       }
-      info.input_schema = t.contains("inputSchema") && t["inputSchema"].is_object()
-                              ? t["inputSchema"]
-                              : nlohmann::json{{"type", "object"}};
+      info.input_schema =
+          t.contains("inputSchema") && t["inputSchema"].is_object()
+              ? t["inputSchema"]
+              : nlohmann::json{{"type", "object"}};
       tools_.push_back(std::move(info));
       if (tools_.size() > options_.max_tools) {
         return Status(StatusCode::kUnavailable,

@@ -41,7 +41,8 @@ std::string BlockText(const nlohmann::json& b) {
   if (!b.is_object()) return "[a content block that is not an object]";
   std::string type = StringField(b, "type");
   if (type == "text") return StringField(b, "text");
-  if (type == "image" || type == "audio") return DescribeBinary(type, b, "data");
+  if (type == "image" || type == "audio")
+    return DescribeBinary(type, b, "data");
   if (type == "resource_link") {
     std::string name = StringField(b, "name");
     std::string mime = StringField(b, "mimeType");
@@ -60,8 +61,7 @@ std::string BlockText(const nlohmann::json& b) {
     }
     return DescribeBinary("resource", r, "blob");
   }
-  return "[content of type '" + (type.empty() ? "?" : type) +
-         "' — not shown]";
+  return "[content of type '" + (type.empty() ? "?" : type) + "' — not shown]";
 }
 
 }  // namespace

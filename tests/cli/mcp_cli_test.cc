@@ -60,24 +60,26 @@ class McpCliTest : public ::testing::Test {
                              "agents:\n"
                              "- name: a\n"
                              "  source: { model: mock/a }\n"
-                             "  tools: [" + grant + "]\n"
+                             "  tools: [" +
+                             grant +
+                             "]\n"
                              "jobs:\n"
                              "- name: j\n"
                              "  plan:\n"
                              "  - agent: a\n"
                              "    messages: [hi]\n" +
-                             assert +
-                             "mock:\n" + script);
+                             assert + "mock:\n" + script);
   }
 
   // The mcp_servers: block for one hostile server named h.
-  std::string Hostile(const std::string& mode,
-                      const std::string& extra = "") {
+  std::string Hostile(const std::string& mode, const std::string& extra = "") {
     return "mcp_servers:\n"
            "- name: h\n"
-           "  command: [" + kHostile + ", " + mode + "]\n"
-           "  env: { MCP_TEST_LOG: " + (dir_ / "server.log") + " }\n" +
-           extra;
+           "  command: [" +
+           kHostile + ", " + mode +
+           "]\n"
+           "  env: { MCP_TEST_LOG: " +
+           (dir_ / "server.log") + " }\n" + extra;
   }
 
   CliResult Steps(const std::string& args) {
@@ -102,21 +104,27 @@ TEST_F(McpCliTest, EachBadDeclarationIsRefusedWithItsLine) {
       {"mcp_servers:\n- name: run_shell\n  command: x\n", "read_file",
        "p.yaml:2: error: mcp server 'run_shell' has the name of a tool"},
       {"mcp_servers:\n- name: s\n  command: x\n- name: s\n  command: y\n",
-       "read_file", "p.yaml:4: error: duplicate mcp server 's' (first at line 2)"},
+       "read_file",
+       "p.yaml:4: error: duplicate mcp server 's' (first at line 2)"},
       {"mcp_servers:\n- name: s\n", "read_file",
        "p.yaml:2: error: mcp server 's' has no 'command'"},
       {"mcp_servers:\n- name: s\n  command: []\n", "read_file",
-       "p.yaml:3: error: mcp server 's': 'command' must start with the program"},
+       "p.yaml:3: error: mcp server 's': 'command' must start with the "
+       "program"},
       {"mcp_servers:\n- name: s\n  command: x\n  startup_timout: 5s\n",
-       "read_file", "p.yaml:4: error: unknown key 'startup_timout' in mcp server 's'"},
+       "read_file",
+       "p.yaml:4: error: unknown key 'startup_timout' in mcp server 's'"},
       {"mcp_servers:\n- name: s\n  command: x\n  startup_timeout: 0\n",
-       "read_file", "p.yaml:4: error: mcp server 's': 'startup_timeout' must be positive"},
+       "read_file",
+       "p.yaml:4: error: mcp server 's': 'startup_timeout' must be positive"},
       {"mcp_servers:\n- name: s\n  command: x\n  tool_timeout: -1s\n",
-       "read_file", "p.yaml:4: error: mcp server 's': 'tool_timeout' must be 0"},
+       "read_file",
+       "p.yaml:4: error: mcp server 's': 'tool_timeout' must be 0"},
       {"mcp_servers: {name: s}\n", "read_file",
        "p.yaml:1: error: 'mcp_servers' must be a list"},
       {"mcp_servers:\n- name: s\n  command: x\n", "other.read",
-       "error: agent 'a' grants tool 'other.read' of unknown mcp server 'other' "
+       "error: agent 'a' grants tool 'other.read' of unknown mcp server "
+       "'other' "
        "— declare it under the top-level 'mcp_servers:' (known: s)"},
       {"", "other__read",
        "error: agent 'a' grants tool 'other__read' of unknown mcp server "
@@ -132,14 +140,15 @@ TEST_F(McpCliTest, EachBadDeclarationIsRefusedWithItsLine) {
 }
 
 TEST_F(McpCliTest, ExplainShowsTheServersAnAgentUses) {
-  Write("mcp_servers:\n"
-        "- name: fs\n"
-        "  command: [node, server.js, .]\n"
-        "  startup_timeout: 10s\n"
-        "  tool_timeout: 20s\n"
-        "- name: web\n"
-        "  command: run-web-server --quiet\n",
-        "read_file, fs.read_file, fs__list, web");
+  Write(
+      "mcp_servers:\n"
+      "- name: fs\n"
+      "  command: [node, server.js, .]\n"
+      "  startup_timeout: 10s\n"
+      "  tool_timeout: 20s\n"
+      "- name: web\n"
+      "  command: run-web-server --quiet\n",
+      "read_file, fs.read_file, fs__list, web");
   CliResult r = Steps("explain p.yaml");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out,
@@ -156,8 +165,9 @@ TEST_F(McpCliTest, ExplainShowsTheServersAnAgentUses) {
                   "inside the deadline; runs `run-web-server --quiet` (line "
                   "6); grants every tool"))
       << r.out;
-  EXPECT_TRUE(Has(r.out, "mcp web calls      30s           tool_timeout, the "
-                         "server has none of its own"))
+  EXPECT_TRUE(Has(r.out,
+                  "mcp web calls      30s           tool_timeout, the "
+                  "server has none of its own"))
       << r.out;
 }
 
@@ -177,7 +187,8 @@ TEST_F(McpCliTest, TheIdentityFollowsTheServersDeclaration) {
 }
 
 TEST_F(McpCliTest, TheModelCallsServerToolsByTheirNames) {
-  Write(Hostile("good", "  tool_timeout: 1s\n"), "read_file, h.echo, h__fail, h__slow",
+  Write(Hostile("good", "  tool_timeout: 1s\n"),
+        "read_file, h.echo, h__fail, h__slow",
         "  a:\n"
         "  - call: {name: h__echo, arguments: {text: hello from mcp}}\n"
         "  - expect: {last_contains: hello from mcp}\n"
@@ -235,8 +246,9 @@ TEST_F(McpCliTest, AStartCutByTheStepsDeadlineFailsTheStep) {
   dir_.Write("p.yaml", p);
   CliResult r = Steps("run --mock p.yaml");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(Has(r.out, "mcp server 'h': did not finish starting before the "
-                         "step's deadline"))
+  EXPECT_TRUE(Has(r.out,
+                  "mcp server 'h': did not finish starting before the "
+                  "step's deadline"))
       << r.out;
 }
 
@@ -299,40 +311,44 @@ class McpReferenceServersTest : public McpCliTest {
 };
 
 TEST_F(McpReferenceServersTest, EverythingEchoesAddsAndDescribesAnImage) {
-  Write("mcp_servers:\n"
-        "- name: ev\n"
-        "  command: [node, " + Server("server-everything") + ", stdio]\n",
-        "ev.echo, ev__get-sum, ev.get-tiny-image",
-        "  a:\n"
-        "  - call: {name: ev__echo, arguments: {message: hello there}}\n"
-        "  - expect: {last_contains: \"Echo: hello there\"}\n"
-        "    call: {name: ev__get-sum, arguments: {a: 2, b: 40}}\n"
-        "  - expect: {last_contains: \"The sum of 2 and 40 is 42.\"}\n"
-        "    call: {name: ev__get-tiny-image}\n"
-        "  - expect: {last_contains: \"[image, image/png, \"}\n"
-        "    call: {name: ev__echo, arguments: {}}\n"
-        "  - expect: {last_contains: \"message\"}\n"
-        "    say: done\n");
+  Write(
+      "mcp_servers:\n"
+      "- name: ev\n"
+      "  command: [node, " +
+          Server("server-everything") + ", stdio]\n",
+      "ev.echo, ev__get-sum, ev.get-tiny-image",
+      "  a:\n"
+      "  - call: {name: ev__echo, arguments: {message: hello there}}\n"
+      "  - expect: {last_contains: \"Echo: hello there\"}\n"
+      "    call: {name: ev__get-sum, arguments: {a: 2, b: 40}}\n"
+      "  - expect: {last_contains: \"The sum of 2 and 40 is 42.\"}\n"
+      "    call: {name: ev__get-tiny-image}\n"
+      "  - expect: {last_contains: \"[image, image/png, \"}\n"
+      "    call: {name: ev__echo, arguments: {}}\n"
+      "  - expect: {last_contains: \"message\"}\n"
+      "    say: done\n");
   CliResult r = Steps("test p.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "1 passed, 0 failed")) << r.out;
 }
 
 TEST_F(McpReferenceServersTest, FilesystemReadsAndListsTheStepsFolder) {
-  Write("mcp_servers:\n"
-        "- name: fs\n"
-        "  command: [node, " + Server("server-filesystem") + ", .]\n",
-        "write_file, fs.read_text_file, fs.list_directory",
-        "  a:\n"
-        "  - call: {name: write_file, arguments: {path: notes.txt, content: "
-        "\"one TODO here\"}}\n"
-        "  - call: {name: fs__read_text_file, arguments: {path: notes.txt}}\n"
-        "  - expect: {last_contains: \"one TODO here\"}\n"
-        "    call: {name: fs__list_directory, arguments: {path: .}}\n"
-        "  - expect: {last_contains: \"[FILE] notes.txt\"}\n"
-        "    call: {name: fs__read_text_file, arguments: {path: /etc/passwd}}\n"
-        "  - expect: {last_contains: \"Access denied\"}\n"
-        "    say: done\n");
+  Write(
+      "mcp_servers:\n"
+      "- name: fs\n"
+      "  command: [node, " +
+          Server("server-filesystem") + ", .]\n",
+      "write_file, fs.read_text_file, fs.list_directory",
+      "  a:\n"
+      "  - call: {name: write_file, arguments: {path: notes.txt, content: "
+      "\"one TODO here\"}}\n"
+      "  - call: {name: fs__read_text_file, arguments: {path: notes.txt}}\n"
+      "  - expect: {last_contains: \"one TODO here\"}\n"
+      "    call: {name: fs__list_directory, arguments: {path: .}}\n"
+      "  - expect: {last_contains: \"[FILE] notes.txt\"}\n"
+      "    call: {name: fs__read_text_file, arguments: {path: /etc/passwd}}\n"
+      "  - expect: {last_contains: \"Access denied\"}\n"
+      "    say: done\n");
   CliResult r = Steps("test p.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "1 passed, 0 failed")) << r.out;

@@ -3,6 +3,8 @@
 // misbehave. Timing bounds are generous (a loaded 2-core machine): a cut
 // that should come after 300ms must come within 10s; nothing here sleeps
 // to wait for something to happen.
+#include "tools/mcp_client.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,15 +19,14 @@
 #include "core/clock.h"
 #include "process/local_launcher.h"
 #include "tools/json_rpc.h"
-#include "tools/mcp_client.h"
 #include "tools/mcp_tool.h"
 
 namespace steps {
 namespace {
 
+using std::chrono::steady_clock;
 using test_support::LogCapture;
 using test_support::TempDir;
-using std::chrono::steady_clock;
 
 constexpr Millis kGenerous{10000};
 
@@ -47,8 +48,8 @@ class McpClientTest : public ::testing::Test {
   Result<std::shared_ptr<McpClient>> Start(const McpServerSpec& spec,
                                            Deadline deadline = {},
                                            McpClientOptions options = {}) {
-    return McpClient::Start(spec, launcher_, dir_.path(), RealClock(),
-                            deadline, cancel_, options);
+    return McpClient::Start(spec, launcher_, dir_.path(), RealClock(), deadline,
+                            cancel_, options);
   }
 
   std::shared_ptr<McpClient> StartGood(const std::string& mode = "good") {
@@ -75,9 +76,8 @@ class McpClientTest : public ::testing::Test {
 
 std::string CallText(McpClient& client, const std::string& tool,
                      const nlohmann::json& args = nlohmann::json::object()) {
-  Result<nlohmann::json> r =
-      client.CallTool(tool, args, Deadline::After(RealClock(), kGenerous),
-                      CancelToken());
+  Result<nlohmann::json> r = client.CallTool(
+      tool, args, Deadline::After(RealClock(), kGenerous), CancelToken());
   if (!r.ok()) return "ERROR: " + r.status().message();
   return McpContentText(*r);
 }
@@ -117,11 +117,11 @@ TEST(McpToolNameTest, KeepsValidNamesAndShortensOthersStably) {
   std::string odd = McpToolName("w", "get.weather/now");
   EXPECT_EQ(odd.substr(0, 19), "w__get_weather_now_");
   EXPECT_EQ(odd.size(), 19u + 8u);
-  EXPECT_EQ(odd, McpToolName("w", "get.weather/now"));      // Stable.
-  EXPECT_NE(odd, McpToolName("w", "get_weather/now"));      // Still apart.
+  EXPECT_EQ(odd, McpToolName("w", "get.weather/now"));  // Stable.
+  EXPECT_NE(odd, McpToolName("w", "get_weather/now"));  // Still apart.
   std::string exact(64 - 3, 'x');
-  EXPECT_EQ(McpToolName("a", exact), "a__" + exact);        // 64: kept.
-  std::string longer = McpToolName("a", exact + "x");       // 65: cut.
+  EXPECT_EQ(McpToolName("a", exact), "a__" + exact);   // 64: kept.
+  std::string longer = McpToolName("a", exact + "x");  // 65: cut.
   EXPECT_EQ(longer.size(), 64u);
   EXPECT_EQ(longer.substr(0, 55), ("a__" + exact).substr(0, 55));
 }
@@ -275,9 +275,9 @@ TEST_F(McpClientTest, ASlowCallIsCutAndTheServerToldToCancelIt) {
   auto client = StartGood();
   ASSERT_TRUE(client);
   auto start = steady_clock::now();
-  Result<nlohmann::json> r =
-      client->CallTool("slow", {{"ms", 60000}},
-                       Deadline::After(RealClock(), Millis(300)), CancelToken());
+  Result<nlohmann::json> r = client->CallTool(
+      "slow", {{"ms", 60000}}, Deadline::After(RealClock(), Millis(300)),
+      CancelToken());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(Since(start), kGenerous);
@@ -316,8 +316,9 @@ TEST_F(McpClientTest, ServerRequestsAreAnsweredAndNotificationsLogged) {
       << answers;
   auto warned = logs.LinesWith("mcp.log");
   ASSERT_EQ(warned.size(), 1u);
-  EXPECT_TRUE(Has(warned[0], "WRN mcp.log server=h level=warning logger=test "
-                             "data=careful"))
+  EXPECT_TRUE(Has(warned[0],
+                  "WRN mcp.log server=h level=warning logger=test "
+                  "data=careful"))
       << warned[0];
   EXPECT_EQ(CallText(*client, "echo", {{"text", "still"}}), "still");
 }

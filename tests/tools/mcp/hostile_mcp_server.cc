@@ -131,7 +131,8 @@ void CallTool(const json& id, const json& params) {
   json args = params.value("arguments", json::object());
   if (name == "echo") return Result(id, Text(args.value("text", "")));
   if (name == "add") {
-    return Result(id, Text(std::to_string(args.value("a", 0) + args.value("b", 0))));
+    return Result(
+        id, Text(std::to_string(args.value("a", 0) + args.value("b", 0))));
   }
   if (name == "slow") {
     Log("slow");
@@ -139,29 +140,48 @@ void CallTool(const json& id, const json& params) {
     return Result(id, Text("slept"));
   }
   if (name == "image") {
-    return Result(id, {{"content", json::array({
-        {{"type", "text"}, {"text", "a picture:"}},
-        {{"type", "image"}, {"mimeType", "image/png"}, {"data", "AAAAAAAA"}},
-        {{"type", "audio"}, {"mimeType", "audio/wav"}, {"data", "AAAA"}}})}});
+    return Result(id, {{"content",
+                        json::array({{{"type", "text"}, {"text", "a picture:"}},
+                                     {{"type", "image"},
+                                      {"mimeType", "image/png"},
+                                      {"data", "AAAAAAAA"}},
+                                     {{"type", "audio"},
+                                      {"mimeType", "audio/wav"},
+                                      {"data", "AAAA"}}})}});
   }
   if (name == "resource") {
-    return Result(id, {{"content", json::array({
-        {{"type", "resource"}, {"resource", {{"uri", "file:///a.txt"}, {"mimeType", "text/plain"}, {"text", "inside"}}}},
-        {{"type", "resource"}, {"resource", {{"uri", "file:///b.bin"}, {"mimeType", "application/octet-stream"}, {"blob", "AAAAAAAAAAAA"}}}},
-        {{"type", "resource_link"}, {"uri", "file:///c.txt"}, {"name", "c"}},
-        {{"type", "hologram"}}})}});
+    return Result(
+        id,
+        {{"content", json::array({{{"type", "resource"},
+                                   {"resource",
+                                    {{"uri", "file:///a.txt"},
+                                     {"mimeType", "text/plain"},
+                                     {"text", "inside"}}}},
+                                  {{"type", "resource"},
+                                   {"resource",
+                                    {{"uri", "file:///b.bin"},
+                                     {"mimeType", "application/octet-stream"},
+                                     {"blob", "AAAAAAAAAAAA"}}}},
+                                  {{"type", "resource_link"},
+                                   {"uri", "file:///c.txt"},
+                                   {"name", "c"}},
+                                  {{"type", "hologram"}}})}});
   }
   if (name == "fail") {
     json r = Text("it went wrong");
     r["isError"] = true;
     return Result(id, r);
   }
-  if (name == "big") return Result(id, Text(std::string(args.value("bytes", 1000), 'b')));
+  if (name == "big")
+    return Result(id, Text(std::string(args.value("bytes", 1000), 'b')));
   if (name == "exit") std::exit(4);
   if (name == "chat") {
-    Send({{"jsonrpc", "2.0"}, {"method", "notifications/message"},
-          {"params", {{"level", "warning"}, {"logger", "test"}, {"data", "careful"}}}});
-    Send({{"jsonrpc", "2.0"}, {"method", "notifications/progress"},
+    Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/message"},
+          {"params",
+           {{"level", "warning"}, {"logger", "test"}, {"data", "careful"}}}});
+    Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/progress"},
           {"params", {{"progressToken", 1}, {"progress", 1}}}});
     Send({{"jsonrpc", "2.0"}, {"id", "s1"}, {"method", "ping"}});
     Send({{"jsonrpc", "2.0"}, {"id", "s2"}, {"method", "roots/list"}});
@@ -177,7 +197,8 @@ void CallTool(const json& id, const json& params) {
     return Result(id, Text(answers));
   }
   if (name == "pid") return Result(id, Text(std::to_string(getpid())));
-  Send({{"jsonrpc", "2.0"}, {"id", id},
+  Send({{"jsonrpc", "2.0"},
+        {"id", id},
         {"error", {{"code", -32602}, {"message", "no tool " + name}}}});
 }
 
@@ -198,26 +219,33 @@ void Handle(const json& m) {
     if (g_mode == "chatty") {
       std::string chunk(4096, 'e');
       chunk.back() = '\n';
-      for (int i = 0; i < 2048; ++i) fwrite(chunk.data(), 1, chunk.size(), stderr);
+      for (int i = 0; i < 2048; ++i)
+        fwrite(chunk.data(), 1, chunk.size(), stderr);
     }
-    return Result(id, {{"protocolVersion", version},
-                       {"capabilities", {{"tools", json::object()}}},
-                       {"serverInfo", {{"name", "hostile"}, {"version", "1"}}}});
+    return Result(id,
+                  {{"protocolVersion", version},
+                   {"capabilities", {{"tools", json::object()}}},
+                   {"serverInfo", {{"name", "hostile"}, {"version", "1"}}}});
   }
   if (method == "tools/list") {
     json tools = ToolList();
     if (g_mode != "pages") return Result(id, {{"tools", tools}});
-    std::string cursor = m.contains("params") ? m["params"].value("cursor", "") : "";
+    std::string cursor =
+        m.contains("params") ? m["params"].value("cursor", "") : "";
     int page = cursor.empty() ? 0 : std::stoi(cursor);
     json part = json::array();
-    for (size_t i = static_cast<size_t>(page) * 4; i < tools.size() && i < static_cast<size_t>(page + 1) * 4; ++i)
+    for (size_t i = static_cast<size_t>(page) * 4;
+         i < tools.size() && i < static_cast<size_t>(page + 1) * 4; ++i)
       part.push_back(tools[i]);
     json r = {{"tools", part}};
-    if ((page + 1) * 4 < static_cast<int>(tools.size())) r["nextCursor"] = std::to_string(page + 1);
+    if ((page + 1) * 4 < static_cast<int>(tools.size()))
+      r["nextCursor"] = std::to_string(page + 1);
     return Result(id, r);
   }
-  if (method == "tools/call") return CallTool(id, m.value("params", json::object()));
-  Send({{"jsonrpc", "2.0"}, {"id", id},
+  if (method == "tools/call")
+    return CallTool(id, m.value("params", json::object()));
+  Send({{"jsonrpc", "2.0"},
+        {"id", id},
         {"error", {{"code", -32601}, {"message", "unknown method"}}}});
 }
 
@@ -229,7 +257,10 @@ int main(int argc, char** argv) {
   if (g_mode == "ignore-term") {
     signal(SIGTERM, [](int) { Log("term"); });
   } else {
-    signal(SIGTERM, [](int) { Log("term"); _exit(143); });
+    signal(SIGTERM, [](int) {
+      Log("term");
+      _exit(143);
+    });
   }
   Log("pid " + std::to_string(getpid()));
   if (g_mode == "crash") {
