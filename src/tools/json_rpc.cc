@@ -10,7 +10,41 @@ std::string Line(const nlohmann::json& message) {
   return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Whether `text` nests arrays and objects at most `max_depth` deep
+// (brackets inside strings do not count). Linear, no recursion.
+bool DepthWithin(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+std::optional<nlohmann::json> ParseJsonRpcLine(std::string_view line) {
+  if (!DepthWithin(line, kMaxJsonRpcDepth)) return std::nullopt;
+  nlohmann::json j =
+      nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
 
 Status JsonLineReader::Feed(std::string_view data) {
   if (!error_.ok()) return error_;

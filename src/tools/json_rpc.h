@@ -37,6 +37,15 @@ class JsonLineReader {
   Status error_;
 };
 
+// Deepest nesting of arrays and objects accepted in a message: nlohmann's
+// serialiser recurses once per level, and what a server sends is serialised
+// again (tool schemas go to the model). Matches the providers' bound.
+inline constexpr int kMaxJsonRpcDepth = 128;
+
+// One received line as JSON; nullopt when it is not JSON or nests deeper
+// than kMaxJsonRpcDepth (checked first, without recursion).
+std::optional<nlohmann::json> ParseJsonRpcLine(std::string_view line);
+
 // What one received message is.
 enum class JsonRpcKind {
   kResponse,      // Has an id and a result or an error.

@@ -81,6 +81,13 @@ struct Wakeup {
   }
 };
 
+// o[key] when it is a string, else `fallback` (a server may send anything).
+std::string StringOr(const nlohmann::json& o, const char* key,
+                     const char* fallback) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 LogLevel LevelOfMcpLog(const std::string& level) {
   if (level == "debug") return LogLevel::kDebug;
   if (level == "info" || level == "notice") return LogLevel::kInfo;
@@ -343,14 +350,13 @@ class McpClient::Session {
 
   void HandleLine(const std::string& line) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) return;
-    nlohmann::json message =
-        nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (message.is_discarded()) return Garbage(line);
-    if (message.is_array()) {
-      for (const nlohmann::json& m : message) HandleMessage(m, line);
+    std::optional<nlohmann::json> message = ParseJsonRpcLine(line);
+    if (!message) return Garbage(line);
+    if (message->is_array()) {
+      for (const nlohmann::json& m : *message) HandleMessage(m, line);
       return;
     }
-    HandleMessage(message, line);
+    HandleMessage(*message, line);
   }
 
   void Garbage(const std::string& line) {
@@ -399,7 +405,7 @@ class McpClient::Session {
     const std::string method = n["method"].get<std::string>();
     const nlohmann::json params = n.value("params", nlohmann::json::object());
     if (method == "notifications/message" && params.is_object()) {
-      std::string level = params.value("level", std::string("info"));
+      std::string level = StringOr(params, "level", "info");
       nlohmann::json data = params.value("data", nlohmann::json());
       std::string text =
           data.is_string()
@@ -409,7 +415,7 @@ class McpClient::Session {
       LogEvent(LevelOfMcpLog(level), "mcp.log",
                {{"server", server_},
                 {"level", Quote(level)},
-                {"logger", Quote(params.value("logger", std::string()))},
+                {"logger", Quote(StringOr(params, "logger", ""))},
                 {"data", Quote(text)}});
       return;
     }

@@ -112,6 +112,15 @@ TEST(JsonRpcTest, ClassifiesMessages) {
             R"({"id":7,"jsonrpc":"2.0","method":"tools/list","params":{}})");
 }
 
+TEST(JsonRpcTest, RefusesLinesNestedPastTheBound) {
+  std::string ok = std::string(128, '[') + std::string(128, ']');
+  std::string deep = std::string(129, '[') + std::string(129, ']');
+  EXPECT_TRUE(ParseJsonRpcLine(ok).has_value());
+  EXPECT_FALSE(ParseJsonRpcLine(deep).has_value());
+  EXPECT_TRUE(ParseJsonRpcLine(R"({"a":"[[[[[[[["})").has_value());
+  EXPECT_FALSE(ParseJsonRpcLine("not json").has_value());
+}
+
 TEST(McpToolNameTest, KeepsValidNamesAndShortensOthersStably) {
   EXPECT_EQ(McpToolName("fs", "read_file"), "fs__read_file");
   std::string odd = McpToolName("w", "get.weather/now");
