@@ -221,17 +221,19 @@ TEST_F(McpCliTest, OddToolNamesAreSanitisedAndACollisionErrorsTheStep) {
   CliResult r = Steps("test p.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.out;
 
-  Write("tools:\n"
-        "- name: h__echo\n"
-        "  description: d\n"
-        "  parameters: {type: object}\n"
-        "  run: echo\n" +
-            Hostile("good"),
-        "h, h__echo");
+  Write(
+      "tools:\n"
+      "- name: h__echo\n"
+      "  description: d\n"
+      "  parameters: {type: object}\n"
+      "  run: echo\n" +
+          Hostile("good"),
+      "h, h__echo");
   r = Steps("run --mock p.yaml");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_TRUE(Has(r.out, "mcp server 'h': its tool 'echo' would be offered as "
-                         "'h__echo', the name of another tool"))
+  EXPECT_TRUE(Has(r.out,
+                  "mcp server 'h': its tool 'echo' would be offered as "
+                  "'h__echo', the name of another tool"))
       << r.out;
 }
 
@@ -239,8 +241,9 @@ TEST_F(McpCliTest, AGrantedToolTheServerLacksErrorsTheStep) {
   Write(Hostile("good"), "h.nope");
   CliResult r = Steps("run --mock p.yaml");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_TRUE(Has(r.out, "mcp server 'h' has no tool 'nope' (its tools: echo, "
-                         "add, slow"))
+  EXPECT_TRUE(Has(r.out,
+                  "mcp server 'h' has no tool 'nope' (its tools: echo, "
+                  "add, slow"))
       << r.out;
 }
 

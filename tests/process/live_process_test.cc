@@ -1,6 +1,8 @@
 // LocalProcessLauncher::Start: a child whose pipes are the caller's, ended
 // with its whole group by Stop (or the destructor). Real processes; bounds
 // generous (5s) for a loaded machine.
+#include "process/live_process.h"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -11,7 +13,6 @@
 #include <string>
 
 #include "common/temp_dir.h"
-#include "process/live_process.h"
 #include "process/local_launcher.h"
 
 namespace steps {
