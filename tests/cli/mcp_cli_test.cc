@@ -247,6 +247,27 @@ TEST_F(McpCliTest, AGrantedToolTheServerLacksErrorsTheStep) {
       << r.out;
 }
 
+TEST_F(McpCliTest, ProviderKeysAreWithheldUnlessEnvPassesThem) {
+  Write(
+      "mcp_servers:\n"
+      "- name: h\n"
+      "  command: [" +
+          kHostile +
+          ", good]\n"
+          "  env: { PASSED: \"${FOO}\" }\n",
+      "h",
+      "  a:\n"
+      "  - call: {name: h__env, arguments: {name: OPENAI_API_KEY}}\n"
+      "  - expect: {last_contains: \"(unset)\"}\n"
+      "    call: {name: h__env, arguments: {name: PASSED}}\n"
+      "  - expect: {last_contains: \"set: bar\"}\n"
+      "    say: done\n");
+  StepsOptions o = Bounded();
+  o.prefix = "OPENAI_API_KEY=sk-test-withheld FOO=bar";
+  CliResult r = RunSteps(dir_.path(), "test p.yaml", o);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 TEST_F(McpCliTest, AServerThatCannotStartErrorsTheStep) {
   struct Case {
     std::string servers;

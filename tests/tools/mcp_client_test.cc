@@ -157,7 +157,7 @@ TEST_F(McpClientTest, HandshakeListsToolsAndCallsThem) {
   auto client = StartGood();
   ASSERT_TRUE(client);
   EXPECT_EQ(client->protocol_version(), "2025-06-18");
-  ASSERT_EQ(client->tools().size(), 10u);
+  ASSERT_EQ(client->tools().size(), 11u);
   EXPECT_EQ(client->tools()[0].name, "echo");
   EXPECT_EQ(client->tools()[0].description, "The echo tool.");
   EXPECT_EQ(CallText(*client, "echo", {{"text", "hello"}}), "hello");
@@ -168,8 +168,8 @@ TEST_F(McpClientTest, HandshakeListsToolsAndCallsThem) {
 TEST_F(McpClientTest, FollowsEveryPageOfTheToolList) {
   auto client = StartGood("pages");
   ASSERT_TRUE(client);
-  ASSERT_EQ(client->tools().size(), 10u);
-  EXPECT_EQ(client->tools()[9].name, "pid");
+  ASSERT_EQ(client->tools().size(), 11u);  // Pages of 4, 4 and 3.
+  EXPECT_EQ(client->tools()[10].name, "env");
 }
 
 TEST_F(McpClientTest, AcceptsAnOlderProtocolVersionAndRefusesAnUnknownOne) {

@@ -13,7 +13,7 @@
 //   odd-names       lists tools whose names need shortening or sanitising
 //   ignore-term     ignores SIGTERM (a stop must use SIGKILL)
 // Tools (in every answering mode): echo {text}, add {a, b}, slow {ms},
-// image, resource, fail, big {bytes}, exit, chat, pid.
+// image, resource, fail, big {bytes}, exit, chat, pid, env {name}.
 // With MCP_TEST_LOG set, it appends "pid PID" there when it starts,
 // "slow" when a slow call begins, "cancelled ID" when told a request was
 // cancelled, and "term" when it gets SIGTERM.
@@ -60,7 +60,7 @@ json ToolList() {
   json obj = {{"type", "object"}};
   json tools = json::array();
   for (const char* name : {"echo", "add", "slow", "image", "resource", "fail",
-                           "big", "exit", "chat", "pid"}) {
+                           "big", "exit", "chat", "pid", "env"}) {
     tools.push_back({{"name", name},
                      {"description", std::string("The ") + name + " tool."},
                      {"inputSchema", obj}});
@@ -197,6 +197,10 @@ void CallTool(const json& id, const json& params) {
     return Result(id, Text(answers));
   }
   if (name == "pid") return Result(id, Text(std::to_string(getpid())));
+  if (name == "env") {
+    const char* value = std::getenv(args.value("name", "").c_str());
+    return Result(id, Text(value ? std::string("set: ") + value : "(unset)"));
+  }
   Send({{"jsonrpc", "2.0"},
         {"id", id},
         {"error", {{"code", -32602}, {"message", "no tool " + name}}}});
