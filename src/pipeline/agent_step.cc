@@ -2,9 +2,12 @@
 // agent runner; its result becomes the step's record.
 #include <filesystem>
 
+#include "core/log.h"
 #include "pipeline/executor_internal.h"
+#include "pipeline/mcp_step.h"
 #include "pipeline/template.h"
 #include "process/limits.h"
+#include "process/local_launcher.h"
 #include "tools/command_tool.h"
 
 namespace steps::pipeline::internal {
@@ -168,7 +171,11 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
     // wider than the descriptor limit allows waits here, never fails with
     // EMFILE.
     DescriptorGate::Lease slot = DescriptorGate::Process().Acquire(ctx.cancel);
-    ar = ex_.opts.agents->Run(inv, ctx);
+    if (GrantsMcpTools(ex_.plan.pipeline(), inv.tools)) {
+      ar = ConverseWithMcp(inv, ctx);
+    } else {
+      ar = ex_.opts.agents->Run(inv, ctx);
+    }
   }
   // An across budget is charged once the conversation is over: it decides
   // admission of further cells, never this one.
@@ -236,6 +243,33 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
   record.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
   Finish(std::move(record), false);
   return verdict;
+
+agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
+                                              const agent::AgentContext& ctx) {
+  agent::AgentInvocation with_mcp = inv;
+  McpStepServers servers;  // Stopped when this returns, however it ends.
+  std::unique_ptr<LocalProcessLauncher> own_launcher;
+  ProcessLauncher* launcher = ctx.launcher;
+  if (launcher == nullptr) {
+    own_launcher = std::make_unique<LocalProcessLauncher>(clock_);
+    launcher = own_launcher.get();
+  }
+  const SteadyTime start = clock_.Now();
+  Status s = StartMcpServers(ex_.plan.pipeline(), with_mcp, *launcher, clock_,
+                             ctx.cancel, ex_.opts.lookup_env, servers);
+  if (s.ok()) return ex_.opts.agents->Run(with_mcp, ctx);
+  agent::AgentResult ar;
+  ar.error = s.message();
+  ar.outcome = Outcome::kErrored;
+  if (s.code() == StatusCode::kCancelled || ctx.cancel.cancelled()) {
+    ar.outcome = Outcome::kAborted;
+  } else if (s.code() == StatusCode::kDeadlineExceeded && inv.timeout &&
+             inv.timeout->count() > 0 && clock_.Now() - start >= *inv.timeout) {
+    ar.outcome = Outcome::kFailed;  // The step's own deadline: failed.
+  }
+  LogEvent(LogLevel::kWarn, "agent.mcp_failed",
+           {{"agent", inv.agent_name}, {"error", ar.error}});
+  return ar;
 }
 
 StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,

@@ -181,6 +181,11 @@ class JobRunner {
   // errors or answers no verdict fails the check, saying why.
   AssertionResult RunJudge(const Step& step, const Scope& scope,
                            const StepRef& ref, const std::string& output);
+
+  // Converse for an agent that grants MCP tools: its servers started
+  // first (pipeline/mcp_step.h) and stopped once the conversation is over.
+  agent::AgentResult ConverseWithMcp(const agent::AgentInvocation& inv,
+                                     const agent::AgentContext& ctx);
   StepResult RunFixer(const Step& task, const Scope& scope,
                       const StepRef& task_ref, const std::string& workdir,
                       const AttemptRecord& failed);

@@ -1,6 +1,7 @@
 #include "pipeline/explain.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "pipeline/executor.h"
@@ -388,6 +389,7 @@ class Printer {
         ParameterRows(f, *r.agent, indent);
       AgentDials(r.dials, indent);
       CommandToolRows(*r.agent, r.dials, indent);
+      McpServerRows(*r.agent, r.dials, indent);
     } else if (!s.is_container()) {
       const ResolvedDials& d = r.dials;
       Row(indent, "timeout", OptText<Millis>(d.timeout.value, "none", Fmt),
@@ -476,6 +478,43 @@ class Printer {
         origin = "tool_timeout, the tool has no timeout of its own";
       }
       Row(indent, "tool " + name, value,
+          origin + ", per call, never past the deadline");
+    }
+  }
+
+  // Each MCP server the agent uses (docs/mcp.md): what it runs, what it
+  // grants, how long its start may take (inside the deadline) and the limit
+  // a call of its tools gets.
+  void McpServerRows(const AgentEntry& a, const ResolvedDials& d, int indent) {
+    std::vector<const McpServerDef*> servers;
+    std::map<const McpServerDef*, std::string> grants;
+    for (const std::string& entry : a.tools) {
+      std::optional<McpGrant> g = plan_.pipeline().ParseMcpGrant(entry);
+      if (!g || !g->server) continue;
+      if (!grants.count(g->server)) servers.push_back(g->server);
+      std::string& what = grants[g->server];
+      if (what == "every tool") continue;
+      what = g->tool.empty() ? "every tool"
+                             : what + (what.empty() ? "" : ", ") + g->tool;
+    }
+    for (const McpServerDef* s : servers) {
+      const Written<Millis>& st = s->startup_timeout;
+      Row(indent, "mcp " + s->name, st.has_value() ? Fmt(*st) : "30s",
+          (st.has_value()
+               ? "startup_timeout (line " + std::to_string(st.line) + ")"
+               : std::string("default startup_timeout")) +
+              ", inside the deadline; runs `" + s->CommandText() + "` (line " +
+              std::to_string(s->line) + "); grants " + grants[s]);
+      std::string value, origin;
+      if (s->tool_timeout.has_value()) {
+        value = (*s->tool_timeout).count() > 0 ? Fmt(*s->tool_timeout) : "none";
+        origin = "the server's tool_timeout (line " +
+                 std::to_string(s->tool_timeout.line) + ")";
+      } else {
+        value = OptText<Millis>(d.tool_timeout.value, "none", Fmt);
+        origin = "tool_timeout, the server has none of its own";
+      }
+      Row(indent, "mcp " + s->name + " calls", value,
           origin + ", per call, never past the deadline");
     }
   }

@@ -443,6 +443,7 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   ReadDefaults(r.Take("defaults"), p, d);
   internal::ReadSecrets(r.Take("secrets"), p, d);
   internal::ReadToolDefs(r.Take("tools"), p, d);
+  internal::ReadMcpServers(r.Take("mcp_servers"), p, d);
   ReadList(r.Take("agents"), "agents", d,
            [&](const YAML::Node& n) { ReadAgentEntry(n, p, d); });
   ReadList(r.Take("resource_types"), "resource_types", d,

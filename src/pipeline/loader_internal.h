@@ -54,6 +54,8 @@ void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
 // The top-level `tools:` list of command tools (tool_loader.cc).
 void ReadToolDefs(const YAML::Node& n, Pipeline& p, Diagnostics& d);
+// The top-level `mcp_servers:` list (mcp_loader.cc); after ReadToolDefs.
+void ReadMcpServers(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.

@@ -142,3 +142,44 @@ const Job* Pipeline::FindJob(const std::string& name) const {
 }
 
 }  // namespace steps::pipeline
+
+namespace steps::pipeline {
+
+std::string McpServerDef::CommandText() const {
+  if (argv.empty()) return command;
+  std::string text;
+  for (const std::string& a : argv) text += (text.empty() ? "" : " ") + a;
+  return text;
+}
+
+const McpServerDef* Pipeline::FindMcpServer(const std::string& name) const {
+  return FindByName(mcp_servers, name);
+}
+
+std::optional<McpGrant> Pipeline::ParseMcpGrant(
+    const std::string& entry, std::string* unknown_server) const {
+  if (const McpServerDef* server = FindMcpServer(entry)) {
+    return McpGrant{server, "", false};
+  }
+  if (FindTool(entry)) return std::nullopt;
+  McpGrant grant;
+  std::string server;
+  size_t dot = entry.find('.');
+  size_t dunder = entry.find("__");
+  if (dot != std::string::npos && dot > 0 && dot + 1 < entry.size()) {
+    server = entry.substr(0, dot);
+    grant.tool = entry.substr(dot + 1);
+  } else if (dunder != std::string::npos && dunder > 0 &&
+             dunder + 2 < entry.size()) {
+    server = entry.substr(0, dunder);
+    grant.tool = entry;
+    grant.by_exposed_name = true;
+  } else {
+    return std::nullopt;
+  }
+  grant.server = FindMcpServer(server);
+  if (grant.server == nullptr && unknown_server) *unknown_server = server;
+  return grant;
+}
+
+}  // namespace steps::pipeline

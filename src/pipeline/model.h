@@ -330,6 +330,39 @@ struct ToolDef {
   std::map<std::string, std::string> env;
 };
 
+// An MCP server of the top-level `mcp_servers:` (docs/mcp.md): a command
+// speaking the Model Context Protocol over stdio, whose tools an agent may
+// grant: the whole server by its name, or one tool as SERVER.TOOL (the
+// tool's own name) or SERVER__TOOL (the name the model sees).
+struct McpServerDef {
+  std::string name;  // ^[a-zA-Z0-9_-]{1,32}$ without "__".
+  int line = 0;
+  // `command:` as a list (argv, run directly) or a string (bash -c).
+  std::vector<std::string> argv;
+  std::string command;
+  int command_line = 0;
+  // NAME -> value as written, `${NAME}` references expanded when it starts.
+  std::map<std::string, std::string> env;
+  // Absent: 30s. Always bounded by the step's deadline too.
+  Written<Millis> startup_timeout;
+  // Per call. Absent: the step's tool_timeout. 0: none of its own.
+  Written<Millis> tool_timeout;
+
+  // The command as one line for people: argv joined by spaces, or the
+  // bash string.
+  std::string CommandText() const;
+};
+
+// How an agent entry's `tools:` entry grants MCP tools.
+struct McpGrant {
+  const McpServerDef* server = nullptr;
+  // Empty: every tool of the server. Otherwise one tool, named as the
+  // server lists it (`SERVER.TOOL`) or as the model sees it
+  // (`SERVER__TOOL`, by_exposed_name).
+  std::string tool;
+  bool by_exposed_name = false;
+};
+
 struct Defaults {
   std::optional<ModelSource> source;
   std::map<std::string, std::string> env;
@@ -344,6 +377,7 @@ struct Pipeline {
   std::vector<Resource> resources;
   std::vector<Job> jobs;
   std::vector<ToolDef> tools;  // `tools:`, in file order.
+  std::vector<McpServerDef> mcp_servers;  // `mcp_servers:`, in file order.
   // `secrets:`: environment variables whose values are masked as "***"
   // (besides the provider key variables, which always are).
   std::vector<std::string> secrets;
@@ -359,6 +393,13 @@ struct Pipeline {
   const ResourceType* FindResourceType(const std::string& name) const;
   const Job* FindJob(const std::string& name) const;
   const ToolDef* FindTool(const std::string& name) const;
+  const McpServerDef* FindMcpServer(const std::string& name) const;
+  // What a `tools:` entry grants of the MCP servers: nullopt for a built-in
+  // or command tool, or a name that names no server; otherwise the server
+  // (null when `SERVER.TOOL` or `SERVER__TOOL` names no declared server:
+  // `unknown_server` then holds the name it gave).
+  std::optional<McpGrant> ParseMcpGrant(
+      const std::string& entry, std::string* unknown_server = nullptr) const;
 };
 
 }  // namespace steps::pipeline

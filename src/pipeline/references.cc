@@ -114,12 +114,26 @@ void CheckAgentEntries(const Pipeline& p, Diagnostics& d) {
     CheckModelParameters(p, a, d);
     for (const std::string& t : a.tools) {
       if (tools.Find(t) || p.FindTool(t)) continue;
+      std::string unknown_server;
+      if (std::optional<McpGrant> g = p.ParseMcpGrant(t, &unknown_server)) {
+        if (g->server) continue;
+        std::vector<std::string> servers;
+        for (const McpServerDef& s : p.mcp_servers) servers.push_back(s.name);
+        d.Error(a.tools_line ? a.tools_line : a.line,
+                "agent '" + a.name + "' grants tool '" + t +
+                    "' of unknown mcp server '" + unknown_server +
+                    "' — declare it under the top-level 'mcp_servers:' (" +
+                    KnownNames(servers) + ")");
+        continue;
+      }
       std::vector<std::string> known = tools.Names();
       for (const ToolDef& def : p.tools) known.push_back(def.name);
-      d.Error(a.tools_line ? a.tools_line : a.line,
-              "agent '" + a.name + "' grants unknown tool '" + t +
-                  "' — remove it, use a known tool (" + KnownNames(known) +
-                  ") or declare it under the top-level 'tools:'");
+      for (const McpServerDef& s : p.mcp_servers) known.push_back(s.name);
+      d.Error(
+          a.tools_line ? a.tools_line : a.line,
+          "agent '" + a.name + "' grants unknown tool '" + t +
+              "' — remove it, use a known tool (" + KnownNames(known) +
+              ") or declare it under the top-level 'tools:' or 'mcp_servers:'");
     }
   }
 }

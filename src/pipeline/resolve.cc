@@ -132,6 +132,20 @@ void AddToolDef(FieldHasher& h, const ToolDef& t) {
   for (const auto& [k, v] : t.env) h.Add("tool.env." + k, v);
 }
 
+// An MCP server an agent grants (a tool of): what decides what its tools
+// do. Its startup_timeout only bounds the start, so it is left out.
+void AddMcpServer(FieldHasher& h, const McpServerDef& s) {
+  h.Add("mcp.name", s.name);
+  for (const std::string& a : s.argv) h.Add("mcp.argv", a);
+  if (s.argv.empty()) h.Add("mcp.command", s.command);
+  for (const auto& [k, v] : s.env) h.Add("mcp.env." + k, v);
+  if (s.tool_timeout.has_value()) {
+    h.Add("mcp.tool_timeout", std::to_string((*s.tool_timeout).count()));
+  } else {
+    h.AddAbsent("mcp.tool_timeout");
+  }
+}
+
 }  // namespace
 
 const char* DialOriginName(DialOrigin o) {
@@ -194,6 +208,10 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
           h.Add("tool", t);
           // A changed command tool must not serve a cached answer.
           if (const ToolDef* def = p.FindTool(t)) AddToolDef(h, *def);
+          // So must a changed MCP server.
+          if (auto g = p.ParseMcpGrant(t); g && g->server) {
+            AddMcpServer(h, *g->server);
+          }
         }
         h.Add("required_tools", a->required_tools ? "yes" : "no");
       }

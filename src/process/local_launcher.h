@@ -88,6 +88,10 @@ class LocalProcessLauncher : public ProcessLauncher {
                        LocalLauncherOptions options = {});
 
   ProcessResult Run(const ProcessRequest& request) override;
+  // The child joins a scope of its own (in a subreaper process) and the
+  // options' group observer hears of its group, as a run's would.
+  Result<std::unique_ptr<LiveProcess>> Start(
+      const ProcessRequest& request) override;
 
  private:
   Clock& clock_;

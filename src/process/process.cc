@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "process/live_process.h"
+
 namespace steps {
 
 std::string_view OutputStreamName(OutputStream stream) {
@@ -56,6 +58,13 @@ std::string ProcessResult::Describe() const {
       return "failed to start: " + error;
   }
   return "unknown";
+}
+
+Result<std::unique_ptr<LiveProcess>> ProcessLauncher::Start(
+    const ProcessRequest& request) {
+  (void)request;
+  return Status(StatusCode::kInternal,
+                "this process launcher cannot start a long-running process");
 }
 
 }  // namespace steps

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,8 +19,11 @@
 #include "core/cancel.h"
 #include "core/clock.h"
 #include "core/duration.h"
+#include "core/status.h"
 
 namespace steps {
+
+class LiveProcess;
 
 enum class OutputStream { kStdout, kStderr };
 
@@ -161,6 +165,15 @@ class ProcessLauncher {
   // SIGKILL (a process that moved to another group or session is out of
   // reach). Never throws for anything the child does.
   virtual ProcessResult Run(const ProcessRequest& request) = 0;
+
+  // Starts the request's command to run beside the caller
+  // (process/live_process.h): its stdin is a pipe whatever stdin_text says
+  // (stdin_text is not written), stdout and stderr are pipes (merged when
+  // merge_stderr), and deadline, cancel, on_line and the capture fields do
+  // not apply: the caller reads, writes and stops it. An error says why
+  // nothing started. Default: unsupported by this launcher.
+  virtual Result<std::unique_ptr<LiveProcess>> Start(
+      const ProcessRequest& request);
 };
 
 }  // namespace steps

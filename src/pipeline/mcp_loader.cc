@@ -1,0 +1,143 @@
+// The top-level `mcp_servers:` list: Model Context Protocol servers whose
+// tools an agent entry may grant (docs/mcp.md).
+#include "agent/conversation.h"
+#include "pipeline/loader_internal.h"
+#include "tools/registry.h"
+
+namespace steps::pipeline::internal {
+namespace {
+
+constexpr size_t kMaxServerNameBytes = 32;
+
+bool IsValidServerName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxServerNameBytes) return false;
+  if (name.find("__") != std::string::npos) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void ReadServerName(MapReader& r, McpServerDef& s, const Pipeline& p,
+                    Diagnostics& d) {
+  auto name = ReadString(r.Take("name"), "name", d);
+  int line = r.KeyLine("name") ? r.KeyLine("name") : s.line;
+  if (!name) {
+    if (!r.Has("name")) d.Error(s.line, "mcp server has no 'name'");
+    return;
+  }
+  if (!IsValidServerName(*name)) {
+    d.Error(line, "mcp server name '" + *name +
+                      "' is not allowed: use 1 to 32 letters, digits, '_' or "
+                      "'-', and no '__' (it separates the server from the "
+                      "tool in the names the model sees)");
+    return;
+  }
+  if (ToolRegistry::BuiltIn().Find(*name) || *name == agent::kFinishToolName ||
+      p.FindTool(*name)) {
+    d.Error(line, "mcp server '" + *name +
+                      "' has the name of a tool: an agent's 'tools:' entry "
+                      "'" +
+                      *name +
+                      "' would name both — give the server "
+                      "another name");
+    return;
+  }
+  if (const McpServerDef* first = p.FindMcpServer(*name)) {
+    d.Error(line, "duplicate mcp server '" + *name + "' (first at line " +
+                      std::to_string(first->line) + ")");
+    return;
+  }
+  s.name = *name;
+}
+
+void ReadServerCommand(MapReader& r, McpServerDef& s, Diagnostics& d) {
+  YAML::Node n = r.Take("command");
+  s.command_line = r.KeyLine("command") ? r.KeyLine("command") : s.line;
+  const std::string what = "mcp server '" + s.name + "'";
+  if (!n.IsDefined() || n.IsNull()) {
+    d.Error(s.line, what +
+                        " has no 'command' — give a list (run directly, e.g. "
+                        "[node, server.js]) or a string (run by bash)");
+    return;
+  }
+  if (n.IsSequence()) {
+    auto argv = ReadStringList(n, "command", d);
+    if (!argv) return;
+    if (argv->empty() || (*argv)[0].empty()) {
+      d.Error(s.command_line,
+              what + ": 'command' must start with the program to run");
+      return;
+    }
+    s.argv = *argv;
+    return;
+  }
+  auto text = ReadString(n, "command", d);
+  if (!text) return;
+  if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
+    d.Error(s.command_line, what + ": 'command' is empty");
+    return;
+  }
+  s.command = *text;
+}
+
+void ReadServerDuration(MapReader& r, const std::string& key, bool zero_ok,
+                        McpServerDef& s, Written<Millis>& out, Diagnostics& d) {
+  YAML::Node n = r.Take(key);
+  if (!n.IsDefined()) return;
+  out.line = r.KeyLine(key);
+  auto v = ReadDuration(n, key, std::nullopt, d);
+  if (!v) return;
+  if (v->count() < 0 || (!zero_ok && v->count() == 0)) {
+    d.Error(out.line,
+            "mcp server '" + s.name + "': '" + key + "' must be " +
+                (zero_ok ? "0 (no limit of its own) or positive" : "positive") +
+                ", e.g. 30s");
+    return;
+  }
+  out.value = *v;
+}
+
+void ReadServer(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
+  if (!n.IsMap()) {
+    d.Error(LineOf(n),
+            "each entry of 'mcp_servers' must be a mapping with name and "
+            "command, not " +
+                DescribeNodeType(n));
+    return;
+  }
+  MapReader r(n, "an mcp server", d);
+  McpServerDef s;
+  s.line = LineOf(n);
+  ReadServerName(r, s, p, d);
+  ReadServerCommand(r, s, d);
+  if (auto env = ReadEnv(r.Take("env"), "env", d)) s.env = *env;
+  ReadServerDuration(r, "startup_timeout", false, s, s.startup_timeout, d);
+  ReadServerDuration(r, "tool_timeout", true, s, s.tool_timeout, d);
+  // Unknown keys are errors: a misspelt timeout would leave the server
+  // without the limit its author meant.
+  for (const std::string& key : r.Untaken()) {
+    r.Take(key);
+    d.Error(r.KeyLine(key),
+            "unknown key '" + key + "' in mcp server '" + s.name +
+                "' (an mcp server has name, command, env, startup_timeout, "
+                "tool_timeout)");
+  }
+  if (!s.name.empty()) p.mcp_servers.push_back(std::move(s));
+}
+
+}  // namespace
+
+void ReadMcpServers(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  if (!n.IsSequence()) {
+    d.Error(LineOf(n), "'mcp_servers' must be a list of servers, not " +
+                           DescribeNodeType(n));
+    return;
+  }
+  for (const YAML::Node& item : n) ReadServer(item, p, d);
+}
+
+}  // namespace steps::pipeline::internal

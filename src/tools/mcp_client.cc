@@ -1,0 +1,609 @@
+#include "tools/mcp_client.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <functional>
+#include <utility>
+
+#include "core/log.h"
+#include "process/live_process.h"
+#include "process/output_capture.h"
+#include "process/process.h"
+#include "process/unique_fd.h"
+#include "tools/json_rpc.h"
+#include "tools/text.h"
+
+#ifndef STEPS_VERSION
+#define STEPS_VERSION "0"
+#endif
+
+namespace steps {
+namespace {
+
+// Without a pidfd, how often the server's state is checked.
+constexpr Millis kExitCheckInterval{20};
+// The longest single wait in poll: the loop looks at the clock again after
+// it (a fake clock, a deadline moved by nobody).
+constexpr Millis kMaxPollWait{200};
+// Bytes read from one pipe before the others get a turn.
+constexpr size_t kReadBurst = 1024 * 1024;
+// How long a notifications/cancelled may take to be written.
+constexpr Millis kCancelNoticeWait{200};
+// Non-JSON lines from stdout logged (the rest only counted).
+constexpr int kGarbageLogged = 5;
+// Bytes of a line or a value quoted in a log or a message.
+constexpr size_t kQuoteBytes = 200;
+
+std::string Quote(std::string_view text) {
+  std::string cut(text.substr(0, kQuoteBytes));
+  if (text.size() > kQuoteBytes) cut += "...";
+  return SanitizeUtf8(cut);
+}
+
+// Writes without letting SIGPIPE reach the process (the server may close
+// its stdin at any moment).
+ssize_t WriteNoSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_set, old_mask, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+  ssize_t n = write(fd, data, size);
+  int err = errno;
+  if (n < 0 && err == EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = err;
+  return n;
+}
+
+// An eventfd a cancel callback writes to; shared with the callback, which
+// may run after the wait is over.
+struct Wakeup {
+  UniqueFd fd{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  void Signal() const {
+    uint64_t one = 1;
+    ssize_t n = write(fd.get(), &one, sizeof one);
+    (void)n;
+  }
+  void Drain() const {
+    uint64_t value;
+    ssize_t n = read(fd.get(), &value, sizeof value);
+    (void)n;
+  }
+};
+
+// o[key] when it is a string, else `fallback` (a server may send anything).
+std::string StringOr(const nlohmann::json& o, const char* key,
+                     const char* fallback) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+LogLevel LevelOfMcpLog(const std::string& level) {
+  if (level == "debug") return LogLevel::kDebug;
+  if (level == "info" || level == "notice") return LogLevel::kInfo;
+  return LogLevel::kWarn;  // warning, error, critical, alert, emergency.
+}
+
+}  // namespace
+
+// The running server and the exchange with it. Not thread-safe: McpClient
+// holds its lock around every use.
+class McpClient::Session {
+ public:
+  Session(std::string server, std::unique_ptr<LiveProcess> process,
+          const McpClientOptions& options, Clock& clock)
+      : server_(std::move(server)),
+        process_(std::move(process)),
+        options_(options),
+        clock_(clock),
+        reader_(options.max_line_bytes),
+        stderr_lines_(4096, [this](std::string_view line) { OnStderr(line); }) {
+  }
+
+  ~Session() { process_->Stop(options_.kill_grace); }
+
+  // Sends a request and waits for its answer: the result, or why there is
+  // none. A deadline or cancellation also sends notifications/cancelled.
+  Result<nlohmann::json> Request(const std::string& method,
+                                 const nlohmann::json& params,
+                                 Deadline deadline, const CancelToken& cancel) {
+    const int64_t id = next_id_++;
+    waiting_id_ = id;
+    response_.reset();
+    Queue(JsonRpcRequest(id, method, params));
+    Status s = Pump(deadline, cancel, [this] { return response_.has_value(); });
+    waiting_id_.reset();
+    if (!s.ok()) {
+      if (s.code() == StatusCode::kDeadlineExceeded ||
+          s.code() == StatusCode::kCancelled) {
+        SendCancelled(id, s.code() == StatusCode::kCancelled
+                              ? "cancelled by the client"
+                              : "the client's time limit was reached");
+      }
+      return s;
+    }
+    nlohmann::json response = std::move(*response_);
+    response_.reset();
+    if (response.contains("error")) {
+      return Status(StatusCode::kUnavailable,
+                    "the server answered '" + method + "' with an error: " +
+                        DescribeJsonRpcError(response["error"]));
+    }
+    return std::move(response["result"]);
+  }
+
+  // Queues a notification; it goes out with the next exchange.
+  void Notify(const std::string& method, const nlohmann::json& params) {
+    Queue(JsonRpcNotification(method, params));
+  }
+
+  // Why the server can take no more requests; "" while it can.
+  const std::string& gone() const { return gone_; }
+
+  // A note for an error message: lines that were not JSON-RPC, the last of
+  // stderr. "" when there is nothing to add.
+  std::string Evidence() const {
+    std::string note;
+    if (garbage_lines_ > 0) {
+      note += "; it wrote " + std::to_string(garbage_lines_) +
+              (garbage_lines_ == 1 ? " line" : " lines") + " to stdout that " +
+              (garbage_lines_ == 1 ? "is" : "are") +
+              " not JSON-RPC (the first: '" + first_garbage_ + "')";
+    }
+    std::string tail = StderrTail();
+    if (!tail.empty()) note += "; the end of its stderr: " + tail;
+    return note;
+  }
+
+ private:
+  void Queue(const std::string& line) {
+    pending_ += line;
+    pending_ += '\n';
+  }
+
+  void SendCancelled(int64_t id, const std::string& reason) {
+    if (!gone_.empty()) return;
+    Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
+    Pump(Deadline::After(clock_, kCancelNoticeWait), CancelToken(),
+         [this] { return pending_.empty(); });
+  }
+
+  // Exchanges messages until done() holds. Errors: kDeadlineExceeded,
+  // kCancelled, kUnavailable (the server is gone; gone() says why).
+  Status Pump(Deadline deadline, const CancelToken& cancel,
+              const std::function<bool()>& done) {
+    auto wake = std::make_shared<Wakeup>();
+    CancelCallback on_cancel(cancel, [wake] { wake->Signal(); });
+    while (true) {
+      if (done()) return Status::Ok();
+      if (!gone_.empty()) {
+        return Status(StatusCode::kUnavailable, "the server is gone: " + gone_);
+      }
+      if (cancel.cancelled())
+        return Status(StatusCode::kCancelled, "cancelled");
+      SteadyTime now = clock_.Now();
+      if (deadline.is_set() && now >= deadline.at()) {
+        return Status(StatusCode::kDeadlineExceeded, "time ran out");
+      }
+      Millis wait = kMaxPollWait;
+      if (deadline.is_set()) {
+        wait = std::min(wait, std::chrono::ceil<Millis>(deadline.at() - now));
+      }
+      if (process_->exit_fd() < 0) wait = std::min(wait, kExitCheckInterval);
+      PollOnce(wait, *wake);
+    }
+  }
+
+  void PollOnce(Millis wait, const Wakeup& wake) {
+    struct pollfd fds[5];
+    nfds_t n = 0;
+    int out_i = -1, err_i = -1, in_i = -1, exit_i = -1;
+    if (!out_eof_) {
+      out_i = static_cast<int>(n);
+      fds[n++] = {process_->stdout_fd(), POLLIN, 0};
+    }
+    if (!err_eof_ && process_->stderr_fd() >= 0) {
+      err_i = static_cast<int>(n);
+      fds[n++] = {process_->stderr_fd(), POLLIN, 0};
+    }
+    if (!pending_.empty() && process_->stdin_fd() >= 0) {
+      in_i = static_cast<int>(n);
+      fds[n++] = {process_->stdin_fd(), POLLOUT, 0};
+    }
+    if (process_->exit_fd() >= 0) {
+      exit_i = static_cast<int>(n);
+      fds[n++] = {process_->exit_fd(), POLLIN, 0};
+    }
+    fds[n++] = {wake.fd.get(), POLLIN, 0};
+    int rc = poll(fds, n, static_cast<int>(std::max<int64_t>(0, wait.count())));
+    if (rc < 0) return;  // EINTR: the loop looks again.
+    if (err_i >= 0 && fds[err_i].revents) ReadStderr();
+    if (out_i >= 0 && fds[out_i].revents) ReadStdout();
+    if (in_i >= 0 && fds[in_i].revents) WritePending();
+    if (fds[n - 1].revents) wake.Drain();
+    bool exited = exit_i >= 0 ? fds[exit_i].revents != 0 : process_->Exited();
+    if (exited && process_->Exited()) OnExit();
+  }
+
+  void ReadStdout() {
+    char buf[64 * 1024];
+    size_t total = 0;
+    while (!out_eof_ && gone_.empty() && total < kReadBurst) {
+      ssize_t got = read(process_->stdout_fd(), buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN) return;
+      if (got <= 0) {
+        out_eof_ = true;
+        // A server that closes stdout is usually on its way out: a moment
+        // lets the message say how it ended.
+        if (process_->exit_fd() >= 0 && !process_->Exited()) {
+          struct pollfd p = {process_->exit_fd(), POLLIN, 0};
+          poll(&p, 1, 100);
+        }
+        SetGone(process_->Exited() ? "it exited" : "it closed its stdout");
+        return;
+      }
+      total += static_cast<size_t>(got);
+      Status s = reader_.Feed(std::string_view(buf, static_cast<size_t>(got)));
+      while (std::optional<std::string> line = reader_.Next()) {
+        HandleLine(*line);
+      }
+      if (!s.ok()) {
+        SetGone("it sent " + s.message() + " on stdout (the limit is " +
+                std::to_string(options_.max_line_bytes) + " bytes a message)");
+        process_->Stop(Millis(0));
+      }
+    }
+  }
+
+  void ReadStderr() {
+    char buf[16 * 1024];
+    size_t total = 0;
+    while (!err_eof_ && total < kReadBurst) {
+      ssize_t got = read(process_->stderr_fd(), buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN) return;
+      if (got <= 0) {
+        err_eof_ = true;
+        stderr_lines_.Flush();
+        return;
+      }
+      total += static_cast<size_t>(got);
+      std::string_view data(buf, static_cast<size_t>(got));
+      stderr_tail_.append(data);
+      if (stderr_tail_.size() > 2 * options_.stderr_tail_bytes) {
+        stderr_tail_.erase(0, stderr_tail_.size() - options_.stderr_tail_bytes);
+      }
+      stderr_lines_.Feed(data);
+    }
+  }
+
+  void OnStderr(std::string_view line) {
+    if (stderr_logged_ >= options_.max_stderr_log_bytes) return;
+    stderr_logged_ += line.size() + 1;
+    LogEvent(LogLevel::kDebug, "mcp.stderr",
+             {{"server", server_}, {"line", SanitizeUtf8(std::string(line))}});
+    if (stderr_logged_ >= options_.max_stderr_log_bytes) {
+      LogEvent(LogLevel::kDebug, "mcp.stderr_cut",
+               {{"server", server_},
+                {"note", "further stderr is read but not logged"}});
+    }
+  }
+
+  std::string StderrTail() const {
+    std::string_view tail(stderr_tail_);
+    if (tail.size() > options_.stderr_tail_bytes) {
+      tail.remove_prefix(tail.size() - options_.stderr_tail_bytes);
+    }
+    while (!tail.empty() &&
+           (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' ')) {
+      tail.remove_suffix(1);
+    }
+    return SanitizeUtf8(std::string(tail));
+  }
+
+  void WritePending() {
+    while (!pending_.empty()) {
+      ssize_t put = WriteNoSigpipe(process_->stdin_fd(), pending_.data(),
+                                   pending_.size());
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0 && errno == EAGAIN) return;
+      if (put < 0) {
+        pending_.clear();
+        SetGone("it stopped reading its stdin");
+        return;
+      }
+      pending_.erase(0, static_cast<size_t>(put));
+    }
+  }
+
+  // The server exited: what it wrote before is still read, then it is gone.
+  void OnExit() {
+    ReadStdout();
+    ReadStderr();
+    SetGone("it exited");
+  }
+
+  void SetGone(const std::string& why) {
+    if (!gone_.empty()) return;
+    gone_ = why;
+    if (std::optional<std::string> end = process_->DescribeExit()) {
+      if (why == "it exited") {
+        gone_ = "it " + *end;
+      } else {
+        gone_ += " (it " + *end + ")";
+      }
+    }
+    LogEvent(LogLevel::kDebug, "mcp.server_gone",
+             {{"server", server_}, {"why", gone_}});
+  }
+
+  void HandleLine(const std::string& line) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+    std::optional<nlohmann::json> message = ParseJsonRpcLine(line);
+    if (!message) return Garbage(line);
+    if (message->is_array()) {
+      for (const nlohmann::json& m : *message) HandleMessage(m, line);
+      return;
+    }
+    HandleMessage(*message, line);
+  }
+
+  void Garbage(const std::string& line) {
+    if (garbage_lines_++ == 0) first_garbage_ = Quote(line);
+    if (garbage_lines_ <= kGarbageLogged) {
+      LogEvent(LogLevel::kWarn, "mcp.not_json_rpc",
+               {{"server", server_}, {"line", Quote(line)}});
+    }
+  }
+
+  void HandleMessage(const nlohmann::json& m, const std::string& line) {
+    switch (ClassifyJsonRpc(m)) {
+      case JsonRpcKind::kResponse:
+        if (waiting_id_ && JsonRpcIntId(m) == waiting_id_) {
+          response_ = m;
+        } else {
+          LogEvent(LogLevel::kDebug, "mcp.stray_response",
+                   {{"server", server_}, {"line", Quote(line)}});
+        }
+        return;
+      case JsonRpcKind::kRequest:
+        return Answer(m);
+      case JsonRpcKind::kNotification:
+        return Notice(m);
+      case JsonRpcKind::kInvalid:
+        return Garbage(line);
+    }
+  }
+
+  // Requests from the server: ping gets its empty result; everything else
+  // (roots/list, sampling/createMessage, elicitation/create, ...) is a
+  // capability this client did not declare: "method not found".
+  void Answer(const nlohmann::json& request) {
+    const std::string method = request["method"].get<std::string>();
+    if (method == "ping") {
+      Queue(JsonRpcResult(request["id"], nlohmann::json::object()));
+      return;
+    }
+    LogEvent(LogLevel::kDebug, "mcp.request_refused",
+             {{"server", server_}, {"method", Quote(method)}});
+    Queue(JsonRpcError(request["id"], kJsonRpcMethodNotFound,
+                       "steps does not offer '" + method + "'"));
+  }
+
+  void Notice(const nlohmann::json& n) {
+    const std::string method = n["method"].get<std::string>();
+    const nlohmann::json params = n.value("params", nlohmann::json::object());
+    if (method == "notifications/message" && params.is_object()) {
+      std::string level = StringOr(params, "level", "info");
+      nlohmann::json data = params.value("data", nlohmann::json());
+      std::string text =
+          data.is_string()
+              ? data.get<std::string>()
+              : data.dump(-1, ' ', false,
+                          nlohmann::json::error_handler_t::replace);
+      LogEvent(LevelOfMcpLog(level), "mcp.log",
+               {{"server", server_},
+                {"level", Quote(level)},
+                {"logger", Quote(StringOr(params, "logger", ""))},
+                {"data", Quote(text)}});
+      return;
+    }
+    LogEvent(LogLevel::kDebug, "mcp.notification",
+             {{"server", server_}, {"method", Quote(method)}});
+  }
+
+  std::string server_;
+  std::unique_ptr<LiveProcess> process_;
+  McpClientOptions options_;
+  Clock& clock_;
+  JsonLineReader reader_;
+  LineSplitter stderr_lines_;
+  std::string stderr_tail_;
+  size_t stderr_logged_ = 0;
+  std::string pending_;  // Bytes queued for the server's stdin.
+  int64_t next_id_ = 1;
+  std::optional<int64_t> waiting_id_;
+  std::optional<nlohmann::json> response_;
+  bool out_eof_ = false;
+  bool err_eof_ = false;
+  std::string gone_;
+  int garbage_lines_ = 0;
+  std::string first_garbage_;
+};
+
+McpClient::McpClient(McpServerSpec spec, McpClientOptions options, Clock& clock)
+    : spec_(std::move(spec)), options_(std::move(options)), clock_(clock) {
+  if (options_.client_version.empty()) options_.client_version = STEPS_VERSION;
+}
+
+McpClient::~McpClient() { Stop(); }
+
+void McpClient::Stop() {
+  std::unique_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    session = std::move(session_);
+  }
+  // The process is stopped outside the lock: a call in flight holds it
+  // only until its own wait ends.
+}
+
+Result<std::shared_ptr<McpClient>> McpClient::Start(
+    const McpServerSpec& spec, ProcessLauncher& launcher,
+    const std::string& working_dir, Clock& clock, Deadline deadline,
+    const CancelToken& cancel, const McpClientOptions& options) {
+  const std::string prefix = "mcp server '" + spec.name + "': ";
+  std::shared_ptr<McpClient> client(new McpClient(spec, options, clock));
+  ProcessRequest request = spec.argv.empty()
+                               ? ProcessRequest::Shell(spec.command)
+                               : ProcessRequest::Exec(spec.argv);
+  request.working_dir = working_dir;
+  request.env = spec.env;
+  Result<std::unique_ptr<LiveProcess>> process = launcher.Start(request);
+  if (!process.ok()) {
+    return Status(StatusCode::kUnavailable,
+                  prefix + "cannot start " +
+                      (spec.argv.empty() ? "`" + spec.command + "`"
+                                         : "'" + spec.argv[0] + "'") +
+                      ": " + process.status().message());
+  }
+  client->session_ = std::make_unique<Session>(spec.name, std::move(*process),
+                                               client->options_, clock);
+  const bool by_startup =
+      !deadline.is_set() || clock.Now() + spec.startup_timeout < deadline.at();
+  Deadline until =
+      deadline.Earlier(Deadline::After(clock, spec.startup_timeout));
+  std::lock_guard<std::mutex> lock(client->mu_);
+  Status s = client->Handshake(until, cancel);
+  if (s.ok()) s = client->ListTools(until, cancel);
+  if (s.ok()) return client;
+  std::string message = s.message();
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    message = by_startup ? "did not finish starting within " +
+                               FormatDuration(spec.startup_timeout) +
+                               " (startup_timeout)"
+                         : "did not finish starting before the step's "
+                           "deadline";
+  } else if (s.code() == StatusCode::kCancelled) {
+    message = "start-up cancelled";
+  }
+  message += client->session_->Evidence();
+  return Status(s.code(), prefix + message);
+}
+
+Status McpClient::Handshake(Deadline deadline, const CancelToken& cancel) {
+  nlohmann::json params = {
+      {"protocolVersion", kMcpProtocolVersion},
+      {"capabilities", nlohmann::json::object()},
+      {"clientInfo",
+       {{"name", "steps"}, {"version", options_.client_version}}}};
+  Result<nlohmann::json> result =
+      session_->Request("initialize", params, deadline, cancel);
+  if (!result.ok()) return result.status();
+  const nlohmann::json& r = *result;
+  if (!r.is_object() || !r.contains("protocolVersion") ||
+      !r["protocolVersion"].is_string()) {
+    return Status(StatusCode::kUnavailable,
+                  "its answer to 'initialize' has no protocolVersion");
+  }
+  protocol_version_ = r["protocolVersion"].get<std::string>();
+  bool accepted = false;
+  std::string known;
+  for (const char* v : kMcpAcceptedVersions) {
+    accepted = accepted || protocol_version_ == v;
+    known += (known.empty() ? "" : ", ") + std::string(v);
+  }
+  if (!accepted) {
+    return Status(StatusCode::kUnavailable,
+                  "it speaks MCP protocol version '" +
+                      SanitizeUtf8(protocol_version_) +
+                      "', which steps does not (steps speaks " + known + ")");
+  }
+  session_->Notify("notifications/initialized", nlohmann::json());
+  return Status::Ok();
+}
+
+Status McpClient::ListTools(Deadline deadline, const CancelToken& cancel) {
+  std::optional<std::string> cursor;
+  for (int page = 0;; ++page) {
+    if (page >= options_.max_pages) {
+      return Status(StatusCode::kUnavailable,
+                    "its tools/list went on for more than " +
+                        std::to_string(options_.max_pages) + " pages");
+    }
+    nlohmann::json params = nlohmann::json::object();
+    if (cursor) params["cursor"] = *cursor;
+    Result<nlohmann::json> result =
+        session_->Request("tools/list", params, deadline, cancel);
+    if (!result.ok()) return result.status();
+    const nlohmann::json& r = *result;
+    if (!r.is_object() || !r.contains("tools") || !r["tools"].is_array()) {
+      return Status(StatusCode::kUnavailable,
+                    "its answer to 'tools/list' has no list of tools");
+    }
+    for (const nlohmann::json& t : r["tools"]) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) {
+        return Status(StatusCode::kUnavailable,
+                      "its tools/list holds a tool without a name");
+      }
+      McpToolInfo info;
+      info.name = t["name"].get<std::string>();
+      if (t.contains("description") && t["description"].is_string()) {
+        info.description = t["description"].get<std::string>();
+      }
+      info.input_schema =
+          t.contains("inputSchema") && t["inputSchema"].is_object()
+              ? t["inputSchema"]
+              : nlohmann::json{{"type", "object"}};
+      tools_.push_back(std::move(info));
+      if (tools_.size() > options_.max_tools) {
+        return Status(StatusCode::kUnavailable,
+                      "it lists more than " +
+                          std::to_string(options_.max_tools) + " tools");
+      }
+    }
+    if (!r.contains("nextCursor") || !r["nextCursor"].is_string()) break;
+    cursor = r["nextCursor"].get<std::string>();
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> McpClient::CallTool(const std::string& tool,
+                                           const nlohmann::json& arguments,
+                                           Deadline deadline,
+                                           const CancelToken& cancel) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!session_) {
+    return Status(StatusCode::kUnavailable,
+                  "the server is gone: it was stopped");
+  }
+  Result<nlohmann::json> result = session_->Request(
+      "tools/call", {{"name", tool}, {"arguments", arguments}}, deadline,
+      cancel);
+  if (!result.ok()) {
+    std::string message = result.status().message();
+    if (result.status().code() == StatusCode::kUnavailable &&
+        !session_->gone().empty()) {
+      message += session_->Evidence();
+    }
+    return Status(result.status().code(), message);
+  }
+  if (!result->is_object()) {
+    return Status(StatusCode::kUnavailable,
+                  "its answer to 'tools/call' is not an object");
+  }
+  return result;
+}
+
+}  // namespace steps
