@@ -243,6 +243,7 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
   record.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
   Finish(std::move(record), false);
   return verdict;
+}
 
 agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
                                               const agent::AgentContext& ctx) {
