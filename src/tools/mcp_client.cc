@@ -442,8 +442,8 @@ class McpClient::Session {
   std::string first_garbage_;
 };
 
-McpClient::McpClient(McpServerSpec spec, McpClientOptions options, Clock& clock)
-    : spec_(std::move(spec)), options_(std::move(options)), clock_(clock) {
+McpClient::McpClient(McpServerSpec spec, McpClientOptions options)
+    : spec_(std::move(spec)), options_(std::move(options)) {
   if (options_.client_version.empty()) options_.client_version = STEPS_VERSION;
 }
 
@@ -464,7 +464,7 @@ Result<std::shared_ptr<McpClient>> McpClient::Start(
     const std::string& working_dir, Clock& clock, Deadline deadline,
     const CancelToken& cancel, const McpClientOptions& options) {
   const std::string prefix = "mcp server '" + spec.name + "': ";
-  std::shared_ptr<McpClient> client(new McpClient(spec, options, clock));
+  std::shared_ptr<McpClient> client(new McpClient(spec, options));
   ProcessRequest request = spec.argv.empty()
                                ? ProcessRequest::Shell(spec.command)
                                : ProcessRequest::Exec(spec.argv);

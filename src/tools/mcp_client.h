@@ -124,13 +124,12 @@ class McpClient {
 
  private:
   class Session;
-  McpClient(McpServerSpec spec, McpClientOptions options, Clock& clock);
+  McpClient(McpServerSpec spec, McpClientOptions options);
   Status Handshake(Deadline deadline, const CancelToken& cancel);
   Status ListTools(Deadline deadline, const CancelToken& cancel);
 
   McpServerSpec spec_;
   McpClientOptions options_;
-  Clock& clock_;
   std::mutex mu_;
   std::unique_ptr<Session> session_;
   std::vector<McpToolInfo> tools_;
