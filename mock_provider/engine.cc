@@ -114,10 +114,25 @@ RequestView ReadRequest(const std::string& format, const std::string& body) {
   return v;
 }
 
+// `s` on one line: line breaks shown as \n, so a failure stays one line.
+std::string OneLine(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string Quote(const std::string& s) {
   std::string cut =
       s.size() > 120 ? s.substr(0, Utf8PrefixLength(s, 120)) + "..." : s;
-  return "'" + cut + "'";
+  return "'" + OneLine(cut) + "'";
 }
 
 // `s` from byte `from` (moved back to a character start), at most `max`
@@ -127,7 +142,7 @@ std::string Window(const std::string& s, size_t from, size_t max) {
   std::string out = from > 0 ? "..." : "";
   std::string_view rest = std::string_view(s).substr(std::min(from, s.size()));
   size_t keep = Utf8PrefixLength(rest, max);
-  out += std::string(rest.substr(0, keep));
+  out += OneLine(rest.substr(0, keep));
   if (keep < rest.size()) out += "...";
   return "'" + out + "'";
 }

@@ -118,9 +118,7 @@ MockExpect MockRecorder::ExpectFor(const ChatRequest& request) const {
   MockExpect e;
   e.model = Mask(request.model);
   std::vector<std::string> tools;
-  if (request.tool_choice.mode != ToolChoice::Mode::kNone) {
-    for (const ToolSchema& t : request.tools) tools.push_back(Mask(t.name));
-  }
+  for (const ToolSchema& t : request.tools) tools.push_back(Mask(t.name));
   e.tools = std::move(tools);
   // `text` exactly, or its longest secret-free part when it held a secret.
   auto whole_or_part = [this](const std::string& text, bool exact,

@@ -411,5 +411,23 @@ TEST_F(InProcessTest, ALongDifferenceIsShownAroundWhereItStarts) {
                 "'reviewer')");
 }
 
+TEST_F(InProcessTest, AFailureShowsLineBreaksAsEscapesOnOneLine) {
+  Load("reviewer:\n  - expect: {last_is: \"one\\ntwo\"}\n    say: ok\n");
+  ResolvedSource s = Source("mock/m");
+  ChatRequest r;
+  r.model = s.model;
+  r.messages = {Message::User("one\nthree")};
+  CallContext context;
+  context.clock = &clock_;
+  context.agent = "reviewer";
+  ASSERT_TRUE(s.provider->Send(r, context).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0],
+            "line 2: expect last_is: the last message expected 'one\\ntwo', "
+            "now 'one\\nthree' (they differ from byte 6) (request 1, agent "
+            "'reviewer')");
+}
+
 }  // namespace
 }  // namespace steps
