@@ -39,8 +39,9 @@ std::unique_ptr<MockHttpServer> Serve(const std::string& script) {
   return server;
 }
 
-// The pipeline: a task writes a note holding the deploy token, the agent
-// reads it with a tool and answers.
+// The pipeline: a task writes a note holding the deploy token (a
+// `secrets:` value) and the OpenAI key, the agent reads it with a tool (so
+// both are in the next request) and answers.
 std::string Pipeline(const std::string& sources, const std::string& prompt) {
   return "secrets: [DEPLOY_TOKEN]\n"
          "agents:\n"
@@ -53,8 +54,9 @@ std::string Pipeline(const std::string& sources, const std::string& prompt) {
          "  plan:\n"
          "  - task: write\n"
          "    outputs: [notes]\n"
-         "    run: printf 'TODO ship it\\ntoken %s\\n' \"$DEPLOY_TOKEN\" > "
-         "notes/todo.txt\n"
+         "    env: [OPENAI_API_KEY]\n"
+         "    run: printf 'TODO ship it\\ntoken %s key %s\\n' "
+         "\"$DEPLOY_TOKEN\" \"$OPENAI_API_KEY\" > notes/todo.txt\n"
          "  - agent: coder\n"
          "    messages: [\"" +
          prompt +
@@ -83,7 +85,7 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
       "}\n"
       "  fallback:\n"
       "  - {model: openai/backup, base_url: " +
-      url + "}\n";
+      url + ", stream: true}\n";
   const std::string prompt = "Read notes/todo.txt and say what is left.";
   dir.Write("p.yaml", Pipeline(sources, prompt));
 
@@ -93,11 +95,22 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
   EXPECT_TRUE(Has(run.out, "recorded 5 requests of 1 agent to p.mock.yaml"))
       << run.out;
   EXPECT_TRUE(Has(run.out, "mock: {file: p.mock.yaml}")) << run.out;
+  // The secrets were in a request (the tool result) and in an answer...
+  int holding = 0;
+  for (const MockRequestRecord& request : server->engine().Requests()) {
+    if (Has(request.body, "deploy-SECRETVALUE-789") &&
+        Has(request.body, "sk-test-SECRETVALUE-123")) {
+      ++holding;
+    }
+  }
+  EXPECT_EQ(holding, 1);
+  // ... and are in the recording nowhere.
   const std::string recorded = dir.Read("p.mock.yaml");
   EXPECT_FALSE(Has(recorded, kNeedle)) << recorded;
   EXPECT_TRUE(Has(recorded, "status: 500")) << recorded;
   EXPECT_TRUE(Has(recorded, "status: 503")) << recorded;
-  EXPECT_TRUE(Has(recorded, "(fallback 1)")) << recorded;
+  EXPECT_TRUE(Has(recorded, "from openai/backup (fallback 1), streamed"))
+      << recorded;
   EXPECT_TRUE(Has(recorded, "Echo *** ***")) << recorded;
   auto script = LoadMockScriptFile(dir / "p.mock.yaml");
   ASSERT_TRUE(script.ok()) << script.status().message() << "\n" << recorded;
