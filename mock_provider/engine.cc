@@ -337,8 +337,8 @@ MockReply MockEngine::Handle(const std::string& path,
 }
 
 std::string DescribeRequest(const MockRequestRecord& r) {
-  std::string out = "request " + std::to_string(r.index) + ", agent '" +
-                    r.agent + "'";
+  std::string out =
+      "request " + std::to_string(r.index) + ", agent '" + r.agent + "'";
   if (!r.step.empty()) out += ", step '" + r.step + "'";
   if (r.script_request != r.index && r.script_request > 0) {
     out += ", its request " + std::to_string(r.script_request);

@@ -31,8 +31,8 @@ struct MockRequestRecord {
   std::string action;  // "say", "status", "hang", "drop", ...
   int connection = 0;  // Client port (HTTP server only): equal ports,
                        // same connection.
-  int script_request = 0;  // 1-based, among the requests its script (or
-                           // the default) received.
+  // 1-based, among the requests its script (or the default) received.
+  int script_request = 0;
   std::vector<std::string> expect_failures;
 };
 

@@ -33,8 +33,7 @@ bool FitsLiteralBlock(const std::string& text) {
   // Lines of nothing but spaces would be read as indentation.
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() &&
-        line.find_first_not_of(" \t") == std::string::npos) {
+    if (!line.empty() && line.find_first_not_of(" \t") == std::string::npos) {
       return false;
     }
   }

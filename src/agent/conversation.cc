@@ -238,7 +238,8 @@ class Conversation {
           *provider, *setup_.exchanges, std::move(about));
       provider = observed_.get();
     }
-    retrying_ = std::make_unique<RetryingProvider>(*provider, std::move(policy));
+    retrying_ =
+        std::make_unique<RetryingProvider>(*provider, std::move(policy));
     return true;
   }
 

@@ -36,7 +36,8 @@ std::string LongestUnmasked(const std::string& masked) {
 std::string Persona(const std::string& system) {
   size_t at = system.find(kDisclosurePrefix);
   std::string persona = at == std::string::npos ? system : system.substr(0, at);
-  while (!persona.empty() && (persona.back() == '\n' || persona.back() == ' ')) {
+  while (!persona.empty() &&
+         (persona.back() == '\n' || persona.back() == ' ')) {
     persona.pop_back();
   }
   return persona;
@@ -168,8 +169,8 @@ MockEntry MockRecorder::EntryFor(const ProviderExchange& x, int number) const {
     c.arguments = Mask(c.arguments);
   }
   entry.expect = ExpectFor(*x.request);
-  std::string note = "request " + std::to_string(number) + " of '" + x.agent +
-                     "'";
+  std::string note =
+      "request " + std::to_string(number) + " of '" + x.agent + "'";
   if (!x.step.empty()) note += ", step '" + x.step + "'";
   note += ": " + Describe(result) + " from " + x.source;
   if (x.source_index > 0) {
@@ -192,8 +193,7 @@ void MockRecorder::OnExchange(const ProviderExchange& exchange) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<MockEntry>& entries = script_.scripts[exchange.agent];
   if (entries.empty()) agents_.push_back(exchange.agent);
-  entries.push_back(
-      EntryFor(exchange, static_cast<int>(entries.size()) + 1));
+  entries.push_back(EntryFor(exchange, static_cast<int>(entries.size()) + 1));
   ++requests_;
 }
 

@@ -30,8 +30,9 @@ struct RunOptions {
   std::string ui_listen = "127.0.0.1:8080";
   std::vector<std::string> allow_hosts;
   std::string summary;  // --summary FILE
-  bool record = false;      // --record [PATH]
-  std::string record_path;  // Empty: NAME.mock.yaml next to the file.
+  // --record [PATH]: record_path empty means NAME.mock.yaml next to FILE.
+  bool record = false;
+  std::string record_path;
   bool record_overwrite = false;
 };
 
@@ -120,8 +121,8 @@ int WriteRecording(const RunOptions& opts, const pipeline::Pipeline& pipeline,
   if (pipeline.mock_file.empty() ||
       !std::filesystem::equivalent(pipeline.mock_file, path, same)) {
     std::cerr << "steps run: replay it with `mock: {file: "
-              << ReplayReference(opts) << "}` in "
-              << opts.file << " and `steps test " << opts.file << "`\n";
+              << ReplayReference(opts) << "}` in " << opts.file
+              << " and `steps test " << opts.file << "`\n";
   }
   return kExitOk;
 }

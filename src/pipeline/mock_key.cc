@@ -41,8 +41,8 @@ std::optional<YAML::Node> ReadScriptFile(const std::string& path,
   }
   std::string text = buffer.str();
   if (text.size() > kMaxPipelineBytes) {
-    why = "'" + path + "' is larger than " +
-          std::to_string(kMaxPipelineBytes) + " bytes";
+    why = "'" + path + "' is larger than " + std::to_string(kMaxPipelineBytes) +
+          " bytes";
     return std::nullopt;
   }
   if (auto problem = CheckYamlLimits(text)) {
@@ -59,8 +59,8 @@ std::optional<YAML::Node> ReadScriptFile(const std::string& path,
     }
     return node;
   } catch (const YAML::Exception& e) {
-    why = path + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax: " +
-          e.msg;
+    why = path + ":" + std::to_string(e.mark.line + 1) +
+          ": YAML syntax: " + e.msg;
     return std::nullopt;
   }
 }

@@ -45,9 +45,10 @@ class RecordingTest : public ::testing::Test {
 TEST_F(RecordingTest, AnswersAndFailuresBecomeEntriesInOrder) {
   const std::string system =
       "You are careful.\n\n" +
-      DisclosureText(Millis(600000), WallTime(std::chrono::seconds(1000000000)));
-  ChatRequest first = Request({Message::System(system),
-                               Message::User("Fix the build.")});
+      DisclosureText(Millis(600000),
+                     WallTime(std::chrono::seconds(1000000000)));
+  ChatRequest first =
+      Request({Message::System(system), Message::User("Fix the build.")});
   Record(first, Error(ProviderErrorKind::kHttpStatus, 500));
   Record(first, Error(ProviderErrorKind::kConnection));
   ChatAnswer call;
@@ -58,7 +59,8 @@ TEST_F(RecordingTest, AnswersAndFailuresBecomeEntriesInOrder) {
   second.messages.push_back(Message::Assistant("", call.tool_calls));
   second.messages.push_back(
       Message::ToolResult("call_abc", "line one\nline two", "read_file"));
-  second.messages.push_back(Message::User(NudgeText(Millis(5000), Millis(600000))));
+  second.messages.push_back(
+      Message::User(NudgeText(Millis(5000), Millis(600000))));
   ChatAnswer done;
   done.text = "Fixed; the token was deploy-SECRET-9.";
   Record(second, done, "anthropic/claude", 1);
@@ -103,10 +105,10 @@ TEST_F(RecordingTest, AnswersAndFailuresBecomeEntriesInOrder) {
 }
 
 TEST_F(RecordingTest, ToolResultsAreExpectedByTheirFirstLine) {
-  ChatRequest r = Request({Message::User("Go."),
-                           Message::Assistant("", {{"c1", "run_shell", "{}"}}),
-                           Message::ToolResult("c1", std::string(300, 'x') +
-                                                         "\nmore")});
+  ChatRequest r =
+      Request({Message::User("Go."),
+               Message::Assistant("", {{"c1", "run_shell", "{}"}}),
+               Message::ToolResult("c1", std::string(300, 'x') + "\nmore")});
   Record(r, ChatAnswer{});
   const MockScript script = recorder_.Script();
   const MockEntry& e = script.scripts.at("coder").at(0);

@@ -89,8 +89,8 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
   const std::string prompt = "Read notes/todo.txt and say what is left.";
   dir.Write("p.yaml", Pipeline(sources, prompt));
 
-  auto run = RunSteps(dir.path(), "run p.yaml --plain --record",
-                      {.prefix = kEnv});
+  auto run =
+      RunSteps(dir.path(), "run p.yaml --plain --record", {.prefix = kEnv});
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_TRUE(Has(run.out, "recorded 5 requests of 1 agent to p.mock.yaml"))
       << run.out;
@@ -126,17 +126,19 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
   EXPECT_EQ(*entries[4].expect->last_contains, "TODO ship it") << recorded;
 
   // A second --record onto the file is refused before anything runs.
-  auto again = RunSteps(dir.path(), "run p.yaml --plain --record",
-                        {.prefix = kEnv});
+  auto again =
+      RunSteps(dir.path(), "run p.yaml --plain --record", {.prefix = kEnv});
   EXPECT_EQ(again.exit_code, 64) << again.out;
-  EXPECT_TRUE(Has(again.out, "p.mock.yaml: the file exists; add "
-                             "--record-overwrite"))
+  EXPECT_TRUE(Has(again.out,
+                  "p.mock.yaml: the file exists; add "
+                  "--record-overwrite"))
       << again.out;
 
   // Nothing answers any more: the replay stays in the process.
   server->Stop();
   server.reset();
-  dir.Write("p.yaml", Pipeline(sources, prompt) + "mock: {file: p.mock.yaml}\n");
+  dir.Write("p.yaml",
+            Pipeline(sources, prompt) + "mock: {file: p.mock.yaml}\n");
   auto replay = RunSteps(dir.path(), "test p.yaml", {.prefix = kEnv});
   EXPECT_EQ(replay.exit_code, 0) << replay.out;
   EXPECT_TRUE(Has(replay.out, "1 passed, 0 failed")) << replay.out;
@@ -171,9 +173,10 @@ claude-x:
   - call: {name: read_file, arguments: {path: notes/todo.txt}}
   - say: "Left: ship it."
 )");
-  const std::string sources = "  source: {model: anthropic/claude-x, "
-                              "base_url: " +
-                              server->base_url() + ", stream: true}\n";
+  const std::string sources =
+      "  source: {model: anthropic/claude-x, "
+      "base_url: " +
+      server->base_url() + ", stream: true}\n";
   const std::string prompt = "Say what is left in notes/todo.txt.";
   dir.Write("a.yaml", Pipeline(sources, prompt));
   auto run = RunSteps(dir.path(), "run a.yaml --plain --record=a.rec.yaml",
@@ -238,16 +241,17 @@ TEST(RecordCliTest, MockFileErrorsNameTheLines) {
   dir.Write("broken.yaml", head + "mock: {file: broken.mock.yaml}\n");
   auto broken = RunSteps(dir.path(), "validate broken.yaml");
   EXPECT_EQ(broken.exit_code, 65) << broken.out;
-  EXPECT_TRUE(Has(broken.out, "broken.yaml:9: error: mock: file: "
-                              "broken.mock.yaml:"))
+  EXPECT_TRUE(Has(broken.out,
+                  "broken.yaml:9: error: mock: file: "
+                  "broken.mock.yaml:"))
       << broken.out;
 
   // Relative to the pipeline's folder, not the working directory.
   std::filesystem::create_directory(dir / "sub");
   dir.Write("sub/good.mock.yaml", "a:\n  - say: from the file\n");
-  dir.Write("sub/good.yaml",
-            head + "    assert: {contains_all: [from the file]}\n"
-                   "mock: {file: good.mock.yaml}\n");
+  dir.Write("sub/good.yaml", head +
+                                 "    assert: {contains_all: [from the file]}\n"
+                                 "mock: {file: good.mock.yaml}\n");
   auto good = RunSteps(dir.path(), "test sub/good.yaml");
   EXPECT_EQ(good.exit_code, 0) << good.out;
 }
