@@ -222,12 +222,12 @@ std::vector<std::string> Check(const MockEntry& entry, const RequestView& v,
                        Difference(*e.last_is, v.last_part));
   }
   if (e.model && *e.model != v.model) {
-    failures.push_back(where + "model: expected '" + *e.model +
-                       "', the request names '" + v.model + "'");
+    failures.push_back(where + "model: expected '" + *e.model + "', now '" +
+                       v.model + "'");
   }
   if (e.tools && *e.tools != v.tools) {
     failures.push_back(where + "tools: expected " + JoinNames(*e.tools) +
-                       ", the request offers " + JoinNames(v.tools));
+                       ", now " + JoinNames(v.tools));
   }
   if (e.body) {
     std::string why =

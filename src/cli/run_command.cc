@@ -247,7 +247,7 @@ Command RunCommand() {
             "(default: NAME.mock.yaml next to NAME.yaml; put it after FILE, "
             "or write --record=PATH); an existing file is replaced only "
             "with --record-overwrite. Implies --no-cache");
-        record->expected(0, 1);
+        record->expected(0, 1)->type_name("[PATH]");
         app.add_flag("--record-overwrite", opts->record_overwrite,
                      "Let --record replace an existing file");
         app.add_option("--state-dir", opts->state_dir,

@@ -194,6 +194,18 @@ claude-x:
   auto replay = RunSteps(dir.path(), "test a.yaml", {.prefix = kEnv});
   EXPECT_EQ(replay.exit_code, 0) << replay.out;
   EXPECT_TRUE(Has(replay.out, "1 passed, 0 failed")) << replay.out;
+
+  // A tool granted since: every request offers it, and the replay says so.
+  std::string more_tools = Pipeline(sources, prompt);
+  more_tools.replace(more_tools.find("[read_file]"), 11,
+                     "[read_file, list_files]");
+  dir.Write("a.yaml", more_tools + "mock: {file: a.rec.yaml}\n");
+  auto changed = RunSteps(dir.path(), "test a.yaml", {.prefix = kEnv});
+  EXPECT_EQ(changed.exit_code, 1) << changed.out;
+  EXPECT_TRUE(Has(changed.out,
+                  "expect tools: expected [read_file], now [read_file, "
+                  "list_files] (request 1, agent 'coder', step 'coder')"))
+      << changed.out;
 }
 
 TEST(RecordCliTest, RecordIsRefusedWhereItCannotWork) {

@@ -381,11 +381,11 @@ reviewer:
             "release!', now 'Review the release.' (they differ from byte 19) "
             "(request 2, agent 'reviewer', step 'review')");
   EXPECT_EQ(failures[1],
-            "line 5: expect model: expected 'other', the request names 'm' "
-            "(request 2, agent 'reviewer', step 'review')");
+            "line 5: expect model: expected 'other', now 'm' (request 2, "
+            "agent 'reviewer', step 'review')");
   EXPECT_EQ(failures[2],
-            "line 5: expect tools: expected [read_file], the request offers [] "
-            "(request 2, agent 'reviewer', step 'review')");
+            "line 5: expect tools: expected [read_file], now [] (request 2, "
+            "agent 'reviewer', step 'review')");
 }
 
 TEST_F(InProcessTest, ALongDifferenceIsShownAroundWhereItStarts) {
