@@ -77,6 +77,24 @@ std::string CheckRecord(const RunOptions& opts) {
   return "";
 }
 
+// What the command line asks that the loaded pipeline cannot do (a job it
+// does not have, --mock without a mock: block, a --record refused); empty
+// when fine.
+std::string CheckOptions(const RunOptions& opts,
+                         const pipeline::Pipeline& pipeline) {
+  for (const std::string& job : opts.jobs) {
+    if (!pipeline.FindJob(job)) {
+      return "no job named '" + job + "' in " + opts.file;
+    }
+  }
+  if (std::string why = CheckRecord(opts); !why.empty()) return why;
+  if (opts.mock && !pipeline.mock) {
+    return "--mock needs a 'mock:' block in " + opts.file +
+           " (see docs/mock.md)";
+  }
+  return "";
+}
+
 // Writes the recording (to a temporary file renamed into place) and says
 // where it went and how to replay it.
 int WriteRecording(const RunOptions& opts, const pipeline::Pipeline& pipeline,
@@ -136,20 +154,8 @@ int RunRun(const RunOptions& opts) {
     PublishCiReport(report, opts.summary);
     return kExitRefused;
   }
-  for (const std::string& job : opts.jobs) {
-    if (!r.pipeline->FindJob(job)) {
-      std::cerr << "steps run: no job named '" << job << "' in " << opts.file
-                << "\n";
-      return kExitUsage;
-    }
-  }
-  if (std::string why = CheckRecord(opts); !why.empty()) {
+  if (std::string why = CheckOptions(opts, *r.pipeline); !why.empty()) {
     std::cerr << "steps run: " << why << "\n";
-    return kExitUsage;
-  }
-  if (opts.mock && !r.pipeline->mock) {
-    std::cerr << "steps run: --mock needs a 'mock:' block in " << opts.file
-              << " (see docs/mock.md)\n";
     return kExitUsage;
   }
   pipeline::ResolvedPlan plan(r.pipeline);

@@ -84,6 +84,12 @@ void ReadMock(const YAML::Node& mock, int key_line, Pipeline& p,
     return;
   }
   p.mock_line = key_line;
+  if (mock.size() > 1 && mock["file"].IsDefined() && mock["file"].IsScalar()) {
+    d.Error(LineOf(mock["file"]),
+            "mock: 'file' names a script file and stands alone; move the "
+            "other scripts into that file");
+    return;
+  }
   YAML::Node script_node = mock;
   if (IsFileReference(mock)) {
     const int line = LineOf(mock["file"]);

@@ -258,6 +258,15 @@ TEST(RecordCliTest, MockFileErrorsNameTheLines) {
                   "broken.mock.yaml:"))
       << broken.out;
 
+  dir.Write("mixed.yaml",
+            head + "mock:\n  file: bad.mock.yaml\n  a: {say: hi}\n");
+  auto mixed = RunSteps(dir.path(), "validate mixed.yaml");
+  EXPECT_EQ(mixed.exit_code, 65) << mixed.out;
+  EXPECT_TRUE(Has(mixed.out,
+                  "mixed.yaml:10: error: mock: 'file' names a script file "
+                  "and stands alone"))
+      << mixed.out;
+
   // Relative to the pipeline's folder, not the working directory.
   std::filesystem::create_directory(dir / "sub");
   dir.Write("sub/good.mock.yaml", "a:\n  - say: from the file\n");
