@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "mock_provider/render.h"
 
 namespace steps {
@@ -17,11 +18,45 @@ struct RequestView {
   bool include_usage = false;
   std::string system;
   std::string last;
+  std::string last_part;  // The last part of the last message.
+  std::vector<std::string> tools;
   int messages = 0;
   bool tool_result = false;
   size_t chars = 0;
   json body;  // As parsed; discarded when not JSON.
 };
+
+// Text of the last part of a content field (the whole of a string).
+std::string LastPartText(const json& content) {
+  if (!content.is_array() || content.empty()) {
+    return content.is_string() ? content.get<std::string>() : "";
+  }
+  const json& part = content.back();
+  if (!part.is_object()) return "";
+  if (part.value("type", "") == "tool_result" && part.contains("content")) {
+    return LastPartText(part["content"]);
+  }
+  if (part.contains("text") && part["text"].is_string()) {
+    return part["text"].get<std::string>();
+  }
+  return "";
+}
+
+// The names of the tools offered: OpenAI {function: {name}}, Anthropic
+// {name}.
+std::vector<std::string> ToolNames(const json& body) {
+  std::vector<std::string> names;
+  if (!body.contains("tools") || !body["tools"].is_array()) return names;
+  for (const json& t : body["tools"]) {
+    if (!t.is_object()) continue;
+    const json& f =
+        t.contains("function") && t["function"].is_object() ? t["function"] : t;
+    if (f.contains("name") && f["name"].is_string()) {
+      names.push_back(f["name"].get<std::string>());
+    }
+  }
+  return names;
+}
 
 // Text of a content field: a string, or an array of parts/blocks.
 std::string ContentText(const json& content, bool* saw_tool_result) {
@@ -49,6 +84,7 @@ RequestView ReadRequest(const std::string& format, const std::string& body) {
   if (!j.is_object()) return v;
   v.model = j.value("model", "");
   v.stream = j.value("stream", false);
+  v.tools = ToolNames(j);
   if (j.contains("stream_options") && j["stream_options"].is_object()) {
     v.include_usage = j["stream_options"].value("include_usage", false);
   }
@@ -70,6 +106,7 @@ RequestView ReadRequest(const std::string& format, const std::string& body) {
         v.system += text;
       }
       v.last = text;
+      v.last_part = m.contains("content") ? LastPartText(m["content"]) : "";
       v.chars += text.size();
     }
   }
@@ -77,9 +114,56 @@ RequestView ReadRequest(const std::string& format, const std::string& body) {
   return v;
 }
 
+// `s` on one line: line breaks shown as \n, so a failure stays one line.
+std::string OneLine(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string Quote(const std::string& s) {
-  std::string cut = s.size() > 120 ? s.substr(0, 120) + "..." : s;
-  return "'" + cut + "'";
+  std::string cut =
+      s.size() > 120 ? s.substr(0, Utf8PrefixLength(s, 120)) + "..." : s;
+  return "'" + OneLine(cut) + "'";
+}
+
+// `s` from byte `from` (moved back to a character start), at most `max`
+// bytes, with "..." where it was cut.
+std::string Window(const std::string& s, size_t from, size_t max) {
+  while (from > 0 && from < s.size() && (s[from] & 0xC0) == 0x80) --from;
+  std::string out = from > 0 ? "..." : "";
+  std::string_view rest = std::string_view(s).substr(std::min(from, s.size()));
+  size_t keep = Utf8PrefixLength(rest, max);
+  out += OneLine(rest.substr(0, keep));
+  if (keep < rest.size()) out += "...";
+  return "'" + out + "'";
+}
+
+// Where two texts part: "expected 'A', now 'B' (they differ from byte N)",
+// each shown shortened around the first difference.
+std::string Difference(const std::string& expected, const std::string& now) {
+  size_t i = 0;
+  while (i < expected.size() && i < now.size() && expected[i] == now[i]) ++i;
+  size_t from = i > 40 ? i - 40 : 0;
+  return "expected " + Window(expected, from, 100) + ", now " +
+         Window(now, from, 100) + " (they differ from byte " +
+         std::to_string(i + 1) + ")";
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += (i ? ", " : "") + names[i];
+  }
+  return out + "]";
 }
 
 // Where `actual` fails to hold `expected` ("temperature: 0.2 expected, the
@@ -132,6 +216,18 @@ std::vector<std::string> Check(const MockEntry& entry, const RequestView& v,
   if (e.messages && *e.messages != v.messages) {
     failures.push_back(where + "messages " + std::to_string(*e.messages) +
                        ": the request has " + std::to_string(v.messages));
+  }
+  if (e.last_is && *e.last_is != v.last_part) {
+    failures.push_back(where + "last_is: the last message " +
+                       Difference(*e.last_is, v.last_part));
+  }
+  if (e.model && *e.model != v.model) {
+    failures.push_back(where + "model: expected '" + *e.model + "', now '" +
+                       v.model + "'");
+  }
+  if (e.tools && *e.tools != v.tools) {
+    failures.push_back(where + "tools: expected " + JoinNames(*e.tools) +
+                       ", now " + JoinNames(v.tools));
   }
   if (e.body) {
     std::string why =
@@ -226,6 +322,7 @@ MockReply MockEngine::Handle(const std::string& path,
   }
   record.entry_line = effective.line;
   record.action = ActionName(effective.action);
+  record.script_request = script_request;
   record.expect_failures = Check(effective, view, script_request);
 
   RenderInput in;
@@ -237,6 +334,16 @@ MockReply MockEngine::Handle(const std::string& path,
   in.prompt_tokens = static_cast<int64_t>((view.chars + 3) / 4);
   requests_.push_back(std::move(record));
   return RenderReply(effective, in);
+}
+
+std::string DescribeRequest(const MockRequestRecord& r) {
+  std::string out =
+      "request " + std::to_string(r.index) + ", agent '" + r.agent + "'";
+  if (!r.step.empty()) out += ", step '" + r.step + "'";
+  if (r.script_request != r.index && r.script_request > 0) {
+    out += ", its request " + std::to_string(r.script_request);
+  }
+  return out;
 }
 
 std::vector<MockRequestRecord> MockEngine::Requests() const {
@@ -269,8 +376,7 @@ std::vector<std::string> MockEngine::ExpectationFailures() const {
   std::vector<std::string> out;
   for (const MockRequestRecord& r : Requests()) {
     for (const std::string& f : r.expect_failures) {
-      out.push_back(f + " (request " + std::to_string(r.index) + ", agent '" +
-                    r.agent + "')");
+      out.push_back(f + " (" + DescribeRequest(r) + ")");
     }
   }
   return out;

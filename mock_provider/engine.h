@@ -31,8 +31,15 @@ struct MockRequestRecord {
   std::string action;  // "say", "status", "hang", "drop", ...
   int connection = 0;  // Client port (HTTP server only): equal ports,
                        // same connection.
+  // 1-based, among the requests its script (or the default) received.
+  int script_request = 0;
   std::vector<std::string> expect_failures;
 };
+
+// "request 5, agent 'reviewer', step 'review', its request 2": which
+// request a failed expectation is about (the step when the request named
+// one; the script's own count when it differs from the overall one).
+std::string DescribeRequest(const MockRequestRecord& record);
 
 // What to do for one request.
 struct MockReply {

@@ -163,11 +163,28 @@ Result<MockExpect> ParseExpect(const YAML::Node& node) {
                      "wire body must hold, e.g. {temperature: 0.2}");
       }
       e.body = DumpJson(YamlToJson(kv.second));
+    } else if (key == "model" || key == "last_is") {
+      auto v = ScalarString(kv.second, key.c_str());
+      if (!v.ok()) return v.status();
+      (key == "model" ? e.model : e.last_is) = *v;
+    } else if (key == "tools") {
+      if (!kv.second.IsSequence()) {
+        return Error(kv.second,
+                     "'tools' must be a list of tool names, e.g. [read_file]");
+      }
+      std::vector<std::string> names;
+      for (const auto& item : kv.second) {
+        auto v = ScalarString(item, "tools");
+        if (!v.ok()) return v.status();
+        names.push_back(*v);
+      }
+      e.tools = std::move(names);
     } else {
       return Error(kv.first,
                    "unknown key '" + key +
                        "' in expect (known: system_contains, last_contains, "
-                       "tool_result, request, messages, body)");
+                       "last_is, tool_result, request, messages, model, "
+                       "tools, body)");
     }
   }
   return e;

@@ -45,6 +45,14 @@ struct MockExpect {
   // with an equal value (nested mappings compared the same way, key by key;
   // lists and scalars whole): `body: {temperature: 0.2, seed: 7}`.
   std::optional<std::string> body;
+  // The request names this model (as sent: "gpt-4o" for "openai/gpt-4o").
+  std::optional<std::string> model;
+  // The names of the tools offered, exactly and in order (empty: none).
+  std::optional<std::vector<std::string>> tools;
+  // The last message's last part is exactly this text: a user message's
+  // text, or the last tool result (Anthropic sends one turn's results as
+  // parts of one message; this is the last of them).
+  std::optional<std::string> last_is;
 };
 
 struct MockUsage {
@@ -75,6 +83,9 @@ struct MockEntry {
   Millis delay{0};                  // Wait this long before answering.
   std::optional<MockUsage> usage;   // Reported usage; default estimated.
   std::optional<MockExpect> expect;
+  // Written as a comment above the entry by WriteMockScript; never read
+  // back (a recording notes which source answered).
+  std::string note;
 };
 
 struct MockScript {
@@ -107,6 +118,15 @@ Result<MockScript> ParseMockScriptText(const std::string& text);
 
 // Reads a script file. Errors are "FILE:LINE: message".
 Result<MockScript> LoadMockScriptFile(const std::string& path);
+
+// `script` as YAML text that ParseMockScriptText reads back to the same
+// entries (lines aside): `header` first as comment lines, then each key's
+// entries in `order` (keys missing from it follow, sorted), each entry's
+// note as a comment above it. Texts are written so any bytes survive
+// (quoted, or as block scalars when they span lines).
+std::string WriteMockScript(const MockScript& script,
+                            const std::vector<std::string>& order = {},
+                            const std::string& header = "");
 
 }  // namespace steps
 

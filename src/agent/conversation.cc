@@ -228,8 +228,18 @@ class Conversation {
     request_.params = source.params;
     RetryPolicy policy = setup_.retry;
     policy.attempts = std::max(1, inv_.attempts);
-    retrying_ = std::make_unique<RetryingProvider>(*connected_->provider,
-                                                   std::move(policy));
+    Provider* provider = connected_->provider.get();
+    if (setup_.exchanges != nullptr) {  // Each request, retries included.
+      ProviderExchange about;
+      about.source = SourceLabel(source);
+      about.source_index = static_cast<int>(source_index_);
+      about.stream = source.stream;
+      observed_ = std::make_unique<ObservedProvider>(
+          *provider, *setup_.exchanges, std::move(about));
+      provider = observed_.get();
+    }
+    retrying_ =
+        std::make_unique<RetryingProvider>(*provider, std::move(policy));
     return true;
   }
 
@@ -423,6 +433,7 @@ class Conversation {
     const std::string label = SourceLabel(inv_.sources[source_index_]);
     failures_.push_back(label + ": " + message);
     retrying_.reset();
+    observed_.reset();
     connected_.reset();
     if (source_index_ + 1 < inv_.sources.size()) {
       if (StopIfInterrupted()) return true;
@@ -510,6 +521,7 @@ class Conversation {
   TextAnswerGuard text_guard_;
   size_t source_index_ = 0;
   std::optional<ResolvedSource> connected_;
+  std::unique_ptr<ObservedProvider> observed_;  // With setup_.exchanges.
   std::unique_ptr<RetryingProvider> retrying_;
   int turn_requests_ = 0;  // Requests of the turn under way, all sources.
   std::vector<std::string> failures_;  // One per source that failed.

@@ -13,6 +13,7 @@
 #define STEPS_AGENT_CONVERSATION_H_
 
 #include "agent/agent.h"
+#include "agent/exchanges.h"
 #include "agent/sources.h"
 #include "providers/retry.h"
 #include "tools/registry.h"
@@ -43,6 +44,8 @@ struct ConversationSetup {
   // invocation's.
   RetryPolicy retry;
   ToolLimits tool_limits;
+  // Sees every request of every hosted source; optional.
+  ExchangeObserver* exchanges = nullptr;
 };
 
 // Runs one conversation to its end on the calling thread. Never throws.

@@ -15,7 +15,7 @@ std::string FormatUtc(WallTime t) {
 }
 
 std::string DisclosureText(Millis timeout, WallTime ends_at) {
-  return "Deadline: you have " + FormatDuration(timeout) +
+  return kDisclosurePrefix + FormatDuration(timeout) +
          " for this whole task, tool calls included; it ends at " +
          FormatUtc(ends_at) +
          ". Give your final answer before then: at the deadline the "
@@ -26,8 +26,7 @@ std::string NudgeText(Millis remaining, Millis timeout) {
   Millis shown = remaining >= std::chrono::seconds(1)
                      ? std::chrono::floor<std::chrono::seconds>(remaining)
                      : remaining;
-  return "Time is almost up: less than a fifth of your " +
-         FormatDuration(timeout) + " deadline is left (about " +
+  return kNudgePrefix + FormatDuration(timeout) + " deadline is left (about " +
          FormatDuration(shown) +
          "). Wrap up now: finish what you are doing and give your final "
          "answer.";

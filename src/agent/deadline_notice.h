@@ -11,6 +11,12 @@
 
 namespace steps::agent {
 
+// How the disclosure and the nudge begin: the part of each that never
+// changes with the clock (a recording expects the rest to).
+inline constexpr const char kDisclosurePrefix[] = "Deadline: you have ";
+inline constexpr const char kNudgePrefix[] =
+    "Time is almost up: less than a fifth of your ";
+
 // A calendar time as "2026-11-30 07:41:48 UTC" (whole seconds, rounded
 // down).
 std::string FormatUtc(WallTime t);

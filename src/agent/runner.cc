@@ -40,6 +40,7 @@ AgentResult ConversationRunner::Run(const AgentInvocation& invocation,
   setup.tools = options_.tools;
   setup.retry = options_.retry;
   setup.tool_limits = options_.tool_limits;
+  setup.exchanges = options_.exchanges;
   return RunConversation(invocation, context, setup);
 }
 

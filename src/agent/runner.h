@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/exchanges.h"
 #include "mock_provider/engine.h"
 #include "providers/registry.h"
 #include "providers/retry.h"
@@ -51,6 +52,10 @@ struct AgentRunnerOptions {
   RetryPolicy retry;
   // Bounds on what tools read, write and return.
   ToolLimits tool_limits;
+  // Sees every request of every hosted source, retries and fallbacks
+  // included (agent/exchanges.h); `steps run --record` gives a
+  // MockRecorder. Not owned; must outlive the runner. Default: none.
+  ExchangeObserver* exchanges = nullptr;
 };
 
 // Thread-safe: any number of Runs at once, each blocking its own thread.

@@ -1,7 +1,10 @@
 // `steps run FILE [--job NAME]... [--mock] [--no-cache]
+//   [--record [PATH] [--record-overwrite]]
 //   [--ui [--ui-listen A] [--allow-host H]...] [--summary FILE]`
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -27,7 +30,120 @@ struct RunOptions {
   std::string ui_listen = "127.0.0.1:8080";
   std::vector<std::string> allow_hosts;
   std::string summary;  // --summary FILE
+  // --record [PATH]: record_path empty means NAME.mock.yaml next to FILE.
+  bool record = false;
+  std::string record_path;
+  bool record_overwrite = false;
 };
+
+// Where --record writes: PATH as given, or NAME.mock.yaml next to the
+// pipeline NAME.yaml.
+std::string RecordPath(const RunOptions& opts) {
+  if (!opts.record_path.empty()) return opts.record_path;
+  std::filesystem::path file(opts.file);
+  return (file.parent_path() / (file.stem().string() + ".mock.yaml")).string();
+}
+
+// The recorded PATH as `mock: {file: ...}` in the pipeline names it:
+// relative to the pipeline's folder.
+std::string ReplayReference(const RunOptions& opts) {
+  std::filesystem::path dir = std::filesystem::path(opts.file).parent_path();
+  return std::filesystem::path(RecordPath(opts))
+      .lexically_proximate(dir.empty() ? "." : dir)
+      .string();
+}
+
+// Refuses what --record cannot do, before anything runs: with --mock, or
+// onto an existing file without --record-overwrite. Empty when fine.
+std::string CheckRecord(const RunOptions& opts) {
+  if (!opts.record) {
+    return opts.record_overwrite ? "--record-overwrite goes with --record" : "";
+  }
+  if (opts.mock) {
+    return "--record records real sources; under --mock there is nothing to "
+           "record";
+  }
+  if (opts.file == "-") return "--record needs a pipeline file, not stdin";
+  const std::string path = RecordPath(opts);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return "--record " + path + ": a directory; name the script file";
+  }
+  if (std::filesystem::exists(path, ec) && !opts.record_overwrite) {
+    return "--record " + path +
+           ": the file exists; add --record-overwrite to replace it, or name "
+           "another file";
+  }
+  return "";
+}
+
+// What the command line asks that the loaded pipeline cannot do (a job it
+// does not have, --mock without a mock: block, a --record refused); empty
+// when fine.
+std::string CheckOptions(const RunOptions& opts,
+                         const pipeline::Pipeline& pipeline) {
+  for (const std::string& job : opts.jobs) {
+    if (!pipeline.FindJob(job)) {
+      return "no job named '" + job + "' in " + opts.file;
+    }
+  }
+  if (std::string why = CheckRecord(opts); !why.empty()) return why;
+  if (opts.mock && !pipeline.mock) {
+    return "--mock needs a 'mock:' block in " + opts.file +
+           " (see docs/mock.md)";
+  }
+  return "";
+}
+
+// Writes the recording (to a temporary file renamed into place) and says
+// where it went and how to replay it.
+int WriteRecording(const RunOptions& opts, const pipeline::Pipeline& pipeline,
+                   const agent::MockRecorder& recording) {
+  const std::string path = RecordPath(opts);
+  if (recording.requests() == 0) {
+    std::cerr << "steps run: --record: no agent request was sent; nothing "
+                 "written to "
+              << path << "\n";
+    return kExitOk;
+  }
+  std::string header =
+      "Mock script recorded by `steps run " + opts.file + " --record`.\n" +
+      "Replay it: `mock: {file: " + ReplayReference(opts) + "}` in " +
+      opts.file + ", then `steps test " + opts.file +
+      "`.\n"
+      "Each entry answers one request as the source did; its expect: checks\n"
+      "that the replayed request still asks the same (docs/mock.md).";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << recording.Text(header);
+    if (!out.flush()) {
+      std::cerr << "steps run: --record: cannot write " << tmp << "\n";
+      return kExitJobFailed;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::cerr << "steps run: --record: cannot write " << path << ": "
+              << ec.message() << "\n";
+    std::filesystem::remove(tmp, ec);
+    return kExitJobFailed;
+  }
+  const int n = recording.requests();
+  const size_t agents = recording.agents().size();
+  std::cerr << "steps run: recorded " << n
+            << (n == 1 ? " request" : " requests") << " of " << agents
+            << (agents == 1 ? " agent" : " agents") << " to " << path << "\n";
+  std::error_code same;
+  if (pipeline.mock_file.empty() ||
+      !std::filesystem::equivalent(pipeline.mock_file, path, same)) {
+    std::cerr << "steps run: replay it with `mock: {file: "
+              << ReplayReference(opts) << "}` in " << opts.file
+              << " and `steps test " << opts.file << "`\n";
+  }
+  return kExitOk;
+}
 
 int RunRun(const RunOptions& opts) {
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
@@ -38,16 +154,8 @@ int RunRun(const RunOptions& opts) {
     PublishCiReport(report, opts.summary);
     return kExitRefused;
   }
-  for (const std::string& job : opts.jobs) {
-    if (!r.pipeline->FindJob(job)) {
-      std::cerr << "steps run: no job named '" << job << "' in " << opts.file
-                << "\n";
-      return kExitUsage;
-    }
-  }
-  if (opts.mock && !r.pipeline->mock) {
-    std::cerr << "steps run: --mock needs a 'mock:' block in " << opts.file
-              << " (see docs/mock.md)\n";
+  if (std::string why = CheckOptions(opts, *r.pipeline); !why.empty()) {
+    std::cerr << "steps run: " << why << "\n";
     return kExitUsage;
   }
   pipeline::ResolvedPlan plan(r.pipeline);
@@ -97,7 +205,8 @@ int RunRun(const RunOptions& opts) {
   setup.mock = opts.mock;
   setup.jobs = opts.jobs;
   setup.observer = &printer;
-  setup.use_cache = !opts.no_cache;
+  setup.use_cache = !opts.no_cache && !opts.record;
+  setup.record = opts.record;
   RunOutcome outcome = RunPlan(plan, setup);
   // The run's last line stays last on the terminal: no status block is
   // drawn under what follows.
@@ -116,6 +225,10 @@ int RunRun(const RunOptions& opts) {
   PublishCiReport(report, opts.summary);
   int code = ExitCodeFor(outcome);
   if (!outcome.mock_problems.empty() && code == kExitOk) code = kExitJobFailed;
+  if (outcome.recording) {
+    int written = WriteRecording(opts, *r.pipeline, *outcome.recording);
+    if (code == kExitOk) code = written;
+  }
   return code;
 }
 
@@ -134,6 +247,15 @@ Command RunCommand() {
             "Serve every agent source from the file's mock: block, in-process");
         app.add_flag("--no-cache", opts->no_cache,
                      "Run every step, even unchanged ones");
+        CLI::Option* record = app.add_option(
+            "--record", opts->record_path,
+            "Record every agent request of the run as a mock script in PATH "
+            "(default: NAME.mock.yaml next to NAME.yaml; put it after FILE, "
+            "or write --record=PATH); an existing file is replaced only "
+            "with --record-overwrite. Implies --no-cache");
+        record->expected(0, 1)->type_name("[PATH]");
+        app.add_flag("--record-overwrite", opts->record_overwrite,
+                     "Let --record replace an existing file");
         app.add_option("--state-dir", opts->state_dir,
                        "Where runs keep working folders and records")
             ->envname("STEPS_STATE_DIR")
@@ -161,7 +283,10 @@ Command RunCommand() {
             "65 the pipeline was refused at load, or before the first step "
             "(an agent\n"
             "source whose key variable is not set).");
-        return [opts] { return RunRun(*opts); };
+        return [opts, record] {
+          opts->record = record->count() > 0;
+          return RunRun(*opts);
+        };
       }};
 }
 

@@ -111,7 +111,14 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
     Result<MockScript> script = ParseMockScript(*plan.pipeline().mock);
     if (script.ok()) agents = agent::MakeMockAgentRunner(std::move(*script));
   }
-  if (!agents) agents = agent::MakeAgentRunner({});
+  if (!agents) {
+    agent::AgentRunnerOptions options;
+    if (setup.record) {
+      outcome.recording = std::make_shared<agent::MockRecorder>(redactor);
+      options.exchanges = outcome.recording.get();
+    }
+    agents = agent::MakeAgentRunner(std::move(options));
+  }
   opts.agents = agents.get();
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
@@ -130,8 +137,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
     for (const std::string& f : request.expect_failures) {
       outcome.mock_misses.push_back(
           {request.step,
-           redactor->Redact(f + " (request " + std::to_string(request.index) +
-                            ", agent '" + request.agent + "')")});
+           redactor->Redact(f + " (" + DescribeRequest(request) + ")")});
     }
   }
   return outcome;

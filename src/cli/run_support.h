@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/recording.h"
 #include "pipeline/executor.h"
 #include "pipeline/resolve.h"
 
@@ -23,6 +24,9 @@ struct RunSetup {
   bool use_cache = false;
   // The run's id; empty: a new one (pipeline::NewRunId).
   std::string run_id;
+  // Record every agent request as a mock script (`steps run --record`):
+  // RunOutcome::recording holds it.
+  bool record = false;
 };
 
 struct RunOutcome {
@@ -37,6 +41,8 @@ struct RunOutcome {
     std::string problem;
   };
   std::vector<MockMiss> mock_misses;
+  // With RunSetup::record: every agent request of the run, secrets masked.
+  std::shared_ptr<agent::MockRecorder> recording;
 };
 
 // Runs the jobs of `plan` with the local process launcher, SIGINT/SIGTERM

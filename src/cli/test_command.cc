@@ -67,7 +67,11 @@ std::vector<std::string> CollectFiles(const std::vector<std::string>& paths,
       for (auto it = fs::recursive_directory_iterator(p, ec);
            !ec && it != fs::end(it); it.increment(ec)) {
         std::string ext = it->path().extension().string();
-        if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml")) {
+        // NAME.mock.yaml is a mock script (steps run --record), not a
+        // pipeline: the pipeline that names it runs it.
+        std::string stem_ext = it->path().stem().extension().string();
+        if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml") &&
+            stem_ext != ".mock") {
           found.push_back(it->path().string());
         }
       }
@@ -209,6 +213,15 @@ RunOutcome RunOnce(const pipeline::ResolvedPlan& plan, bool mock,
   return outcome;
 }
 
+// After a missed expectation of a script read from `mock: {file:}`: how to
+// record it again when the change that made it miss was meant.
+std::string RerecordHint(const std::string& file,
+                         const pipeline::Pipeline& pipeline) {
+  if (pipeline.mock_file.empty()) return "";
+  return "; if the change is intended, record the script again: steps run " +
+         file + " --record " + pipeline.mock_file + " --record-overwrite";
+}
+
 // Whether `passes` of `runs` is enough: at least `rate` of them, or all
 // when no rate is given.
 bool EnoughPasses(int passes, int runs, std::optional<double> rate) {
@@ -253,14 +266,16 @@ void RunJobs(const std::string& file, const pipeline::Pipeline& pipeline,
         continue;
       }
       c->reason = why.value_or("");
-      if (!misses[i].empty())
-        c->reason += (c->reason.empty() ? "" : "; ") + misses[i];
+      if (!misses[i].empty()) {
+        c->reason += (c->reason.empty() ? "" : "; ") + misses[i] +
+                     RerecordHint(file, pipeline);
+      }
       c->log = JobLog(log, job.name);
       c->errored |= HasErroredStep(job);
     }
     if (!misses.back().empty()) {
       stray.verdict = CaseResult::kFail;
-      stray.reason = misses.back();
+      stray.reason = misses.back() + RerecordHint(file, pipeline);
       stray.log = log;
     }
   }
@@ -482,7 +497,8 @@ Command TestCommand() {
       [](CLI::App& app) -> std::function<int()> {
         auto opts = std::make_shared<TestOptions>();
         app.add_option("paths", opts->paths,
-                       "Files or folders (default: fixtures)");
+                       "Files or folders (default: fixtures); in a folder, "
+                       "every *.yaml but *.mock.yaml (mock scripts)");
         app.add_option("--junit", opts->junit,
                        "Also write JUnit XML to this file");
         app.add_option("--summary", opts->summary,

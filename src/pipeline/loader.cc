@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "core/yaml_limits.h"
-#include "mock_provider/script.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader_internal.h"
 #include "pipeline/yaml_reader.h"
@@ -456,24 +455,7 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   }
   ReadList(jobs, "jobs", d, [&](const YAML::Node& n) { ReadJob(n, p, d); });
   if (YAML::Node mock = r.Take("mock"); mock.IsDefined()) {
-    if (!mock.IsMap()) {
-      d.Error(LineOf(mock),
-              "'mock' must be a mapping of scripts (see docs/mock.md)");
-    } else {
-      p.mock = mock;
-      p.mock_line = r.KeyLine("mock");
-      // The mock provider reads the block; its errors carry their line.
-      Result<MockScript> script = ParseMockScript(mock);
-      if (!script.ok()) {
-        const std::string& m = script.status().message();
-        size_t colon = m.find(": ");
-        int line = colon == std::string::npos
-                       ? 0
-                       : std::atoi(m.substr(0, colon).c_str());
-        d.Error(line > 0 ? line : p.mock_line,
-                "mock: " + (line > 0 ? m.substr(colon + 2) : m));
-      }
-    }
+    internal::ReadMock(mock, r.KeyLine("mock"), p, d);
   }
   r.Finish();
   for (const AgentEntry& a : p.agents) {

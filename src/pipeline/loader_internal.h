@@ -52,6 +52,12 @@ void ReadModelParameters(MapReader& r, const std::string& where,
 // The top-level `secrets:` list of variable names.
 void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
+// The top-level `mock:` (mock_key.cc): an inline script or {file: PATH},
+// read relative to the pipeline's folder, into p.mock and p.mock_file.
+// Errors name the pipeline's line and, for a file, the file's own line.
+void ReadMock(const YAML::Node& mock, int key_line, Pipeline& p,
+              Diagnostics& d);
+
 // The top-level `tools:` list of command tools (tool_loader.cc).
 void ReadToolDefs(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 // The top-level `mcp_servers:` list (mcp_loader.cc); after ReadToolDefs.

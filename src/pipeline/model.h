@@ -381,9 +381,13 @@ struct Pipeline {
   // `secrets:`: environment variables whose values are masked as "***"
   // (besides the provider key variables, which always are).
   std::vector<std::string> secrets;
-  // The `mock:` block, kept as YAML for the mock provider to read.
+  // The `mock:` block, kept as YAML for the mock provider to read: the
+  // script written inline, or the one read from `mock: {file: PATH}`.
   std::optional<YAML::Node> mock;
   int mock_line = 0;
+  // `mock: {file: PATH}`: PATH as resolved (relative to the pipeline's
+  // folder); empty when the script is inline.
+  std::string mock_file;
 
   // The line of the first `sandbox:` (defaults, agent entry or step, in
   // that order) that asks for bwrap; 0 when none does.

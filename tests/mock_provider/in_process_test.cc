@@ -358,5 +358,76 @@ reviewer:
   EXPECT_EQ(engine_->Requests()[1].model, "model-x");
 }
 
+// model, tools and last_is: what a recorded script checks. A miss names
+// the field, what was expected and what the request holds now, shortened
+// around the first difference.
+TEST_F(InProcessTest, ExpectModelToolsAndLastIs) {
+  Load(R"(
+reviewer:
+  - expect: {model: m, tools: [], last_is: Review the release.}
+    say: holds
+  - expect: {model: other, tools: [read_file], last_is: Review the release!}
+    say: misses
+)");
+  ResolvedSource s = Source("mock/m");
+  ASSERT_TRUE(Send(*s.provider, "reviewer", s.model).ok());
+  CallContext context;
+  context.step = "review";
+  ASSERT_TRUE(Send(*s.provider, "reviewer", s.model, context).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_EQ(failures[0],
+            "line 5: expect last_is: the last message expected 'Review the "
+            "release!', now 'Review the release.' (they differ from byte 19) "
+            "(request 2, agent 'reviewer', step 'review')");
+  EXPECT_EQ(failures[1],
+            "line 5: expect model: expected 'other', now 'm' (request 2, "
+            "agent 'reviewer', step 'review')");
+  EXPECT_EQ(failures[2],
+            "line 5: expect tools: expected [read_file], now [] (request 2, "
+            "agent 'reviewer', step 'review')");
+}
+
+TEST_F(InProcessTest, ALongDifferenceIsShownAroundWhereItStarts) {
+  std::string head(300, 'a');
+  Load("reviewer:\n  - expect: {last_is: '" + head + "XYZ" + head +
+       "'}\n    say: ok\n");
+  ResolvedSource s = Source("mock/m");
+  ChatRequest r;
+  r.model = s.model;
+  r.messages = {Message::User(head + "QRS" + head)};
+  CallContext context;
+  context.clock = &clock_;
+  context.agent = "reviewer";
+  ASSERT_TRUE(s.provider->Send(r, context).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  std::string window = "..." + std::string(40, 'a');
+  EXPECT_EQ(failures[0],
+            "line 2: expect last_is: the last message expected '" + window +
+                "XYZ" + std::string(57, 'a') + "...', now '" + window + "QRS" +
+                std::string(57, 'a') +
+                "...' (they differ from byte 301) (request 1, agent "
+                "'reviewer')");
+}
+
+TEST_F(InProcessTest, AFailureShowsLineBreaksAsEscapesOnOneLine) {
+  Load("reviewer:\n  - expect: {last_is: \"one\\ntwo\"}\n    say: ok\n");
+  ResolvedSource s = Source("mock/m");
+  ChatRequest r;
+  r.model = s.model;
+  r.messages = {Message::User("one\nthree")};
+  CallContext context;
+  context.clock = &clock_;
+  context.agent = "reviewer";
+  ASSERT_TRUE(s.provider->Send(r, context).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0],
+            "line 2: expect last_is: the last message expected 'one\\ntwo', "
+            "now 'one\\nthree' (they differ from byte 6) (request 1, agent "
+            "'reviewer')");
+}
+
 }  // namespace
 }  // namespace steps

@@ -90,7 +90,10 @@ TEST(MockScriptTest, ErrorsNameTheLine) {
       {"a:\n  - expect: {request: 0}\n", "2: 'request' counts from 1"},
       {"a:\n  - expect: {sytem_contains: x}\n",
        "2: unknown key 'sytem_contains' in expect (known: system_contains, "
-       "last_contains, tool_result, request, messages, body)"},
+       "last_contains, last_is, tool_result, request, messages, model, tools, "
+       "body)"},
+      {"a:\n  - expect: {tools: read_file}\n",
+       "2: 'tools' must be a list of tool names, e.g. [read_file]"},
       {"a:\n  - expect: {body: 3}\n",
        "2: 'body' must be a mapping of the keys the request's wire body must "
        "hold, e.g. {temperature: 0.2}"},
@@ -132,6 +135,117 @@ TEST(MockScriptTest, FileErrorsCarryThePath) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),
             "/nonexistent/script.yaml: cannot read the script");
+}
+
+// WriteMockScript's text reads back to the same entries, whatever bytes
+// the texts hold: quotes, colons, '#', leading spaces, blank lines,
+// trailing newlines, tabs, control characters.
+TEST(MockScriptTest, AWrittenScriptReadsBackToTheSameEntries) {
+  const std::vector<std::string> texts = {
+      "plain",
+      "",
+      "key: value # not a comment",
+      "\"quoted\" and 'single'",
+      " leading space",
+      "two\nlines",
+      "ends with one newline\n",
+      "ends with two\n\n",
+      "blank\n\nline inside",
+      "tab\tinside\n\tand leading a line",
+      "control \x01 byte",
+      "- looks like a list\n- item",
+      "|\nliteral marker first",
+      "ünïcödé\nnext",
+      "true",
+      "42",
+  };
+  MockScript script;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    MockEntry say;
+    say.action = MockEntry::Action::kSay;
+    say.text = texts[i];
+    say.note = "answered by openai/gpt-4o\nsecond note line";
+    MockExpect e;
+    e.last_is = texts[i];
+    e.system_contains = texts[i];
+    e.model = "gpt-4o";
+    e.tools = std::vector<std::string>{"read_file", texts[i]};
+    say.expect = e;
+    script.scripts["agent: " + std::to_string(i)].push_back(say);
+  }
+  MockEntry call;
+  call.action = MockEntry::Action::kSay;
+  call.calls = {{"", "read_file", R"({"path": "a.txt"})"},
+                {"id_1", "run_shell", R"({"command": "ls")"}};
+  call.usage = MockUsage{12, 3, 0.25};
+  MockEntry status;
+  status.action = MockEntry::Action::kStatus;
+  status.status = 500;
+  status.headers = {{"Retry-After", "2"}};
+  status.delay = Millis(1500);
+  MockEntry drop;
+  drop.action = MockEntry::Action::kDrop;
+  MockEntry hang;
+  hang.action = MockEntry::Action::kHang;
+  hang.text = "starts";
+  MockEntry garbage;
+  garbage.action = MockEntry::Action::kGarbage;
+  garbage.text = "true";
+  MockEntry event;
+  event.action = MockEntry::Action::kErrorEvent;
+  event.text = "overloaded";
+  MockEntry only_expect;
+  only_expect.expect = MockExpect{};
+  only_expect.expect->tools = std::vector<std::string>{};
+  only_expect.expect->tool_result = true;
+  script.scripts["coder"] = {call,    status, drop,       hang,
+                             garbage, event,  only_expect};
+  MockEntry fallback;
+  fallback.action = MockEntry::Action::kSay;
+  fallback.text = "the default";
+  script.default_entry = fallback;
+
+  std::string text =
+      WriteMockScript(script, {"coder"}, "Recorded by a test.\n\nSecond.");
+  EXPECT_EQ(text.rfind("# Recorded by a test.\n#\n# Second.\n\"coder\":\n", 0),
+            0u)
+      << text;
+  auto back = ParseMockScriptText(text);
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  ASSERT_EQ(back->scripts.size(), script.scripts.size()) << text;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto& entries = back->scripts.at("agent: " + std::to_string(i));
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_EQ(entries[0].text, texts[i]) << text;
+    ASSERT_TRUE(entries[0].expect.has_value());
+    EXPECT_EQ(*entries[0].expect->last_is, texts[i]) << text;
+    EXPECT_EQ(*entries[0].expect->system_contains, texts[i]);
+    EXPECT_EQ(*entries[0].expect->model, "gpt-4o");
+    EXPECT_EQ(*entries[0].expect->tools,
+              (std::vector<std::string>{"read_file", texts[i]}));
+  }
+  const auto& c = back->scripts.at("coder");
+  ASSERT_EQ(c.size(), 7u);
+  ASSERT_EQ(c[0].calls.size(), 2u);
+  EXPECT_EQ(c[0].calls[0].arguments, R"({"path": "a.txt"})");
+  EXPECT_EQ(c[0].calls[1].arguments, R"({"command": "ls")");
+  EXPECT_EQ(c[0].calls[1].id, "id_1");
+  EXPECT_EQ(c[0].usage->prompt_tokens, 12);
+  EXPECT_EQ(*c[0].usage->cost, 0.25);
+  EXPECT_EQ(c[1].action, MockEntry::Action::kStatus);
+  EXPECT_EQ(c[1].status, 500);
+  EXPECT_EQ(c[1].headers, status.headers);
+  EXPECT_EQ(c[1].delay, Millis(1500));
+  EXPECT_EQ(c[2].action, MockEntry::Action::kDrop);
+  EXPECT_EQ(c[3].action, MockEntry::Action::kHang);
+  EXPECT_EQ(c[3].text, "starts");
+  EXPECT_EQ(c[4].action, MockEntry::Action::kGarbage);
+  EXPECT_EQ(c[4].text, "true");
+  EXPECT_EQ(c[5].action, MockEntry::Action::kErrorEvent);
+  EXPECT_EQ(c[6].action, MockEntry::Action::kDefault);
+  EXPECT_TRUE(c[6].expect->tools->empty());
+  ASSERT_TRUE(back->default_entry.has_value());
+  EXPECT_EQ(back->default_entry->text, "the default");
 }
 
 }  // namespace
