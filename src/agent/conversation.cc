@@ -19,6 +19,9 @@
 namespace steps::agent {
 namespace {
 
+// The model a CLI source's request names when a mock script serves it.
+constexpr const char kMockedCli[] = "cli";
+
 // Bound on what a turn record keeps of an answer's text.
 constexpr size_t kRecordTextBytes = 4000;
 
@@ -216,7 +219,7 @@ class Conversation {
 
   bool Connect(const AgentSource& source, std::string* why) {
     AgentSource effective = source;
-    if (source.is_cli()) effective.model = "mock/cli";
+    if (source.is_cli()) effective.model = std::string("mock/") + kMockedCli;
     auto resolved = setup_.connector->Connect(effective);
     if (!resolved.ok()) {
       *why =
@@ -401,6 +404,7 @@ class Conversation {
         Launcher(), source.cli, source.env, inv_.working_dir,
         RenderTranscript(request_.messages), deadline_, ctx_.cancel);
     const std::string label = "cli `" + source.cli + "`";
+    if (setup_.exchanges != nullptr) ReportCliRun(source, run, label);
     if (run.end == ProcessEnd::kFailedToStart) {
       return SourceFailed(label + ": failed to start: " + run.error,
                           Outcome::kErrored);
@@ -425,6 +429,41 @@ class Conversation {
     return SourceFailed(label + ": " + run.Describe() +
                             (stderr_tail.empty() ? "" : ": " + stderr_tail),
                         Outcome::kFailed);
+  }
+
+  // A CLI run as the exchange a mock script replays it with: the request a
+  // mocked CLI source sends (the conversation, no tools), answered by its
+  // output, or a final HTTP 400 when it failed (so the replay falls back
+  // where the run did), or no answer when the deadline cut it.
+  void ReportCliRun(const AgentSource& source, const ProcessResult& run,
+                    const std::string& label) {
+    ChatRequest plain;
+    plain.model = kMockedCli;
+    plain.messages = request_.messages;
+    std::optional<ChatResult> result;
+    if (run.succeeded()) {
+      ChatAnswer answer;
+      answer.text = run.out.text;
+      answer.finish_reason = "stop";
+      result.emplace(std::move(answer));
+    } else if (run.end == ProcessEnd::kTimedOut) {
+      result.emplace(ProviderError{ProviderErrorKind::kDeadline, 0,
+                                   std::nullopt, label + ": timed out"});
+    } else if (run.end == ProcessEnd::kCancelled) {
+      return;  // Aborted: nothing to replay.
+    } else {
+      result.emplace(ProviderError{ProviderErrorKind::kHttpStatus, 400,
+                                   std::nullopt,
+                                   label + ": " + run.Describe()});
+    }
+    ProviderExchange exchange;
+    exchange.agent = inv_.agent_name;
+    exchange.step = inv_.step_name;
+    exchange.source = SourceLabel(source);
+    exchange.source_index = static_cast<int>(source_index_);
+    exchange.request = &plain;
+    exchange.result = &*result;
+    setup_.exchanges->OnExchange(exchange);
   }
 
   // The current source failed for good: carry on with the next one from

@@ -6,7 +6,8 @@
 //   ... run ...
 //   std::string yaml = recorder.Text("Recorded by steps run --record");
 //
-// Each request becomes one entry of its agent's script, in the order sent:
+// Each request becomes one entry of its agent's script, in the order sent
+// (a CLI source's run counts as the one request its mocked source sends):
 // the answer as received (text, tool calls, usage; a stream's assembled
 // answer), or the failure (`status: N`, `drop`, `hang`, `garbage`,
 // `error_event`), so retries and fallbacks replay as they happened. Its

@@ -208,6 +208,47 @@ claude-x:
       << changed.out;
 }
 
+// A CLI source's run is recorded as its mocked source replays it: the
+// output as the answer, a failure as a final status the fallback follows.
+TEST(RecordCliTest, CliSourcesAreRecordedAsTheirMockedSourcesAnswer) {
+  TempDir dir;
+  auto server = Serve("backup:\n  - say: from the fallback\n");
+  const std::string body =
+      "agents:\n"
+      "- name: flaky\n"
+      "  source: {cli: \"cat > /dev/null; exit 3\"}\n"
+      "  fallback:\n"
+      "  - {model: openai/backup, base_url: " +
+      server->base_url() +
+      "}\n"
+      "- name: writer\n"
+      "  source: {cli: \"cat > /dev/null; echo written by the cli\"}\n"
+      "jobs:\n"
+      "- name: j\n"
+      "  plan:\n"
+      "  - agent: flaky\n"
+      "    messages: [Go.]\n"
+      "    assert: {contains_all: [from the fallback]}\n"
+      "  - agent: writer\n"
+      "    messages: [Write.]\n"
+      "    assert: {contains_all: [written by the cli]}\n";
+  dir.Write("c.yaml", body);
+  auto run =
+      RunSteps(dir.path(), "run c.yaml --plain --record", {.prefix = kEnv});
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const std::string recorded = dir.Read("c.mock.yaml");
+  EXPECT_TRUE(Has(recorded, "HTTP 400 from cli: cat > /dev/null; exit 3"))
+      << recorded;
+  EXPECT_TRUE(Has(recorded, "say: |\n      written by the cli\n")) << recorded;
+
+  server->Stop();
+  server.reset();
+  dir.Write("c.yaml", body + "mock: {file: c.mock.yaml}\n");
+  auto replay = RunSteps(dir.path(), "test c.yaml", {.prefix = kEnv});
+  EXPECT_EQ(replay.exit_code, 0) << replay.out;
+  EXPECT_TRUE(Has(replay.out, "1 passed, 0 failed")) << replay.out;
+}
+
 TEST(RecordCliTest, RecordIsRefusedWhereItCannotWork) {
   TempDir dir;
   dir.Write("m.yaml",

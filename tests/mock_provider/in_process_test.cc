@@ -429,5 +429,25 @@ TEST_F(InProcessTest, AFailureShowsLineBreaksAsEscapesOnOneLine) {
             "'reviewer')");
 }
 
+// With several scripts, a miss also names the request's number in its own
+// script: the entry to look at.
+TEST_F(InProcessTest, AMissNamesTheRequestInItsOwnScript) {
+  Load(R"(
+writer:
+  - say: first
+reviewer:
+  - expect: {model: other}
+    say: second
+)");
+  ResolvedSource s = Source("mock/m");
+  ASSERT_TRUE(Send(*s.provider, "writer", s.model).ok());
+  ASSERT_TRUE(Send(*s.provider, "reviewer", s.model).ok());
+  std::vector<std::string> failures = engine_->ExpectationFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0],
+            "line 5: expect model: expected 'other', now 'm' (request 2, "
+            "agent 'reviewer', its request 1)");
+}
+
 }  // namespace
 }  // namespace steps
