@@ -34,7 +34,7 @@ std::vector<const ModelSource*> SourcesOf(const Pipeline& p,
   return out;
 }
 
-// The agent entries the jobs' agent steps and fixers name.
+// The agent entries the jobs' agent steps, fixers and judges name.
 std::vector<const AgentEntry*> AgentsUsed(
     const Pipeline& p, const std::vector<std::string>& jobs) {
   std::set<std::string> names;
@@ -49,6 +49,7 @@ std::vector<const AgentEntry*> AgentsUsed(
     ForEachStep(all, [&](const Step& s) {
       if (s.kind == StepKind::kAgent) names.insert(s.agent);
       if (s.fix) names.insert(s.fix->agent);
+      if (s.check && s.check->judge) names.insert(s.check->judge->agent);
     });
   }
   std::vector<const AgentEntry*> out;

@@ -19,8 +19,8 @@ struct SourceProblem {
   std::string message;  // Names the source and the variable, and the fix.
 };
 
-// The sources of the agent steps and fixers of `jobs` (all jobs when
-// empty), each checked once against `lookup`, in file order. Only
+// The sources of the agent steps, fixers and assert judges of `jobs` (all
+// jobs when empty), each checked once against `lookup`, in file order. Only
 // builds providers; sends nothing. Not for a mocked run, where the mock:
 // block serves every source.
 std::vector<SourceProblem> CheckSourceEnvironment(

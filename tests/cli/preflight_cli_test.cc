@@ -1,8 +1,8 @@
 // What is refused before anything runs, through the real binary: unknown
 // tools, providers, template values and pipes, forward `to:` routes,
-// unquoted values in shell scripts, agent sources without their key; and
-// the bounds `steps explain` prints for routing, kill grace, huge retry
-// schedules and fan-outs under a job deadline.
+// unquoted values in shell scripts, agent sources (judges' too) without
+// their key; and the bounds `steps explain` prints for routing, kill grace,
+// huge retry schedules and fan-outs under a job deadline.
 //
 // Each case writes one pipeline, runs one `steps` command on it and checks
 // the exit code, what the output says (or must not say), which files the
@@ -220,6 +220,21 @@ const std::string kTaskOnly = kKeyed +
                               Touch("k-ran") + "\n";
 const std::string kBothKeys = "OPENAI_API_KEY=x PREFLIGHT_KEY=y";
 
+// An agent used only as a step's judge is checked like any other.
+const std::string kJudged =
+    "agents:\n"
+    "- name: grader\n"
+    "  source: { model: openai/gpt-4.1-mini }\n"
+    "jobs:\n"
+    "- name: j\n"
+    "  plan:\n"
+    "  - task: first\n"
+    "    run: " +
+    Touch("first-ran") +
+    "\n"
+    "    assert:\n"
+    "      judge: { agent: grader, rubric: The step says nothing. }\n";
+
 const std::string kMocked =
     "agents:\n"
     "- name: a\n"
@@ -414,6 +429,13 @@ const std::vector<PreflightCase> kCases = {
               "variable OPENAI_API_KEY is not set",
               "p.yaml:5: error: model 'openai/gpt-4.1-mini': environment "
               "variable PREFLIGHT_KEY is not set"},
+     .not_made = {"first-ran"}},
+    {.name = "AJudgesMissingKeyRefusesTheRunBeforeTheFirstStep",
+     .yaml = kJudged,
+     .command = "run p.yaml",
+     .exit_code = 65,
+     .says = {"p.yaml:3: error: model 'openai/gpt-4.1-mini': environment "
+              "variable OPENAI_API_KEY is not set"},
      .not_made = {"first-ran"}},
     // With the keys set the check passes (an agent step would then fail
     // to reach a server, which is not this test's business).
