@@ -372,6 +372,18 @@ class Printer {
     Row(indent, "params", value, origin + ")");
   }
 
+  // The names of a hosted source's `headers:` (their values may hold
+  // secrets, so they are not shown).
+  void HeaderRow(const ModelSource& source, int indent) {
+    if (source.headers.empty()) return;
+    std::string names;
+    for (const auto& [name, value] : source.headers)
+      names += (names.empty() ? "" : ", ") + name;
+    Row(indent, "headers", names,
+        "for " + source.model + " (source, line " +
+            std::to_string(source.line) + "); values not shown");
+  }
+
   void Step(const pipeline::Step& s, int indent, const std::string& label) {
     out_ << "\n"
          << std::string(indent, ' ') << label << " " << StepKindName(s.kind);
@@ -385,8 +397,11 @@ class Printer {
         out_ << " → " << f.Describe();
       out_ << "\n";
       ParameterRows(r.source, *r.agent, indent);
-      for (const ModelSource& f : r.agent->fallback)
+      HeaderRow(r.source, indent);
+      for (const ModelSource& f : r.agent->fallback) {
         ParameterRows(f, *r.agent, indent);
+        HeaderRow(f, indent);
+      }
       AgentDials(r.dials, indent);
       CommandToolRows(*r.agent, r.dials, indent);
       McpServerRows(*r.agent, r.dials, indent);

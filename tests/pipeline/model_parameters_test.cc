@@ -197,5 +197,34 @@ jobs: [{ name: j, plan: [{ agent: a, messages: [hi] }] }]
       << text;
 }
 
+// A source's headers: their names in explain, never their values; what
+// they say is part of the identity.
+TEST(ModelParametersTest, SourceHeadersShowByNameAndKeyTheStep) {
+  auto with = [](const std::string& value) {
+    return std::string(R"(agents:
+- name: a
+  source:
+    model: openai/gpt-4o
+    headers: { X-Gateway-Token: ")") +
+           value + R"(", HTTP-Referer: https://example.org }
+jobs: [{ name: j, plan: [{ agent: a, messages: [hi] }] }]
+)";
+  };
+  auto p = MustLoad(with("${GATEWAY_TOKEN}"));
+  ASSERT_TRUE(p);
+  const std::string text = Explain(ResolvedPlan(p), {});
+  EXPECT_NE(text.find("HTTP-Referer, X-Gateway-Token"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("for openai/gpt-4o (source, line 4); values not shown"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("GATEWAY_TOKEN}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("example.org"), std::string::npos) << text;
+  EXPECT_NE(IdentityOf(with("${GATEWAY_TOKEN}")),
+            IdentityOf(with("${OTHER_TOKEN}")));
+  EXPECT_EQ(IdentityOf(with("${GATEWAY_TOKEN}")),
+            IdentityOf(with("${GATEWAY_TOKEN}")));
+}
+
 }  // namespace
 }  // namespace steps::pipeline
