@@ -5,6 +5,9 @@
 #ifndef STEPS_PROCESS_LIVE_PROCESS_H_
 #define STEPS_PROCESS_LIVE_PROCESS_H_
 
+#include <sys/types.h>
+
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -51,6 +54,11 @@ class LiveProcess {
   // sweep of a subreaper). Later calls do nothing.
   virtual void Stop(Millis grace) = 0;
 };
+
+// write(2) to a child's pipe without letting SIGPIPE reach the process:
+// the signal is blocked on this thread for the call and, if the write
+// raised it, consumed. A closed pipe is then EPIPE, as from any write.
+ssize_t WriteWithoutSigpipe(int fd, const char* data, size_t size);
 
 }  // namespace steps
 

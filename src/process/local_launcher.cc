@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "process/live_process.h"
 #include "process/output_capture.h"
 #include "process/proc_stat.h"
 #include "process/spawn.h"
@@ -55,26 +56,6 @@ struct Wakeup {
     (void)n;
   }
 };
-
-// Writes without letting SIGPIPE reach the process: the signal is blocked on
-// this thread for the call and, if the write raised it, consumed.
-ssize_t WriteWithoutSigpipe(int fd, const char* data, size_t size) {
-  sigset_t pipe_set, old_mask, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  ssize_t n = write(fd, data, size);
-  int err = errno;
-  if (n < 0 && err == EPIPE && !was_pending) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  errno = err;
-  return n;
-}
 
 // A descriptor that becomes readable when `pid` exits; invalid where the
 // kernel has no pidfd_open (before 5.3). Called through syscall() because
@@ -461,6 +442,24 @@ ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
   SweepScope(scope, group.pgid, kSweepMaxWait);
   if (options_.groups) options_.groups->OnGroupEnd(group);
   return finish();
+}
+
+ssize_t WriteWithoutSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_set, old_mask, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+  ssize_t n = write(fd, data, size);
+  int err = errno;
+  if (n < 0 && err == EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = err;
+  return n;
 }
 
 }  // namespace steps

@@ -45,26 +45,6 @@ std::string Quote(std::string_view text) {
   return SanitizeUtf8(cut);
 }
 
-// Writes without letting SIGPIPE reach the process (the server may close
-// its stdin at any moment).
-ssize_t WriteNoSigpipe(int fd, const char* data, size_t size) {
-  sigset_t pipe_set, old_mask, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  ssize_t n = write(fd, data, size);
-  int err = errno;
-  if (n < 0 && err == EPIPE && !was_pending) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  errno = err;
-  return n;
-}
-
 // An eventfd a cancel callback writes to; shared with the callback, which
 // may run after the wait is over.
 struct Wakeup {
@@ -314,7 +294,7 @@ class McpClient::Session {
 
   void WritePending() {
     while (!pending_.empty()) {
-      ssize_t put = WriteNoSigpipe(process_->stdin_fd(), pending_.data(),
+      ssize_t put = WriteWithoutSigpipe(process_->stdin_fd(), pending_.data(),
                                    pending_.size());
       if (put < 0 && errno == EINTR) continue;
       if (put < 0 && errno == EAGAIN) return;
