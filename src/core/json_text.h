@@ -9,12 +9,18 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace steps {
 
 // `value` serialised as valid UTF-8 JSON. `indent` as for dump(): -1 is
 // compact, N >= 0 pretty-prints with N spaces.
 std::string DumpJson(const nlohmann::json& value, int indent = -1);
+
+// Whether `text`, read as JSON, nests arrays and objects at most
+// `max_depth` deep (brackets inside strings do not count). Linear, no
+// recursion: checked before a parser that recurses sees untrusted text.
+bool JsonDepthWithin(std::string_view text, int max_depth);
 
 }  // namespace steps
 

@@ -8,43 +8,8 @@ namespace steps {
 
 using nlohmann::json;
 
-bool JsonDepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        if (++depth > max_depth) return false;
-        break;
-      case ']':
-      case '}':
-        // Unbalanced closers are the parser's to refuse.
-        if (depth > 0) --depth;
-        break;
-      default:
-        break;
-    }
-  }
-  return true;
-}
-
 std::optional<json> ParseWireJson(std::string_view text, std::string* why) {
-  if (!JsonDepthWithin(text)) {
+  if (!JsonDepthWithin(text, kMaxWireJsonDepth)) {
     if (why) {
       *why =
           "nested deeper than " + std::to_string(kMaxWireJsonDepth) + " levels";
@@ -113,7 +78,7 @@ std::optional<ProviderError> CheckAnswerLimits(const ChatAnswer& answer) {
         std::to_string(static_cast<int64_t>(kMaxAnswerCostUsd)));
   }
   for (const ToolCall& call : answer.tool_calls) {
-    if (!JsonDepthWithin(call.arguments)) {
+    if (!JsonDepthWithin(call.arguments, kMaxWireJsonDepth)) {
       return MalformedAnswer("arguments of tool call '" + call.name +
                              "' nested deeper than " +
                              std::to_string(kMaxWireJsonDepth) + " levels");

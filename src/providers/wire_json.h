@@ -38,11 +38,6 @@ inline constexpr int64_t kMaxTokenCount = 1'000'000'000;
 // Ceiling on the cost one answer may report, in US dollars.
 inline constexpr double kMaxAnswerCostUsd = 1'000'000.0;
 
-// Whether `text`, read as JSON, nests arrays and objects at most
-// `max_depth` deep (brackets inside strings do not count). Linear, no
-// recursion.
-bool JsonDepthWithin(std::string_view text, int max_depth = kMaxWireJsonDepth);
-
 // Parses `text` as JSON within kMaxWireJsonDepth. Nullopt when it is not
 // JSON or nests too deep; `why` (optional) then says which.
 std::optional<nlohmann::json> ParseWireJson(std::string_view text,

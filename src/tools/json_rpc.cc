@@ -2,44 +2,12 @@
 
 #include <utility>
 
+#include "core/json_text.h"
+
 namespace steps {
-namespace {
-
-std::string Line(const nlohmann::json& message) {
-  // dump() escapes control characters, so the line holds no newline.
-  return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// Whether `text` nests arrays and objects at most `max_depth` deep
-// (brackets inside strings do not count). Linear, no recursion.
-bool DepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 std::optional<nlohmann::json> ParseJsonRpcLine(std::string_view line) {
-  if (!DepthWithin(line, kMaxJsonRpcDepth)) return std::nullopt;
+  if (!JsonDepthWithin(line, kMaxJsonRpcDepth)) return std::nullopt;
   nlohmann::json j =
       nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
@@ -101,30 +69,30 @@ std::string JsonRpcRequest(int64_t id, std::string_view method,
                            const nlohmann::json& params) {
   nlohmann::json m = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
   if (!params.is_null()) m["params"] = params;
-  return Line(m);
+  return DumpJson(m);
 }
 
 std::string JsonRpcNotification(std::string_view method,
                                 const nlohmann::json& params) {
   nlohmann::json m = {{"jsonrpc", "2.0"}, {"method", method}};
   if (!params.is_null()) m["params"] = params;
-  return Line(m);
+  return DumpJson(m);
 }
 
 std::string JsonRpcResult(const nlohmann::json& id,
                           const nlohmann::json& result) {
-  return Line({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
+  return DumpJson({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
 }
 
 std::string JsonRpcError(const nlohmann::json& id, int code,
                          std::string_view message) {
-  return Line({{"jsonrpc", "2.0"},
+  return DumpJson({{"jsonrpc", "2.0"},
                {"id", id},
                {"error", {{"code", code}, {"message", message}}}});
 }
 
 std::string DescribeJsonRpcError(const nlohmann::json& error) {
-  if (!error.is_object()) return "a malformed error: " + Line(error);
+  if (!error.is_object()) return "a malformed error: " + DumpJson(error);
   std::string text = error.contains("message") && error["message"].is_string()
                          ? error["message"].get<std::string>()
                          : std::string("(no message)");
