@@ -312,6 +312,70 @@ TEST_F(SecretsTest, TasksSeeProviderKeysOnlyWhenPassed) {
       << "run_shell saw OPENAI_API_KEY: " << r.err;
 }
 
+// What a command tool, an MCP server and run_shell print goes back to the
+// model as printed, and into the store and the log masked (record_cli_test
+// covers recordings).
+TEST_F(SecretsTest, ToolOutputIsMasked) {
+  Write("p.yaml",
+        "secrets: [DEPLOY_TOKEN]\n"
+        "tools:\n"
+        "- name: leak\n"
+        "  description: Print the token.\n"
+        "  parameters: { type: object }\n"
+        "  env: [DEPLOY_TOKEN]\n"
+        "  run: echo \"command-tool=$DEPLOY_TOKEN\"\n"
+        "mcp_servers:\n"
+        "- name: srv\n"
+        "  env: [DEPLOY_TOKEN]\n"
+        "  command: |\n"
+        "    reply() { printf '{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\\n' "
+        "\"$1\" \"$2\"; }\n"
+        "    while IFS= read -r line; do\n"
+        "      id=$(printf '%s' \"$line\" | sed -n "
+        "'s/^{\"id\":\\([0-9]*\\),.*/\\1/p')\n"
+        "      [ -n \"$id\" ] || continue\n"
+        "      case \"$line\" in\n"
+        "        *'\"method\":\"initialize\"'*) reply \"$id\" "
+        "'{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+        "\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}' ;;\n"
+        "        *'\"method\":\"tools/list\"'*) reply \"$id\" "
+        "'{\"tools\":[{\"name\":\"leak\",\"inputSchema\":{\"type\":"
+        "\"object\"}}]}' ;;\n"
+        "        *) reply \"$id\" \"{\\\"content\\\":[{\\\"type\\\":\\\"text\\\","
+        "\\\"text\\\":\\\"mcp=$DEPLOY_TOKEN\\\"}]}\" ;;\n"
+        "      esac\n"
+        "    done\n"
+        "agents:\n"
+        "- { name: a, source: { model: mock/a }, tools: [leak, srv, run_shell] }\n"
+        "jobs:\n"
+        "- name: j\n"
+        "  plan:\n"
+        "  - agent: a\n"
+        "    messages: [go]\n"
+        "mock:\n"
+        "  a:\n"
+        "    - call: {name: leak, arguments: {}}\n"
+        "    - expect: {last_contains: 'command-tool=deploy-'}\n"
+        "      call: {name: srv__leak, arguments: {}}\n"
+        "    - expect: {last_contains: 'mcp=deploy-'}\n"
+        "      call: {name: run_shell, arguments: {command: 'echo "
+        "shell=$DEPLOY_TOKEN'}}\n"
+        "    - expect: {last_contains: 'shell=deploy-'}\n"
+        "      say: done\n");
+  Result r = Steps("run p.yaml --plain --mock --state-dir state");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find(kNeedle), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find(kNeedle), std::string::npos) << r.err;
+  const std::string dump = DumpStore("state");
+  ExpectMasked("the store", dump);
+  for (const char* seen : {"command-tool=***", "mcp=***", "shell=***"}) {
+    EXPECT_NE(dump.find(seen), std::string::npos) << seen << "\n" << dump;
+  }
+  const std::string json = Steps("show --json --state-dir state").out;
+  ExpectMasked("steps show --json", json);
+  EXPECT_NE(json.find("mcp=***"), std::string::npos) << json;
+}
+
 TEST_F(SecretsTest, CliSourceSeesOnlyItsBaseAndItsEnv) {
   Write("p.yaml",
         "agents:\n"
