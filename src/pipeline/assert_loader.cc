@@ -1,7 +1,6 @@
 // Reading a step's `assert:` block: every kind of check, its type and edge
 // values, and which step kinds it applies to (docs/pipeline.md "### assert").
-#include <regex>
-
+#include "core/pattern.h"
 #include "core/suggest.h"
 #include "pipeline/loader_internal.h"
 #include "tools/json_schema.h"
@@ -11,9 +10,9 @@ namespace {
 
 const std::vector<std::string>& AssertKeys() {
   static const std::vector<std::string> keys = {
-      "stdout",      "code",       "equals",         "contains_all",
-      "contains_any", "not_contains", "regex",        "json",
-      "tool_called", "max_turns_used", "max_tokens", "max_cost",
+      "stdout",       "code",           "equals",     "contains_all",
+      "contains_any", "not_contains",   "regex",      "json",
+      "tool_called",  "max_turns_used", "max_tokens", "max_cost",
       "max_duration", "judge"};
   return keys;
 }
@@ -24,7 +23,8 @@ constexpr const char* kAgentOnlyKeys[] = {"tool_called", "max_turns_used",
 
 std::string KnownKeys() {
   std::string out;
-  for (const std::string& k : AssertKeys()) out += (out.empty() ? "" : ", ") + k;
+  for (const std::string& k : AssertKeys())
+    out += (out.empty() ? "" : ", ") + k;
   return out;
 }
 
@@ -67,20 +67,14 @@ void ReadRegex(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
   std::optional<std::string> p = ReadString(n, "assert.regex", d);
   if (!p) return;
   if (p->empty()) {
-    d.Error(LineOf(n), "'assert.regex' must not be empty (it matches any "
-                       "output); omit the key to check nothing");
+    d.Error(LineOf(n),
+            "'assert.regex' must not be empty (it matches any "
+            "output); omit the key to check nothing");
     return;
   }
-  if (p->size() > kMaxPatternBytes) {
-    d.Error(LineOf(n), "'assert.regex' is longer than " +
-                           std::to_string(kMaxPatternBytes) + " bytes");
-    return;
-  }
-  try {
-    std::regex re(*p, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    d.Error(LineOf(n), "'assert.regex' is not a valid ECMAScript regular "
-                       "expression (" + std::string(e.what()) + "): " + *p);
+  if (Result<Pattern> re = Pattern::Compile(*p); !re.ok()) {
+    d.Error(LineOf(n), "'assert.regex' is not a valid regular expression (" +
+                           re.status().message() + "): " + *p);
     return;
   }
   a.regex = *p;
@@ -98,8 +92,9 @@ void ReadJsonCheck(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
       r.Take(key);
     }
     if (!schema.IsDefined()) {
-      d.Error(LineOf(n), "'assert.json' as a mapping takes 'schema' (a JSON "
-                         "Schema the output must match)");
+      d.Error(LineOf(n),
+              "'assert.json' as a mapping takes 'schema' (a JSON "
+              "Schema the output must match)");
       return;
     }
     std::optional<nlohmann::json> j =
@@ -116,8 +111,9 @@ void ReadJsonCheck(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
   std::optional<bool> b = ReadBool(n, "assert.json", d);
   if (!b) return;
   if (!*b) {
-    d.Error(LineOf(n), "'assert.json: false' checks nothing; write 'json: "
-                       "true' (the output parses as JSON) or omit the key");
+    d.Error(LineOf(n),
+            "'assert.json: false' checks nothing; write 'json: "
+            "true' (the output parses as JSON) or omit the key");
     return;
   }
   a.json = true;
@@ -140,9 +136,11 @@ std::optional<ToolCalledCheck> ReadToolCall(const YAML::Node& n,
       c.name = *name;
     if (YAML::Node args = r.Take("arguments"); args.IsDefined()) {
       if (!args.IsMap()) {
-        d.Error(LineOf(args), "'assert.tool_called.arguments' must be a "
-                              "mapping (the arguments the call must hold), "
-                              "not " + DescribeNodeType(args));
+        d.Error(LineOf(args),
+                "'assert.tool_called.arguments' must be a "
+                "mapping (the arguments the call must hold), "
+                "not " +
+                    DescribeNodeType(args));
         return std::nullopt;
       }
       c.arguments = ReadJson(args, "assert.tool_called.arguments", d);
@@ -153,17 +151,19 @@ std::optional<ToolCalledCheck> ReadToolCall(const YAML::Node& n,
     c.max = ReadCount(r.Take("max"), "assert.tool_called.max", d);
     for (const std::string& key : r.Untaken()) {
       std::string msg = "unknown key '" + key + "' in assert.tool_called";
-      if (auto near = ClosestWord(key, {"name", "arguments", "count", "min",
-                                        "max"}))
+      if (auto near =
+              ClosestWord(key, {"name", "arguments", "count", "min", "max"}))
         msg += " (did you mean '" + *near + "'?)";
-      d.Error(r.KeyLine(key), msg + "; it takes name, arguments, and count "
-                                    "or min/max");
+      d.Error(r.KeyLine(key), msg +
+                                  "; it takes name, arguments, and count "
+                                  "or min/max");
       r.Take(key);
     }
   } else {
-    d.Error(c.line, "each 'assert.tool_called' entry must be a tool name or "
-                    "a mapping {name, arguments, count | min | max}, not " +
-                        DescribeNodeType(n));
+    d.Error(c.line,
+            "each 'assert.tool_called' entry must be a tool name or "
+            "a mapping {name, arguments, count | min | max}, not " +
+                DescribeNodeType(n));
     return std::nullopt;
   }
   if (c.name.empty()) {
@@ -191,8 +191,9 @@ void ReadToolCalled(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
     return;
   }
   if (n.size() == 0) {
-    d.Error(LineOf(n), "'assert.tool_called' must name at least one tool; "
-                       "omit the key to check nothing");
+    d.Error(LineOf(n),
+            "'assert.tool_called' must name at least one tool; "
+            "omit the key to check nothing");
   }
   for (const YAML::Node& item : n) {
     if (auto c = ReadToolCall(item, d)) a.tool_called.push_back(*c);
@@ -202,14 +203,17 @@ void ReadToolCalled(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
 void ReadJudge(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
   if (!n.IsDefined()) return;
   if (!n.IsMap()) {
-    d.Error(LineOf(n), "'assert.judge' must be a mapping {agent: NAME, "
-                       "rubric: TEXT}, not " + DescribeNodeType(n));
+    d.Error(LineOf(n),
+            "'assert.judge' must be a mapping {agent: NAME, "
+            "rubric: TEXT}, not " +
+                DescribeNodeType(n));
     return;
   }
   MapReader r(n, "assert.judge", d);
   JudgeSpec j;
   j.line = LineOf(n);
-  if (auto s = ReadString(r.Take("agent"), "assert.judge.agent", d)) j.agent = *s;
+  if (auto s = ReadString(r.Take("agent"), "assert.judge.agent", d))
+    j.agent = *s;
   if (auto s = ReadString(r.Take("rubric"), "assert.judge.rubric", d))
     j.rubric = *s;
   for (const std::string& key : r.Untaken()) {
@@ -220,13 +224,15 @@ void ReadJudge(const YAML::Node& n, StepAssert& a, Diagnostics& d) {
     r.Take(key);
   }
   if (j.agent.empty()) {
-    d.Error(j.line, "'assert.judge' needs 'agent': the agents: entry that "
-                    "grades the output");
+    d.Error(j.line,
+            "'assert.judge' needs 'agent': the agents: entry that "
+            "grades the output");
     return;
   }
   if (j.rubric.find_first_not_of(" \t\r\n") == std::string::npos) {
-    d.Error(j.line, "'assert.judge' needs a non-empty 'rubric': what the "
-                    "output must do to pass");
+    d.Error(j.line,
+            "'assert.judge' needs a non-empty 'rubric': what the "
+            "output must do to pass");
     return;
   }
   a.judge = j;
@@ -247,9 +253,10 @@ void ReadLimits(MapReader& r, StepAssert& a, Diagnostics& d) {
   YAML::Node dur = r.Take("max_duration");
   if (auto v = ReadDuration(dur, "assert.max_duration", std::nullopt, d)) {
     if (v->count() <= 0) {
-      d.Error(LineOf(dur), "'assert.max_duration' must be a positive "
-                           "duration such as 30s (use the step's 'timeout' "
-                           "to stop it)");
+      d.Error(LineOf(dur),
+              "'assert.max_duration' must be a positive "
+              "duration such as 30s (use the step's 'timeout' "
+              "to stop it)");
     } else {
       a.max_duration = *v;
     }
@@ -280,9 +287,10 @@ void ReadStepAssert(const YAML::Node& n, Step& step, Diagnostics& d) {
   StepAssert a;
   a.line = LineOf(n);
   if (step.is_container()) {
-    d.Error(a.line, "'assert' applies to task, get, put and agent steps; "
-                    "put it on the steps inside " +
-                        std::string(StepKindName(step.kind)));
+    d.Error(a.line,
+            "'assert' applies to task, get, put and agent steps; "
+            "put it on the steps inside " +
+                std::string(StepKindName(step.kind)));
   }
   a.stdout_contains = ReadString(r.Take("stdout"), "assert.stdout", d);
   if (auto c = ReadInt(r.Take("code"), "assert.code", 0, 255,
@@ -290,9 +298,12 @@ void ReadStepAssert(const YAML::Node& n, Step& step, Diagnostics& d) {
     a.code = static_cast<int>(*c);
   }
   a.equals = ReadString(r.Take("equals"), "assert.equals", d);
-  a.contains_all = ReadTextList(r.Take("contains_all"), "assert.contains_all", d);
-  a.contains_any = ReadTextList(r.Take("contains_any"), "assert.contains_any", d);
-  a.not_contains = ReadTextList(r.Take("not_contains"), "assert.not_contains", d);
+  a.contains_all =
+      ReadTextList(r.Take("contains_all"), "assert.contains_all", d);
+  a.contains_any =
+      ReadTextList(r.Take("contains_any"), "assert.contains_any", d);
+  a.not_contains =
+      ReadTextList(r.Take("not_contains"), "assert.not_contains", d);
   ReadRegex(r.Take("regex"), a, d);
   ReadJsonCheck(r.Take("json"), a, d);
   RefuseAgentOnly(r, step, d);

@@ -173,7 +173,7 @@ struct StepAssert {
   std::optional<std::vector<std::string>> contains_all;
   std::optional<std::vector<std::string>> contains_any;
   std::optional<std::vector<std::string>> not_contains;
-  std::optional<std::string> regex;  // ECMAScript, searched line by line.
+  std::optional<std::string> regex;  // core/pattern.h, line by line.
   bool json = false;                 // The output parses as JSON.
   std::optional<nlohmann::json> json_schema;  // ... and matches this.
   // Agent steps only: what the conversation did and spent.

@@ -3,10 +3,10 @@
 #include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <regex>
-#include <sstream>
+#include <string_view>
 
 #include "core/json_text.h"
+#include "core/pattern.h"
 #include "tools/json_schema.h"
 
 namespace steps::pipeline {
@@ -31,7 +31,8 @@ std::string Quoted(const std::string& s) {
 
 std::string QuotedList(const std::vector<std::string>& items) {
   std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + Quoted(s);
+  for (const std::string& s : items)
+    out += (out.empty() ? "" : ", ") + Quoted(s);
   return out;
 }
 
@@ -45,26 +46,17 @@ AssertionResult Verdict(std::string name, std::optional<std::string> miss) {
 
 std::optional<std::string> RegexMiss(const std::string& pattern,
                                      const std::string& output) {
-  const std::regex re(pattern, std::regex::ECMAScript);
-  int unsearched = 0;
-  std::istringstream lines(output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    // std::regex recurses per character: a long subject can exhaust the
-    // stack, so a line past the bound is not searched (and said so).
-    if (line.size() > kMaxPatternSubjectBytes) {
-      ++unsearched;
-      continue;
-    }
-    if (std::regex_search(line, re)) return std::nullopt;
+  // The loader refused a pattern that does not compile.
+  Result<Pattern> re = Pattern::Compile(pattern);
+  if (!re.ok()) return "/" + pattern + "/: " + re.status().message();
+  std::string_view rest = output;
+  while (!rest.empty()) {
+    size_t end = rest.find('\n');
+    if (re->Search(rest.substr(0, end))) return std::nullopt;
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
   }
-  std::string miss = "no line of the output matches /" + pattern + "/";
-  if (unsearched > 0) {
-    miss += " (" + std::to_string(unsearched) +
-            (unsearched == 1 ? " line" : " lines") + " longer than " +
-            std::to_string(kMaxPatternSubjectBytes) + " bytes not searched)";
-  }
-  return miss;
+  return "no line of the output matches /" + pattern + "/";
 }
 
 // Schema messages speak of "argument X" (they were written for tool
@@ -167,42 +159,41 @@ void CheckText(const StepAssert& c, const AssertSubject& s,
     out.push_back(Verdict("stdout", miss));
   }
   if (c.equals) {
-    out.push_back(Verdict(
-        "equals", text == *c.equals
-                      ? std::nullopt
-                      : std::optional<std::string>("the output is " +
-                                                   Quoted(text) + ", not " +
-                                                   Quoted(*c.equals))));
+    out.push_back(Verdict("equals", text == *c.equals
+                                        ? std::nullopt
+                                        : std::optional<std::string>(
+                                              "the output is " + Quoted(text) +
+                                              ", not " + Quoted(*c.equals))));
   }
   if (c.contains_all) {
     std::vector<std::string> lacking;
     for (const std::string& t : *c.contains_all)
       if (text.find(t) == std::string::npos) lacking.push_back(t);
-    out.push_back(Verdict("contains_all",
-                          lacking.empty() ? std::nullopt
-                                          : std::optional<std::string>(
-                                                "the output lacks " +
-                                                QuotedList(lacking))));
+    out.push_back(Verdict(
+        "contains_all", lacking.empty()
+                            ? std::nullopt
+                            : std::optional<std::string>("the output lacks " +
+                                                         QuotedList(lacking))));
   }
   if (c.contains_any) {
     bool any = false;
     for (const std::string& t : *c.contains_any)
       any |= text.find(t) != std::string::npos;
     out.push_back(Verdict(
-        "contains_any", any ? std::nullopt
-                            : std::optional<std::string>(
-                                  "the output contains none of " +
-                                  QuotedList(*c.contains_any))));
+        "contains_any",
+        any ? std::nullopt
+            : std::optional<std::string>("the output contains none of " +
+                                         QuotedList(*c.contains_any))));
   }
   if (c.not_contains) {
     std::vector<std::string> found;
     for (const std::string& t : *c.not_contains)
       if (text.find(t) != std::string::npos) found.push_back(t);
-    out.push_back(Verdict("not_contains",
-                          found.empty() ? std::nullopt
-                                        : std::optional<std::string>(
-                                              "the output contains " +
-                                              QuotedList(found))));
+    out.push_back(Verdict(
+        "not_contains", found.empty()
+                            ? std::nullopt
+                            : std::optional<std::string>(
+                                  "the output contains " + QuotedList(found))));
   }
   if (c.regex) out.push_back(Verdict("regex", RegexMiss(*c.regex, text)));
   if (c.json) out.push_back(Verdict("json", JsonMiss(c, text)));
@@ -282,12 +273,13 @@ std::optional<std::string> DescribeMisses(
 std::string JudgePrompt(const std::string& rubric, const std::string& output) {
   std::string shown = output;
   if (shown.size() > kMaxJudgedOutputBytes) {
-    shown = shown.substr(0, kMaxJudgedOutputBytes) + "\n[... cut: the output is " +
-            std::to_string(output.size()) + " bytes]";
+    shown = shown.substr(0, kMaxJudgedOutputBytes) +
+            "\n[... cut: the output is " + std::to_string(output.size()) +
+            " bytes]";
   }
   return "You are grading the output of a pipeline step against a rubric.\n\n"
-         "Rubric:\n" + rubric +
-         "\n\nOutput:\n<<<\n" + shown +
+         "Rubric:\n" +
+         rubric + "\n\nOutput:\n<<<\n" + shown +
          "\n>>>\n\nAnswer with PASS or FAIL alone on the first line, then "
          "one short line saying why.";
 }
@@ -319,7 +311,8 @@ std::optional<AssertionResult> JsonVerdict(const std::string& answer) {
 }
 
 std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char& c : s)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
 
@@ -350,9 +343,9 @@ AssertionResult ParseJudgeVerdict(const std::string& answer) {
     return out;
   }
   std::string reason = Trim(first.substr(4));
-  while (!reason.empty() && (reason[0] == ':' || reason[0] == '-' ||
-                             reason[0] == '.' || reason[0] == '*' ||
-                             reason[0] == ','))
+  while (!reason.empty() &&
+         (reason[0] == ':' || reason[0] == '-' || reason[0] == '.' ||
+          reason[0] == '*' || reason[0] == ','))
     reason = Trim(reason.substr(1));
   if (reason.empty() && eol != std::string::npos)
     reason = Trim(text.substr(eol + 1));

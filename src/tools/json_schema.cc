@@ -1,7 +1,6 @@
 #include "tools/json_schema.h"
 
 #include <cmath>
-#include <regex>
 #include <set>
 #include <string_view>
 
@@ -35,7 +34,8 @@ bool IsAnnotation(std::string_view key) {
 }
 
 bool IsCount(const json& v) {
-  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+  return v.is_number_unsigned() ||
+         (v.is_number_integer() && v.get<int64_t>() >= 0);
 }
 
 Status CheckSchemaNode(const json& node, const std::string& path, int depth);
@@ -46,7 +46,8 @@ Status CheckType(const json& v, const std::string& where) {
     std::set<std::string> seen;
     for (const json& t : v) {
       if (!IsTypeName(t) || !seen.insert(t.get<std::string>()).second) {
-        return InvalidArgument(where + ": each entry must be a distinct type "
+        return InvalidArgument(where +
+                               ": each entry must be a distinct type "
                                "name (object, array, string, number, "
                                "integer, boolean, null)");
       }
@@ -61,23 +62,18 @@ Status CheckType(const json& v, const std::string& where) {
 Status CheckPattern(const json& v, const std::string& where) {
   if (!v.is_string()) return InvalidArgument(where + ": must be a string");
   const std::string& p = v.get_ref<const std::string&>();
-  if (p.size() > kMaxPatternBytes) {
-    return InvalidArgument(where + ": is longer than " +
-                           std::to_string(kMaxPatternBytes) + " bytes");
-  }
-  try {
-    std::regex re(p, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
+  if (Result<Pattern> re = Pattern::Compile(p); !re.ok()) {
     return InvalidArgument(where + ": not a valid regular expression (" +
-                           e.what() + ")");
+                           re.status().message() + ")");
   }
   return Status::Ok();
 }
 
 Status CheckProperties(const json& v, const std::string& where, int depth) {
   if (!v.is_object()) {
-    return InvalidArgument(where + ": must be a mapping of argument names "
-                                   "to schemas");
+    return InvalidArgument(where +
+                           ": must be a mapping of argument names "
+                           "to schemas");
   }
   for (const auto& [name, sub] : v.items()) {
     if (Status s = CheckSchemaNode(sub, where + "." + name, depth + 1);
@@ -97,7 +93,8 @@ Status CheckKeyword(const std::string& key, const json& v,
   if (key == "items") return CheckSchemaNode(v, where, depth + 1);
   if (key == "pattern") return CheckPattern(v, where);
   if (key == "required") {
-    if (!v.is_array()) return InvalidArgument(where + ": must be a list of names");
+    if (!v.is_array())
+      return InvalidArgument(where + ": must be a list of names");
     for (const json& r : v) {
       if (!r.is_string()) {
         return InvalidArgument(where + ": must be a list of names");
@@ -107,8 +104,9 @@ Status CheckKeyword(const std::string& key, const json& v,
   }
   if (key == "additionalProperties") {
     if (v.is_boolean()) return Status::Ok();
-    return InvalidArgument(where + ": must be true or false (schemas for "
-                                   "additional properties are not supported)");
+    return InvalidArgument(where +
+                           ": must be true or false (schemas for "
+                           "additional properties are not supported)");
   }
   if (key == "enum") {
     if (v.is_array() && !v.empty()) return Status::Ok();
@@ -152,9 +150,10 @@ struct Validation {
   void Add(const std::string& path, const std::string& what) {
     if (full()) return;
     std::string where =
-        path.empty() ? "the arguments"
-                     : "argument " + json(path).dump(-1, ' ', false,
-                                                     json::error_handler_t::replace);
+        path.empty()
+            ? "the arguments"
+            : "argument " + json(path).dump(-1, ' ', false,
+                                            json::error_handler_t::replace);
     errors.push_back(where + ": " + what);
   }
 };
@@ -219,20 +218,10 @@ void ValidateString(const json& schema, const std::string& s,
   auto it = schema.find("pattern");
   if (it == schema.end()) return;
   const std::string& pattern = it->get_ref<const std::string&>();
-  if (s.size() > kMaxPatternSubjectBytes) {
-    out.Add(path, "is too long (" + std::to_string(s.size()) +
-                      " bytes) to be matched against pattern " + Dump(*it) +
-                      " (limit " + std::to_string(kMaxPatternSubjectBytes) +
-                      " bytes)");
-    return;
-  }
-  try {
-    if (!std::regex_search(s, std::regex(pattern, std::regex::ECMAScript))) {
-      out.Add(path, "does not match pattern " + Dump(*it));
-    }
-  } catch (const std::regex_error&) {
-    out.Add(path, "could not be matched against pattern " + Dump(*it) +
-                      " (the expression is too complex for this value)");
+  // CheckSchema refused a pattern that does not compile.
+  Result<Pattern> re = Pattern::Compile(pattern);
+  if (!re.ok() || !re->Search(s)) {
+    out.Add(path, "does not match pattern " + Dump(*it));
   }
 }
 
@@ -336,14 +325,16 @@ void Validate(const json& schema, const json& v, const std::string& path,
 
 Status CheckArgumentsSchema(const json& schema) {
   if (!schema.is_object()) {
-    return InvalidArgument("parameters: must be a mapping (a JSON Schema with "
-                           "type: object), not " +
-                           std::string(schema.type_name()));
+    return InvalidArgument(
+        "parameters: must be a mapping (a JSON Schema with "
+        "type: object), not " +
+        std::string(schema.type_name()));
   }
   auto type = schema.find("type");
   if (type == schema.end() || *type != "object") {
-    return InvalidArgument("parameters: must have 'type: object' at the top "
-                           "(a tool's arguments are an object)");
+    return InvalidArgument(
+        "parameters: must have 'type: object' at the top "
+        "(a tool's arguments are an object)");
   }
   return CheckSchemaNode(schema, "parameters", 0);
 }

@@ -14,23 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "core/pattern.h"
 #include "core/status.h"
 
 namespace steps {
 
 // Schemas nest at most this deep (properties and items count a level each).
 inline constexpr int kMaxSchemaDepth = 32;
-// Strings longer than this (in bytes) are not matched against `pattern`:
-// std::regex recurses per character and could exhaust the stack (8 KiB
-// already overflows 8 MiB under AddressSanitizer). Such a
-// string fails the pattern rule with a message saying why.
-inline constexpr size_t kMaxPatternSubjectBytes = 1024;
-// Patterns longer than this are refused when the schema is checked.
-inline constexpr size_t kMaxPatternBytes = 1024;
 
 // Checks that `schema` is a schema of this subset for a tool's arguments:
 // an object with "type": "object" at the top, every keyword known and well
-// formed, every pattern a valid ECMAScript regular expression.
+// formed, every pattern a valid regular expression (core/pattern.h; at most
+// kMaxPatternBytes).
 // kInvalidArgument names the keyword and where it stands, e.g.
 // "parameters.properties.count.minimum: must be a number".
 Status CheckArgumentsSchema(const nlohmann::json& schema);
