@@ -302,13 +302,19 @@ MockReply MockEngine::Handle(const std::string& path,
     if (script_.default_entry) {
       effective = *script_.default_entry;
     } else {
+      std::string ran_out;
+      if (!key.empty()) {
+        const size_t n = script_.scripts.at(key).size();
+        ran_out = "; its script has " + std::to_string(n) +
+                  (n == 1 ? " entry" : " entries");
+      }
       effective.action = MockEntry::Action::kStatus;
       effective.status = 400;
       effective.body = DumpJson(json{
           {"error",
            {{"message", "mock: nothing scripted for agent '" + record.agent +
                             "', model '" + record.model + "' (request " +
-                            std::to_string(script_request) + ")"},
+                            std::to_string(script_request) + ran_out + ")"},
             {"type", "invalid_request_error"}}}});
     }
     if (scripted) {  // Modifiers only: they apply to the default answer.

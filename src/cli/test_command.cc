@@ -222,6 +222,12 @@ std::string RerecordHint(const std::string& file,
          file + " --record " + pipeline.mock_file + " --record-overwrite";
 }
 
+// Whether a failure came from a conversation that asked for more than its
+// mock script holds (mock_provider: "nothing scripted ...").
+bool RanPastTheScript(const std::string& reason) {
+  return reason.find("mock: nothing scripted for agent") != std::string::npos;
+}
+
 // Whether `passes` of `runs` is enough: at least `rate` of them, or all
 // when no rate is given.
 bool EnoughPasses(int passes, int runs, std::optional<double> rate) {
@@ -266,6 +272,9 @@ void RunJobs(const std::string& file, const pipeline::Pipeline& pipeline,
         continue;
       }
       c->reason = why.value_or("");
+      if (misses[i].empty() && RanPastTheScript(c->reason)) {
+        c->reason += RerecordHint(file, pipeline);
+      }
       if (!misses[i].empty()) {
         c->reason += (c->reason.empty() ? "" : "; ") + misses[i] +
                      RerecordHint(file, pipeline);

@@ -163,6 +163,51 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
       << changed.out;
 }
 
+// A conversation that asks for more than its recording holds (a changed
+// tool result leads the model on) fails saying how many entries the script
+// has and how to record it again.
+TEST(RecordCliTest, AReplayThatRunsPastItsScriptSaysHowToRecordAgain) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "agents:\n"
+            "- { name: a, source: { model: mock/a }, tools: [run_shell] }\n"
+            "jobs:\n"
+            "- name: j\n"
+            "  plan:\n"
+            "  - agent: a\n"
+            "    messages: [go]\n"
+            "mock: { file: p.mock.yaml }\n");
+  dir.Write("p.mock.yaml",
+            "a:\n"
+            "  - call: {name: run_shell, arguments: {command: 'echo hi'}}\n");
+  auto r = RunSteps(dir.path(), "test p.yaml");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "mock: nothing scripted for agent 'a', model 'a' (request "
+                  "2; its script has 1 entry)"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "record the script again: steps run p.yaml --record "
+                  "p.mock.yaml --record-overwrite"))
+      << r.out;
+  // An inline script is no recording: no hint to record it.
+  dir.Write("q.yaml",
+            "agents:\n"
+            "- { name: a, source: { model: mock/a }, tools: [run_shell] }\n"
+            "jobs:\n"
+            "- name: j\n"
+            "  plan:\n"
+            "  - agent: a\n"
+            "    messages: [go]\n"
+            "mock:\n"
+            "  a: [{call: {name: run_shell, arguments: {command: x}}}]\n");
+  auto inline_script = RunSteps(dir.path(), "test q.yaml");
+  EXPECT_EQ(inline_script.exit_code, 1) << inline_script.out;
+  EXPECT_TRUE(Has(inline_script.out, "its script has 1 entry"))
+      << inline_script.out;
+  EXPECT_FALSE(Has(inline_script.out, "--record")) << inline_script.out;
+}
+
 // An Anthropic source asked to stream: the assembled answers are recorded
 // and replayed (streamed again, as the source asks).
 TEST(RecordCliTest, AStreamedAnthropicSourceIsRecordedAndReplayed) {

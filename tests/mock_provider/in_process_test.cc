@@ -82,7 +82,7 @@ TEST_F(InProcessTest, AnUnscriptedRequestIsAFinal400SayingSo) {
   EXPECT_FALSE(r.error().retryable());
   EXPECT_EQ(r.error().message,
             "HTTP 400: mock: nothing scripted for agent 'reviewer', model 'm' "
-            "(request 2)");
+            "(request 2; its script has 1 entry)");
 }
 
 TEST_F(InProcessTest, ToolCallsComeBackWithIdsAndArguments) {
