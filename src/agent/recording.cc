@@ -80,6 +80,12 @@ bool SetAnswer(const ChatResult& result, MockEntry& entry) {
     case ProviderErrorKind::kHttpStatus:
       entry.action = Action::kStatus;
       entry.status = e.http_status;
+      // The wait the server asked for, so a replay retries (or gives up
+      // before the deadline) as the recorded run did.
+      if (e.retry_after) {
+        entry.headers.emplace_back("retry-after-ms",
+                                   std::to_string(e.retry_after->count()));
+      }
       return e.http_status >= 100 && e.http_status <= 599;
     case ProviderErrorKind::kConnection:
     case ProviderErrorKind::kNoDescriptors:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/deadline_notice.h"
+#include "providers/exchange.h"
 
 namespace steps::agent {
 namespace {
@@ -141,6 +142,26 @@ TEST_F(RecordingTest, FailuresMapToTheEntriesThatReproduceThem) {
   EXPECT_EQ(e[1].action, MockEntry::Action::kGarbage);
   EXPECT_EQ(e[2].action, MockEntry::Action::kErrorEvent);
   EXPECT_EQ(e[2].text, "HTTP 0: key ***");
+}
+
+// A 429 with Retry-After is recorded with the wait it asked for, which the
+// replay's answer carries again (and the provider reads, in milliseconds).
+TEST_F(RecordingTest, TheWaitAServerAskedForIsRecorded) {
+  ChatRequest r = Request({Message::User("Go.")});
+  ProviderError busy = Error(ProviderErrorKind::kHttpStatus, 429);
+  busy.retry_after = Millis(1500);
+  Record(r, busy);
+  Record(r, Error(ProviderErrorKind::kHttpStatus, 503));
+  const MockScript script = recorder_.Script();
+  const auto& e = script.scripts.at("coder");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].headers, (HttpHeaders{{"retry-after-ms", "1500"}}));
+  EXPECT_TRUE(e[1].headers.empty());
+  auto back = ParseMockScriptText(recorder_.Text("header"));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->scripts.at("coder")[0].headers, e[0].headers);
+  EXPECT_EQ(ParseRetryAfter(back->scripts.at("coder")[0].headers, WallTime{}),
+            Millis(1500));
 }
 
 }  // namespace
