@@ -283,7 +283,11 @@ MockReply MockEngine::Handle(const std::string& path,
   // The scripted entry, if any, then the default it may defer to.
   const MockEntry* scripted = nullptr;
   std::string key;
-  if (script_.scripts.count(record.agent)) {
+  const std::string step_key = record.agent + "@" + record.step;
+  if (!record.agent.empty() && !record.step.empty() &&
+      script_.scripts.count(step_key)) {
+    key = step_key;
+  } else if (script_.scripts.count(record.agent)) {
     key = record.agent;
   } else if (script_.scripts.count(record.model)) {
     key = record.model;

@@ -1,5 +1,8 @@
 #include "agent/recording.h"
 
+#include <algorithm>
+#include <map>
+
 #include "agent/deadline_notice.h"
 #include "core/utf8.h"
 
@@ -197,15 +200,41 @@ void MockRecorder::OnExchange(const ProviderExchange& exchange) {
     if (!SetAnswer(*exchange.result, probe)) return;  // Nothing to replay.
   }
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<MockEntry>& entries = script_.scripts[exchange.agent];
-  if (entries.empty()) agents_.push_back(exchange.agent);
-  entries.push_back(EntryFor(exchange, static_cast<int>(entries.size()) + 1));
+  auto it = std::find_if(
+      conversations_.begin(), conversations_.end(), [&](const Conversation& c) {
+        return c.agent == exchange.agent && c.step == exchange.step;
+      });
+  if (it == conversations_.end()) {
+    if (std::find(agents_.begin(), agents_.end(), exchange.agent) ==
+        agents_.end()) {
+      agents_.push_back(exchange.agent);
+    }
+    conversations_.push_back({exchange.agent, exchange.step, {}});
+    it = conversations_.end() - 1;
+  }
+  it->entries.push_back(
+      EntryFor(exchange, static_cast<int>(it->entries.size()) + 1));
   ++requests_;
+}
+
+MockScript MockRecorder::ScriptLocked(std::vector<std::string>& keys) const {
+  std::map<std::string, int> steps_of;
+  for (const Conversation& c : conversations_) ++steps_of[c.agent];
+  MockScript script;
+  for (const Conversation& c : conversations_) {
+    std::string key = c.agent;
+    if (steps_of[c.agent] > 1 && !c.step.empty()) key += "@" + c.step;
+    std::vector<MockEntry>& entries = script.scripts[key];
+    if (entries.empty()) keys.push_back(key);
+    entries.insert(entries.end(), c.entries.begin(), c.entries.end());
+  }
+  return script;
 }
 
 MockScript MockRecorder::Script() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return script_;
+  std::vector<std::string> keys;
+  return ScriptLocked(keys);
 }
 
 int MockRecorder::requests() const {
@@ -220,7 +249,9 @@ std::vector<std::string> MockRecorder::agents() const {
 
 std::string MockRecorder::Text(const std::string& header) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return WriteMockScript(script_, agents_, header);
+  std::vector<std::string> keys;
+  MockScript script = ScriptLocked(keys);
+  return WriteMockScript(script, keys, header);
 }
 
 }  // namespace steps::agent

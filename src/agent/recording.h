@@ -41,7 +41,10 @@ class MockRecorder : public ExchangeObserver {
 
   void OnExchange(const ProviderExchange& exchange) override;
 
-  // The recording so far: one script per agent, entries in request order.
+  // The recording so far, entries in request order: one script per agent,
+  // keyed by its name; an agent that ran in more than one step gets one
+  // script per step, keyed AGENT@STEP, so steps that ran side by side
+  // replay each their own conversation whatever order they ask in.
   MockScript Script() const;
   // Requests recorded; agents in the order of their first request.
   int requests() const;
@@ -50,13 +53,21 @@ class MockRecorder : public ExchangeObserver {
   std::string Text(const std::string& header) const;
 
  private:
+  // The requests of one agent in one step.
+  struct Conversation {
+    std::string agent;
+    std::string step;
+    std::vector<MockEntry> entries;
+  };
   MockEntry EntryFor(const ProviderExchange& exchange, int number) const;
+  // Script() and the order of its keys; mu_ held.
+  MockScript ScriptLocked(std::vector<std::string>& keys) const;
   MockExpect ExpectFor(const ChatRequest& request) const;
   std::string Mask(const std::string& text) const;
 
   std::shared_ptr<const Redactor> redactor_;
   mutable std::mutex mu_;
-  MockScript script_;
+  std::vector<Conversation> conversations_;  // In the order they began.
   std::vector<std::string> agents_;
   int requests_ = 0;
 };

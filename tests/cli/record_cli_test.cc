@@ -163,6 +163,69 @@ TEST(RecordCliTest, ARecordedRunReplaysUnderStepsTestAndAChangedPromptFails) {
       << changed.out;
 }
 
+// Two steps of one agent that ran side by side are recorded each under its
+// own key (AGENT@STEP), so a replay matches each step with its own
+// conversation whatever order their requests come in: run again and again
+// side by side, and with the steps swapped.
+TEST(RecordCliTest, StepsOfOneAgentReplayTheirOwnConversations) {
+  TempDir dir;
+  auto server = Serve("m:\n  - say: first answer\n  - say: second answer\n");
+  const std::string url = server->base_url();
+  auto pipeline = [&](const std::string& first, const std::string& second,
+                      const std::string& mock) {
+    return "agents:\n"
+           "- name: coder\n"
+           "  source: {model: openai/m, base_url: " +
+           url +
+           "}\n"
+           "jobs:\n"
+           "- name: j\n"
+           "  plan:\n"
+           "  - in_parallel:\n" +
+           first + second + mock;
+  };
+  const std::string north =
+      "    - {agent: coder, name: north, messages: [Go north.]}\n";
+  const std::string south =
+      "    - {agent: coder, name: south, messages: [Go south.]}\n";
+  dir.Write("p.yaml", pipeline(north, south, ""));
+  auto run = RunSteps(dir.path(), "run p.yaml --plain --record --state-dir s",
+                      {.prefix = kEnv});
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const std::string recorded = dir.Read("p.mock.yaml");
+  EXPECT_TRUE(Has(recorded, "\"coder@north\":")) << recorded;
+  EXPECT_TRUE(Has(recorded, "\"coder@south\":")) << recorded;
+  EXPECT_TRUE(Has(recorded, "last_is: \"Go north.\"")) << recorded;
+  // Which step got which answer, as recorded.
+  auto answer_of = [&](const std::string& step, const std::string& text) {
+    size_t at = text.find("\"coder@" + step + "\":");
+    size_t end = text.find("\n\"coder@", at + 1);
+    std::string part = text.substr(
+        at, end == std::string::npos ? std::string::npos : end - at);
+    return Has(part, "first answer") ? "first answer" : "second answer";
+  };
+  const std::string north_answer = answer_of("north", recorded);
+  EXPECT_NE(north_answer, answer_of("south", recorded)) << recorded;
+
+  server->Stop();
+  server.reset();
+  for (bool swapped : {false, true}) {
+    SCOPED_TRACE(swapped);
+    dir.Write("p.yaml",
+              swapped ? pipeline(south, north, "mock: {file: p.mock.yaml}\n")
+                      : pipeline(north, south, "mock: {file: p.mock.yaml}\n"));
+    auto replay = RunSteps(dir.path(), "test p.yaml --repeat 5");
+    EXPECT_EQ(replay.exit_code, 0) << replay.out;
+    EXPECT_TRUE(Has(replay.out, "1 passed, 0 failed")) << replay.out;
+    auto shown = RunSteps(dir.path(), "run p.yaml --plain --mock --state-dir " +
+                                          std::string(swapped ? "s2" : "s1"));
+    EXPECT_TRUE(Has(shown.out, "north ▸ turn 1  " + north_answer) ||
+                Has(shown.out, "north | " + north_answer))
+        << shown.out;
+    EXPECT_FALSE(Has(shown.out, "cached")) << shown.out;
+  }
+}
+
 // A conversation that asks for more than its recording holds (a changed
 // tool result leads the model on) fails saying how many entries the script
 // has and how to record it again.

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <nlohmann/json.hpp>
+
+#include "mock_provider/engine.h"
+
 namespace steps {
 namespace {
 
@@ -246,6 +250,33 @@ TEST(MockScriptTest, AWrittenScriptReadsBackToTheSameEntries) {
   EXPECT_TRUE(c[6].expect->tools->empty());
   ASSERT_TRUE(back->default_entry.has_value());
   EXPECT_EQ(back->default_entry->text, "the default");
+}
+
+}  // namespace
+}  // namespace steps
+
+namespace steps {
+namespace {
+
+// AGENT@STEP scripts answer that step of the agent before the agent's own
+// script; other steps of it fall back to the agent's script.
+TEST(MockEngineKeyTest, AStepsOwnScriptComesBeforeItsAgents) {
+  auto script = ParseMockScriptText(
+      "coder@north: [{say: north}]\n"
+      "coder: [{say: any}]\n");
+  ASSERT_TRUE(script.ok()) << script.status().message();
+  MockEngine engine(std::move(*script));
+  auto answer = [&](const std::string& step) {
+    HttpHeaders headers = {{"X-Steps-Agent", "coder"}};
+    if (!step.empty()) headers.emplace_back("X-Steps-Step", step);
+    MockReply r = engine.Handle(
+        "/v1/chat/completions", headers,
+        R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
+    return nlohmann::json::parse(r.body)["choices"][0]["message"]["content"]
+        .get<std::string>();
+  };
+  EXPECT_EQ(answer("south"), "any");
+  EXPECT_EQ(answer("north"), "north");
 }
 
 }  // namespace
