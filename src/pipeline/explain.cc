@@ -101,14 +101,33 @@ Bound Sequence(const std::vector<StepPtr>& steps, const BoundContext& c) {
                         " times through to: routing"};
 }
 
+// How long the step's `assert: {judge}` may run after each attempt: zero
+// without a judge, nullopt when the judge has no deadline.
+std::optional<Millis> JudgeTime(const ResolvedStep& r) {
+  if (!r.judge_dials) return Millis(0);
+  return r.judge_dials->timeout.value;
+}
+
 Bound WorkBound(const ResolvedPlan& plan, const Step& s) {
   const ResolvedStep& r = plan.For(s);
+  const std::optional<Millis> judge = JudgeTime(r);
+  if (!judge) {
+    return Unbounded("its judge '" + s.check->judge->agent +
+                     "' has no deadline");
+  }
+  const std::string judged =
+      judge->count() > 0 ? " + judge " + Fmt(*judge) : "";
   if (s.kind == StepKind::kAgent) {
     if (!r.agent) return Unbounded("unknown agent");
     if (!r.dials.timeout.value) {
       return Unbounded(
           "timeout \"0\": no deadline; only budget, max_turns and loop "
           "detection bound the conversation");
+    }
+    if (judge->count() > 0) {
+      return Bound{Add(*r.dials.timeout.value, *judge),
+                   "the conversation's deadline " +
+                       Fmt(*r.dials.timeout.value) + judged};
     }
     return Bound{*r.dials.timeout.value,
                  "the deadline covers every request, retry wait, "
@@ -139,9 +158,13 @@ Bound WorkBound(const ResolvedPlan& plan, const Step& s) {
     }
     per_attempt = Add(Times(t, 2), *r.fix_dials->timeout.value);
     how = std::to_string(n) + " × (" + Fmt(t) + " + fixer " +
-          Fmt(*r.fix_dials->timeout.value) + " + re-run " + Fmt(t) +
+          Fmt(*r.fix_dials->timeout.value) + " + re-run " + Fmt(t) + judged +
           "), each run with its " + grace;
+  } else if (judge->count() > 0) {
+    how = std::to_string(n) + " × (" + Fmt(*r.dials.timeout.value) + " + " +
+          grace + judged + ")";
   }
+  per_attempt = Add(per_attempt, *judge);
   Millis total = Times(per_attempt, n);
   Millis waits(0);
   for (Millis w : r.retry_waits) waits = Add(waits, w);
@@ -432,6 +455,7 @@ class Printer {
     } else {
       ContainerRows(s, indent);
     }
+    if (r.judge_dials) JudgeRows(s, r, indent);
     if (!r.identity.empty())
       Row(indent, "identity", r.identity.substr(0, 8), "cache key");
     Bound b = StepBound(plan_, *job_, s);
@@ -473,6 +497,34 @@ class Printer {
         d.budget.value ? OriginText(d.budget.origin, d.budget.line)
                        : "not set");
     SandboxRow(indent, "sandbox", d.sandbox, "run_shell");
+  }
+
+  // The agent that grades the step's output (`assert: {judge}`): its
+  // source and the limits its conversation runs under, after each attempt.
+  void JudgeRows(const pipeline::Step& s, const ResolvedStep& r, int indent) {
+    const ResolvedDials& d = *r.judge_dials;
+    Row(indent, "judge", s.check->judge->agent,
+        "assert judge (line " + std::to_string(s.check->judge->line) +
+            "): grades the step's output, after each attempt");
+    if (r.judge_source) {
+      Row(indent + 2, "judge source", r.judge_source->Describe(),
+          "agent entry '" + s.check->judge->agent + "'");
+    }
+    Row(indent + 2, "judge timeout",
+        OptText<Millis>(d.timeout.value, "none", Fmt),
+        OriginText(d.timeout.origin, d.timeout.line) +
+            (d.timeout.value ? ", its whole conversation"
+                             : ": the judge has no deadline"));
+    Row(indent + 2, "judge attempts", std::to_string(d.attempts.value),
+        OriginText(d.attempts.origin, d.attempts.line) +
+            ", provider requests per failing turn");
+    Row(indent + 2, "judge max_turns",
+        OptText<int64_t>(d.max_turns.value, "no cap", IntText),
+        OriginText(d.max_turns.origin, d.max_turns.line));
+    Row(indent + 2, "judge budget",
+        d.budget.value ? BudgetText(*d.budget.value) : "none",
+        d.budget.value ? OriginText(d.budget.origin, d.budget.line)
+                       : "not set");
   }
 
   // Each command tool the agent grants, with the limit a call of it gets:

@@ -173,6 +173,60 @@ jobs:
             Millis(2 * (2 * 62000 + 120000)));
 }
 
+// A judge grades each attempt's output after it: its deadline adds to every
+// attempt, its rows say where each limit comes from, and a judge without a
+// deadline leaves the step unbounded.
+TEST(ExplainTest, AJudgeAddsItsDeadlineToEachAttempt) {
+  const std::string head = R"(agents:
+- name: grader
+  source: { model: mock/g }
+  timeout: 2m
+  max_turns: 4
+- name: endless
+  source: { model: mock/e }
+  timeout: "0"
+- name: writer
+  source: { model: mock/w }
+  timeout: 5m
+jobs:
+- name: j
+  plan:
+  - task: t
+    run: x
+    timeout: 1m
+    attempts: 2
+    assert: { judge: { agent: grader, rubric: ok } }
+  - agent: writer
+    messages: [hi]
+    assert: { judge: { agent: grader, rubric: ok } }
+  - task: u
+    run: x
+    timeout: 1m
+    assert: { judge: { agent: endless, rubric: ok } }
+)";
+  Loaded l = Load(head);
+  ASSERT_TRUE(l.p);
+  const auto& plan = l.p->jobs[0].plan;
+  EXPECT_EQ(*StepBound(*l.plan, *plan[0]).value, Millis(2 * (62000 + 120000)));
+  EXPECT_EQ(*StepBound(*l.plan, *plan[1]).value, Millis(300000 + 120000));
+  Bound endless = StepBound(*l.plan, *plan[2]);
+  EXPECT_FALSE(endless.bounded());
+  EXPECT_EQ(endless.why, "its judge 'endless' has no deadline");
+  const std::string text = Explain(*l.plan, {});
+  for (const char* want :
+       {"judge              grader        assert judge (line 19)",
+        "judge timeout      2m            agent entry (line 4), its whole "
+        "conversation",
+        "judge max_turns    4             agent entry (line 5)",
+        "judge attempts     3             default",
+        "2 × (1m + kill grace 2s + judge 2m)",
+        "the conversation's deadline 5m + judge 2m",
+        "judge timeout      none          agent entry (line 8): the judge has "
+        "no deadline"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+}
+
 TEST(ExplainTest, TextShowsEveryDialWithItsOrigin) {
   Loaded l = Load(R"(agents:
 - name: deep-reviewer
