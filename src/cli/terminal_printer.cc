@@ -18,6 +18,7 @@ std::string StepLabel(const pipeline::StepRef& step) {
   std::string label;
   if (step.hook) label = std::string(pipeline::HookKindName(*step.hook)) + " ";
   if (step.fixer) label += "fix ";
+  if (step.judge) label += "judge ";
   label += pipeline::StepKindName(step.kind);
   label += ": " + StepName(step);
   return label;

@@ -198,6 +198,7 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
   ref.job = job_.name;
   ref.name = judge.agent;
   ref.kind = StepKind::kAgent;
+  ref.judge = true;
   ref.line = judge.line;
   ref.cell = step_ref.cell;
   StepRecord record;

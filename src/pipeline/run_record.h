@@ -64,6 +64,7 @@ struct StepRef {
   StepKind kind = StepKind::kTask;
   std::optional<HookKind> hook;  // Set for hook steps.
   bool fixer = false;            // A `fix:` agent run.
+  bool judge = false;            // An `assert: {judge}` agent run.
   int line = 0;
   // In an across cell: the cell's values, "os=linux arch=arm"; else empty.
   std::string cell;

@@ -40,7 +40,8 @@ std::string StepTitle(const StoredStep& s) {
   std::vector<std::string> notes;
   if (!s.hook.empty()) notes.push_back(s.hook + " hook");
   if (s.fixer) notes.push_back("fix");
-  if (s.kind == "agent" && !s.fixer) notes.push_back("agent");
+  if (s.judge) notes.push_back("judge");
+  if (s.kind == "agent" && !s.fixer && !s.judge) notes.push_back("agent");
   if (s.cached) notes.push_back("cached");
   if (!notes.empty()) title += "  (" + Join(notes, ", ") + ")";
   return title;

@@ -239,6 +239,8 @@ Status LoadSteps(Db& db, StoredRun& run) {
         step.kind = s.Text(3);
         step.hook = s.Text(4);
         step.fixer = s.Int(5) != 0;
+        step.judge = step.id.size() > 6 &&
+                     step.id.compare(step.id.size() - 6, 6, "/judge") == 0;
         step.line = static_cast<int>(s.Int(6));
         step.status = Settle(s.Text(7), run);
         step.error = s.Text(8);

@@ -72,6 +72,7 @@ struct StoredStep {
   std::string kind;  // "task", "get", "put", "agent".
   std::string hook;  // "on_failure", ...; empty for a step that is not one.
   bool fixer = false;
+  bool judge = false;  // An assert judge's run: its id ends in "/judge".
   int line = 0;
   std::string status;
   std::string error;

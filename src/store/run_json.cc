@@ -146,6 +146,7 @@ json StepJson(const StoredStep& s, int number) {
             {"kind", s.kind},
             {"hook", TextOrNull(s.hook)},
             {"fixer", s.fixer},
+            {"judge", s.judge},
             {"line", s.line},
             {"outcome", s.status},
             {"cached", s.cached},

@@ -157,7 +157,7 @@ async function getJson(url) {
 }
 
 function stepHtml(s) {
-  const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.kind + ": " + s.name +
+  const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + (s.judge ? "judge " : "") + s.kind + ": " + s.name +
                 (s.cell ? " [" + s.cell + "]" : "");
   let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(stepOutcome(s))}` +
           `<strong>${esc(label)}</strong><span class="muted">line ${s.line}</span>` +
@@ -349,7 +349,7 @@ function timelineHtml(r) {
            tms(j.started), j.duration_ms != null ? tms(j.started) + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
     for (const e of ordered(j)) {
       const s = e.step, p = e.planned;
-      const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + s.name +
+      const name = s ? (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + (s.judge ? "judge " : "") + s.name +
                        (s.cell ? " [" + s.cell + "]" : "")
                      : (p.hook ? p.hook + " " : "") + p.name;
       h += `<div class="tl-row${s ? "" : " planned"}" data-step="${esc(s ? s.id : p.id)}">` +

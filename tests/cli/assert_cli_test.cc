@@ -178,6 +178,34 @@ mock:
       << xml;
 }
 
+// A judge's run is labelled as one wherever the run is shown: live, in
+// `steps show` and in its JSON.
+TEST_F(AssertCliTest, AJudgesRunIsLabelledAsOne) {
+  Write("p.yaml", R"(agents:
+- { name: grader, source: { model: openai/g } }
+jobs:
+- name: j
+  plan:
+  - task: t
+    run: echo Release 2.1
+    assert: { judge: { agent: grader, rubric: Names a version. } }
+mock:
+  grader: [{say: "PASS"}]
+)");
+  Result run = Steps("run p.yaml --mock --plain --state-dir s");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(Has(run.out, "judge agent: grader succeeded")) << run.out;
+  Result show = Steps("show --state-dir s");
+  EXPECT_TRUE(Has(show.out, "grader  (judge)")) << show.out;
+  EXPECT_FALSE(Has(show.out, "grader  (agent)")) << show.out;
+  Result json = Steps("show --json --state-dir s");
+  auto steps = nlohmann::json::parse(json.out)["jobs"][0]["steps"];
+  ASSERT_EQ(steps.size(), 2u) << json.out;
+  for (const auto& step : steps) {
+    EXPECT_EQ(step["judge"], step["name"] == "grader") << step.dump();
+  }
+}
+
 // A job that fails on runs 1, 4, 7 and 10 of 10: a task keeps a counter in
 // a file outside the run's folders.
 std::string FlakyPipeline(const std::string& dir) {
