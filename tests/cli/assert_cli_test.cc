@@ -10,11 +10,16 @@
 
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
+#include "mock_provider/script.h"
+#include "mock_provider/server.h"
 
 namespace {
 
 namespace test_support = steps::test_support;
 using Result = test_support::CliResult;
+using steps::MockEngine;
+using steps::MockHttpServer;
+using steps::ParseMockScriptText;
 using test_support::Has;
 
 class AssertCliTest : public ::testing::Test {
@@ -46,14 +51,16 @@ TEST_F(AssertCliTest, EachTextCheckFailsWithItsMessage) {
     const char* check;
     const char* message;
   } cases[] = {
-      {"echo hello", "equals: bye", "assert: the output is \"hello\", not \"bye\""},
+      {"echo hello", "equals: bye",
+       "assert: the output is \"hello\", not \"bye\""},
       {"echo a", "contains_all: [a, b, c]",
        "assert: the output lacks \"b\", \"c\""},
       {"echo a", "contains_any: [x, y]",
        "assert: the output contains none of \"x\", \"y\""},
       {"echo an error", "not_contains: error",
        "assert: the output contains \"error\""},
-      {"echo v1", "regex: '^v\\d\\d'", "assert: no line of the output matches /^v\\d\\d/"},
+      {"echo v1", "regex: '^v\\d\\d'",
+       "assert: no line of the output matches /^v\\d\\d/"},
       {"echo '{'", "json: true", "assert: the output is not JSON: \"{\""},
       {"echo '{\"n\": 0}'",
        "json: { schema: { type: object, properties: { n: { minimum: 1 } } } }",
@@ -78,8 +85,9 @@ TEST_F(AssertCliTest, EveryMissOfAStepIsReportedAndTabled) {
       contains_all: [day]
       not_contains: [bad]
 )");
-  EXPECT_TRUE(Has(out, "assert: the output is \"a bad day\", not \"a good "
-                       "day\"; the output contains \"bad\""))
+  EXPECT_TRUE(Has(out,
+                  "assert: the output is \"a bad day\", not \"a good "
+                  "day\"; the output contains \"bad\""))
       << out;
   // The table: every check of the step, with its tally.
   EXPECT_TRUE(Has(out, "assertions:\n  p.yaml  j\n")) << out;
@@ -115,13 +123,13 @@ mock:
 )");
   Result r = Steps("test p.yaml");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  for (const char* message : {
-           "tool 'list_files' was called 0 times with arguments holding "
-           "{\"path\":\"src\"}, expected exactly 1",
-           "tool 'read_file' was called 0 times, expected at least 1",
-           "used 2 turns, at most 1 allowed",
-           "spent 22 tokens, at most 10 allowed",
-           "cost $22.0000, at most $0.5000 allowed"}) {
+  for (const char* message :
+       {"tool 'list_files' was called 0 times with arguments holding "
+        "{\"path\":\"src\"}, expected exactly 1",
+        "tool 'read_file' was called 0 times, expected at least 1",
+        "used 2 turns, at most 1 allowed",
+        "spent 22 tokens, at most 10 allowed",
+        "cost $22.0000, at most $0.5000 allowed"}) {
     EXPECT_TRUE(Has(r.out, message)) << message << "\n" << r.out;
   }
 }
@@ -173,8 +181,9 @@ mock:
       << r.out;
   EXPECT_TRUE(Has(r.out, "1 passed, 3 failed")) << r.out;
   const std::string xml = Read("report.xml");
-  EXPECT_TRUE(Has(xml, "check 't: judge' passed 0/1: the judge says FAIL: no "
-                       "version is named"))
+  EXPECT_TRUE(Has(xml,
+                  "check 't: judge' passed 0/1: the judge says FAIL: no "
+                  "version is named"))
       << xml;
 }
 
@@ -214,8 +223,10 @@ std::string FlakyPipeline(const std::string& dir) {
   plan:
   - task: count
     run: |
-      n=$(( $(cat )" + dir + R"(/counter 2>/dev/null || echo 0) + 1 ))
-      echo $n > )" + dir + R"(/counter
+      n=$(( $(cat )" +
+         dir + R"(/counter 2>/dev/null || echo 0) + 1 ))
+      echo $n > )" +
+         dir + R"(/counter
       if [ $(( (n - 1) % 3 )) -eq 0 ]; then echo miss; else echo hit; fi
     assert: { stdout: hit }
 - name: steady
@@ -231,12 +242,14 @@ TEST_F(AssertCliTest, RepeatReportsPassRates) {
   Result r = Steps("test flaky.yaml --repeat 10 --junit report.xml");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "FAIL  flaky.yaml  flaky")) << r.out;
-  EXPECT_TRUE(Has(r.out, "[6/10 runs passed]: passed 6/10 runs, below the "
-                         "minimum of every run; last failure:"))
+  EXPECT_TRUE(Has(r.out,
+                  "[6/10 runs passed]: passed 6/10 runs, below the "
+                  "minimum of every run; last failure:"))
       << r.out;
   EXPECT_TRUE(Has(r.out, "PASS  flaky.yaml  steady")) << r.out;
-  EXPECT_TRUE(Has(r.out, "    count: stdout  6/10  last miss: stdout does not "
-                         "contain \"hit\""))
+  EXPECT_TRUE(Has(r.out,
+                  "    count: stdout  6/10  last miss: stdout does not "
+                  "contain \"hit\""))
       << r.out;
   EXPECT_TRUE(Has(r.out, "    t: equals  10/10")) << r.out;
   EXPECT_EQ(Read("counter"), "10\n");
@@ -257,6 +270,56 @@ TEST_F(AssertCliTest, MinPassRateDecides) {
   EXPECT_TRUE(Has(r.out, "below the minimum of 0.61")) << r.out;
 }
 
+// A flaky model: a loopback mock provider (to `steps test` a real OpenAI
+// endpoint) whose answers name the version on runs 1, 3 and 4 of the
+// first five, and on 1 and 5 of the next.
+// Its state lasts across the repeats, as a real model's whims do.
+TEST_F(AssertCliTest, AFlakyModelShowsAsItsPassRate) {
+  auto script = ParseMockScriptText(
+      "m:\n"
+      "  - say: Release 2.1 is out.\n"
+      "  - say: A release is out.\n"
+      "  - say: Release 2.1 is out.\n"
+      "  - say: Release 2.1 is out.\n"
+      "  - say: A release is out.\n"
+      "  - say: Release 2.1 is out.\n"
+      "  - say: A release is out.\n"
+      "  - say: A release is out.\n"
+      "  - say: A release is out.\n"
+      "  - say: Release 2.1 is out.\n");
+  ASSERT_TRUE(script.ok()) << script.status().message();
+  MockHttpServer server(std::make_shared<MockEngine>(std::move(*script)));
+  ASSERT_TRUE(server.Start().ok());
+  Write("p.yaml",
+        "agents:\n"
+        "- name: writer\n"
+        "  source: {model: openai/m, base_url: " +
+            server.base_url() +
+            "}\n"
+            "jobs:\n"
+            "- name: notes\n"
+            "  plan:\n"
+            "  - agent: writer\n"
+            "    messages: [Write the release note.]\n"
+            "    assert: { contains_all: ['2.1'] }\n");
+  test_support::StepsOptions key;
+  key.prefix = "OPENAI_API_KEY=sk-test";
+  Result r = test_support::RunSteps(
+      dir_.path(), "test p.yaml --repeat 5 --min-pass-rate 60%", key);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "[3/5 runs passed]")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "writer: contains_all  3/5  last miss: the output "
+                  "lacks \"2.1\""))
+      << r.out;
+  // The next five answers pass 2 of 5: under the minimum.
+  r = test_support::RunSteps(dir_.path(),
+                             "test p.yaml --repeat 5 --min-pass-rate 60%", key);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "passed 2/5 runs, below the minimum of 60%")) << r.out;
+  EXPECT_EQ(server.engine().Requests().size(), 10u);
+}
+
 TEST_F(AssertCliTest, RepeatAndRateEdgesAreRefused) {
   Write("p.yaml", "jobs:\n- name: j\n  plan: [{ task: t, run: echo }]\n");
   for (const char* args : {"--repeat 0", "--repeat -3", "--min-pass-rate 1.5",
@@ -270,8 +333,9 @@ TEST_F(AssertCliTest, RepeatAndRateEdgesAreRefused) {
   EXPECT_TRUE(Has(r.out, "steps test: --repeat must be 1 or more (got 0)"))
       << r.out;
   r = Steps("test p.yaml --min-pass-rate 1.5");
-  EXPECT_TRUE(Has(r.out, "--min-pass-rate must be a rate from 0 to 1 or a "
-                         "percentage from 0% to 100% (got '1.5')"))
+  EXPECT_TRUE(Has(r.out,
+                  "--min-pass-rate must be a rate from 0 to 1 or a "
+                  "percentage from 0% to 100% (got '1.5')"))
       << r.out;
 }
 
