@@ -21,6 +21,7 @@
 #include "core/duration.h"
 #include "core/outcome.h"
 #include "process/sandbox_bwrap.h"
+#include "providers/chat.h"
 #include "providers/model_parameters.h"
 #include "tools/tool.h"
 
@@ -174,11 +175,43 @@ struct AgentResult {
   std::vector<AgentTurnRecord> turn_records;
 };
 
+// A durable point of a conversation: every message the conversation holds
+// is in exactly one checkpoint, in order, so the checkpoints of a step
+// rebuild its history byte for byte.
+struct ConversationCheckpoint {
+  enum class Kind {
+    kRequest,       // A request is about to be sent: the messages added
+                    // since the last checkpoint (the task, tool results'
+                    // followers, a nudge, a reminder).
+    kAnswer,        // An answer arrived: the assistant message, its cost.
+    kToolStarted,   // A tool call is about to run: call_id, tool, arguments.
+    kToolFinished,  // It ran: the tool result message (is_error set).
+  };
+  Kind kind = Kind::kRequest;
+  int turn = 0;  // The turn this belongs to (1-based).
+  std::vector<Message> messages;
+  // kAnswer: what answered and what it cost.
+  std::string source;
+  int provider_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  // kToolStarted, kToolFinished.
+  std::string call_id;
+  std::string tool;
+  std::string arguments;
+  bool is_error = false;
+};
+
 // Things the engine may tell the caller while it runs (for live progress,
 // logs and the run store). Called on the engine's thread; must not block.
 struct AgentEvents {
   std::function<void(const AgentTurnRecord&)> on_turn;
   std::function<void(const std::string& line)> on_log;
+  // At each durable point, before what follows it happens (the request is
+  // sent, the tools run): the conversation waits for it to return, so a
+  // caller that stores the checkpoint has it stored first.
+  std::function<void(const ConversationCheckpoint&)> on_checkpoint;
 };
 
 // Where time, cancellation, processes and shared budgets come from.

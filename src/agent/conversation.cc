@@ -189,6 +189,7 @@ class Conversation {
     call.log_give_up = false;  // One conversation_failed line, from here.
     call.on_log = ctx_.events.on_log;
 
+    Checkpoint(ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
@@ -286,6 +287,16 @@ class Conversation {
     }
     request_.messages.push_back(
         Message::Assistant(answer.text, answer.tool_calls));
+    {
+      ConversationCheckpoint& cp =
+          Checkpoint(ConversationCheckpoint::Kind::kAnswer, record.turn);
+      cp.source = record.source;
+      cp.provider_requests = record.provider_requests;
+      cp.prompt_tokens = record.prompt_tokens;
+      cp.completion_tokens = record.completion_tokens;
+      cp.usd = record.usd;
+      EmitCheckpoint();
+    }
     if (answer.tool_calls.empty()) {
       EmitTurn(std::move(record));
       if (!exceeded.empty()) return FailBudget(exceeded);
@@ -322,6 +333,8 @@ class Conversation {
       ToolResult result;
       const bool is_finish =
           inv_.required_tools && call.name == kFinishToolName;
+      ToolCheckpoint(ConversationCheckpoint::Kind::kToolStarted, record.turn,
+                     call, false);
       if (is_finish) {
         finished = FinishAnswer(call.arguments);
         result = finished ? ToolResult::Ok("finished")
@@ -336,6 +349,8 @@ class Conversation {
       recorded.is_error = result.is_error;
       request_.messages.push_back(
           Message::ToolResult(call.id, result.content, call.name));
+      ToolCheckpoint(ConversationCheckpoint::Kind::kToolFinished, record.turn,
+                     call, result.is_error);
       if (!is_finish &&
           loop_guard_.Record(call.name, call.arguments, result.content)) {
         EmitTurn(std::move(record));
@@ -508,6 +523,34 @@ class Conversation {
     return false;
   }
 
+  // The checkpoint being built: `kind`, with the messages added since the
+  // last one. Emitted by EmitCheckpoint (kRequest: at once).
+  ConversationCheckpoint& Checkpoint(ConversationCheckpoint::Kind kind,
+                                     int turn) {
+    checkpoint_ = ConversationCheckpoint();
+    checkpoint_.kind = kind;
+    checkpoint_.turn = turn;
+    checkpoint_.messages.assign(request_.messages.begin() + durable_messages_,
+                                request_.messages.end());
+    if (kind == ConversationCheckpoint::Kind::kRequest) EmitCheckpoint();
+    return checkpoint_;
+  }
+
+  void EmitCheckpoint() {
+    durable_messages_ = request_.messages.size();
+    if (ctx_.events.on_checkpoint) ctx_.events.on_checkpoint(checkpoint_);
+  }
+
+  void ToolCheckpoint(ConversationCheckpoint::Kind kind, int turn,
+                      const ToolCall& call, bool is_error) {
+    ConversationCheckpoint& cp = Checkpoint(kind, turn);
+    cp.call_id = call.id;
+    cp.tool = call.name;
+    cp.arguments = call.arguments;
+    cp.is_error = is_error;
+    EmitCheckpoint();
+  }
+
   void EmitTurn(AgentTurnRecord record) {
     result_.turn_records.push_back(std::move(record));
     if (ctx_.events.on_turn) ctx_.events.on_turn(result_.turn_records.back());
@@ -563,6 +606,9 @@ class Conversation {
   std::unique_ptr<ObservedProvider> observed_;  // With setup_.exchanges.
   std::unique_ptr<RetryingProvider> retrying_;
   int turn_requests_ = 0;  // Requests of the turn under way, all sources.
+  // Messages of request_ already in a checkpoint; the one being built.
+  size_t durable_messages_ = 0;
+  ConversationCheckpoint checkpoint_;
   std::vector<std::string> failures_;  // One per source that failed.
   std::unique_ptr<LocalProcessLauncher> own_launcher_;
   std::unique_ptr<ToolContext> tool_context_;

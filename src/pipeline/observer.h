@@ -57,6 +57,15 @@ class RunObserver {
     (void)step;
     (void)turn;
   }
+  // A durable point of an agent's conversation (agent::AgentEvents::
+  // on_checkpoint): the conversation waits until this returns, so an
+  // observer that stores it has it stored before the request is sent or
+  // the tool runs.
+  virtual void OnCheckpoint(const StepRef& step,
+                            const agent::ConversationCheckpoint& checkpoint) {
+    (void)step;
+    (void)checkpoint;
+  }
   virtual void OnAttemptEnd(const StepRef& step, const AttemptRecord& attempt) {
     (void)step;
     (void)attempt;
@@ -98,6 +107,10 @@ class ObserverList : public RunObserver {
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {
     Each("OnAgentTurn", [&](RunObserver* o) { o->OnAgentTurn(s, turn); });
+  }
+  void OnCheckpoint(const StepRef& s,
+                    const agent::ConversationCheckpoint& cp) override {
+    Each("OnCheckpoint", [&](RunObserver* o) { o->OnCheckpoint(s, cp); });
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
     Each("OnAttemptEnd", [&](RunObserver* o) { o->OnAttemptEnd(s, a); });

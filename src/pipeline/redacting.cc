@@ -95,6 +95,19 @@ void RedactingObserver::OnAgentTurn(const StepRef& step,
   next_.OnAgentTurn(step, masked);
 }
 
+void RedactingObserver::OnCheckpoint(
+    const StepRef& step, const agent::ConversationCheckpoint& checkpoint) {
+  if (redactor_->empty()) return next_.OnCheckpoint(step, checkpoint);
+  agent::ConversationCheckpoint masked = checkpoint;
+  for (Message& m : masked.messages) {
+    m.content = redactor_->Redact(m.content);
+    for (ToolCall& c : m.tool_calls)
+      c.arguments = redactor_->Redact(c.arguments);
+  }
+  masked.arguments = redactor_->Redact(masked.arguments);
+  next_.OnCheckpoint(step, masked);
+}
+
 void RedactingObserver::OnAttemptEnd(const StepRef& step,
                                      const AttemptRecord& attempt) {
   if (redactor_->empty()) return next_.OnAttemptEnd(step, attempt);
@@ -132,8 +145,7 @@ std::optional<CachedStep> RedactingStepCache::Find(const std::string& key) {
   return next_.Find(key);
 }
 
-void RedactingStepCache::Remember(const std::string& key,
-                                  const StepRef& step,
+void RedactingStepCache::Remember(const std::string& key, const StepRef& step,
                                   const CachedStep& result) {
   if (redactor_->Contains(result.output)) return;
   for (const PrintedLine& line : result.lines) {

@@ -42,6 +42,8 @@ class RedactingObserver : public RunObserver {
   void OnOutput(const StepRef& step, OutputStream stream,
                 std::string_view line) override;
   void OnLog(const StepRef& step, std::string_view line) override;
+  void OnCheckpoint(const StepRef& step,
+                    const agent::ConversationCheckpoint& checkpoint) override;
   void OnAgentTurn(const StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
   void OnAttemptEnd(const StepRef& step, const AttemptRecord& attempt) override;

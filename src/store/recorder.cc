@@ -8,6 +8,7 @@
 
 #include "core/json_text.h"
 #include "core/log.h"
+#include "store/conversation_log.h"
 
 namespace steps::store {
 
@@ -327,6 +328,21 @@ void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,
   const int64_t at = ToMs(clock_.WallNow());
   Check(store_.Write(
       [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn, at); }));
+}
+
+void RunRecorder::OnCheckpoint(
+    const pipeline::StepRef& step,
+    const agent::ConversationCheckpoint& checkpoint) {
+  const std::string id = StoredId(step, false);
+  int64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++checkpoints_[id];
+  }
+  const int64_t at = ToMs(clock_.WallNow());
+  Check(store_.Write([&](Db& db) -> Status {
+    return WriteCheckpoint(db, run_id_, id, seq, at, checkpoint);
+  }));
 }
 
 void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,

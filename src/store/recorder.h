@@ -47,6 +47,10 @@ class RunRecorder : public pipeline::RunObserver {
   // Stamps the turn with the time its answer arrived (agent_turns.at_ms).
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
+  // One row of conversation_log, committed before this returns: the
+  // request is sent, or the tool runs, only once it is stored.
+  void OnCheckpoint(const pipeline::StepRef& step,
+                    const agent::ConversationCheckpoint& checkpoint) override;
   void OnAttemptEnd(const pipeline::StepRef& step,
                     const pipeline::AttemptRecord& attempt) override;
   void OnStepEnd(const pipeline::StepRecord& step) override;
@@ -75,6 +79,7 @@ class RunRecorder : public pipeline::RunObserver {
   std::map<std::string, int> runs_of_id_;
   std::map<std::string, std::string> current_id_;
   std::map<std::string, int> output_lines_;
+  std::map<std::string, int64_t> checkpoints_;  // Rows per stored step id.
   bool warned_ = false;
 };
 

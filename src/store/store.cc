@@ -108,6 +108,18 @@ CREATE TABLE IF NOT EXISTS agent_turns (
   FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
     ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS conversation_log (
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  turn INTEGER NOT NULL,
+  at_ms INTEGER NOT NULL,
+  checkpoint TEXT NOT NULL,
+  PRIMARY KEY (run_id, step_id, seq),
+  FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
+    ON DELETE CASCADE
+);
 CREATE TABLE IF NOT EXISTS output_lines (
   run_id TEXT NOT NULL,
   step_id TEXT NOT NULL,

@@ -15,7 +15,8 @@
 namespace steps::store {
 
 // The schema's version, kept in PRAGMA user_version.
-inline constexpr int kSchemaVersion = 4;
+// Version 5 adds conversation_log (store/conversation_log.h).
+inline constexpr int kSchemaVersion = 5;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

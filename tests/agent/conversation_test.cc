@@ -94,6 +94,72 @@ w:
   EXPECT_EQ(requests[0].step, "step");
 }
 
+// Each checkpoint comes before what it marks: a request's messages are all
+// in checkpoints before it is sent, an answer before its tools run, a
+// tool's start before it runs and its result before the next request. The
+// checkpoints together hold the history, each message once, in order.
+TEST_F(ConversationTest, CheckpointsComeFirstAndHoldTheWholeHistory) {
+  auto runner = MockRunner(R"(
+w:
+  - call: {name: write_file, arguments: {path: out.txt, content: hello}}
+  - {say: "checking", call: {name: read_file, arguments: {path: out.txt}}}
+  - say: all done
+)");
+  using Kind = ConversationCheckpoint::Kind;
+  std::vector<Message> history;
+  std::vector<std::string> seen;
+  ctx_.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
+    const size_t sent = runner->MockRequests().size();
+    const bool written = std::filesystem::exists(dir_.path() + "/out.txt");
+    for (const Message& m : cp.messages) history.push_back(m);
+    std::string what;
+    switch (cp.kind) {
+      case Kind::kRequest:
+        what = "request";
+        break;
+      case Kind::kAnswer:
+        what = "answer " + cp.source;
+        break;
+      case Kind::kToolStarted:
+        what = "start " + cp.tool + " " + cp.arguments;
+        break;
+      case Kind::kToolFinished:
+        what = "finish " + cp.tool + (cp.is_error ? " error" : "");
+        break;
+    }
+    seen.push_back("turn " + std::to_string(cp.turn) + " " + what + " (" +
+                   std::to_string(cp.messages.size()) + " messages, " +
+                   std::to_string(sent) + " sent" +
+                   (written ? ", written)" : ")"));
+  };
+  AgentResult r = runner->Run(Inv(), ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "turn 1 request (1 messages, 0 sent)",
+                      "turn 1 answer mock/w (1 messages, 1 sent)",
+                      "turn 1 start write_file "
+                      "{\"content\":\"hello\",\"path\":\"out.txt\"} (0 "
+                      "messages, 1 sent)",
+                      "turn 1 finish write_file (1 messages, 1 sent, written)",
+                      "turn 2 request (0 messages, 1 sent, written)",
+                      "turn 2 answer mock/w (1 messages, 2 sent, written)",
+                      "turn 2 start read_file {\"path\":\"out.txt\"} (0 "
+                      "messages, 2 sent, written)",
+                      "turn 2 finish read_file (1 messages, 2 sent, written)",
+                      "turn 3 request (0 messages, 2 sent, written)",
+                      "turn 3 answer mock/w (1 messages, 3 sent, written)"}));
+  // The history the checkpoints hold is what the last request carried,
+  // and then the answer.
+  auto last = RequestMessages(runner->MockRequests()[2]);
+  ASSERT_EQ(history.size(), last.size() + 1);
+  for (size_t i = 0; i < last.size(); ++i) {
+    EXPECT_EQ(ContentOf(last[i]), history[i].content) << i;
+  }
+  EXPECT_EQ(history[1].tool_calls.at(0).name, "write_file");
+  EXPECT_EQ(history[2].tool_call_id, history[1].tool_calls[0].id);
+  EXPECT_EQ(history.back().content, "all done");
+}
+
 TEST_F(ConversationTest, ToolErrorsGoBackToTheModel) {
   auto runner = MockRunner(R"(
 w:

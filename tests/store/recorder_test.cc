@@ -8,6 +8,7 @@
 
 #include <thread>
 
+#include "store/conversation_log.h"
 #include "store/listing.h"
 #include "store/reader.h"
 #include "store/run_json.h"
@@ -240,6 +241,72 @@ TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
   EXPECT_EQ(calls[2]["name"], "write_file");
   EXPECT_EQ(calls[2]["arguments_truncated"], true);
   EXPECT_EQ(calls[2]["arguments"], cut.substr(11)) << "the raw text";
+}
+
+// Checkpoints are appended in order and read back as written: messages
+// with their tool calls, ids and names, bytes and newlines included.
+TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef review = Ref("1", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, std::nullopt);
+  using Kind = agent::ConversationCheckpoint::Kind;
+  std::vector<agent::ConversationCheckpoint> written(4);
+  written[0].kind = Kind::kRequest;
+  written[0].turn = 1;
+  written[0].messages = {Message::System("Be brief.\n\nDeadline: 30m"),
+                         Message::User("Fix \"it\"\twith ünïcode")};
+  written[1].kind = Kind::kAnswer;
+  written[1].turn = 1;
+  written[1].messages = {
+      Message::Assistant("", {{"call_1", "read_file", R"({"path":"a"})"}})};
+  written[1].source = "openai/m";
+  written[1].provider_requests = 2;
+  written[1].prompt_tokens = 120;
+  written[1].completion_tokens = 7;
+  written[1].usd = 0.25;
+  written[2].kind = Kind::kToolStarted;
+  written[2].turn = 1;
+  written[2].call_id = "call_1";
+  written[2].tool = "read_file";
+  written[2].arguments = R"({"path":"a"})";
+  written[3] = written[2];
+  written[3].kind = Kind::kToolFinished;
+  written[3].is_error = true;
+  written[3].messages = {
+      Message::ToolResult("call_1", "no such file", "read_file")};
+  for (const auto& cp : written) recorder_->OnCheckpoint(review, cp);
+
+  Result<std::vector<agent::ConversationCheckpoint>> back =
+      Result<std::vector<agent::ConversationCheckpoint>>(
+          std::vector<agent::ConversationCheckpoint>{});
+  ASSERT_TRUE(store_
+                  ->Read([&](Db& db) -> Status {
+                    back = ReadConversationLog(db, run_.id, "build:1");
+                    return back.status();
+                  })
+                  .ok())
+      << back.status().message();
+  ASSERT_EQ(back->size(), written.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto& w = written[i];
+    const auto& r = (*back)[i];
+    EXPECT_EQ(r.kind, w.kind);
+    EXPECT_EQ(r.turn, w.turn);
+    EXPECT_EQ(CheckpointJson(r), CheckpointJson(w));
+    ASSERT_EQ(r.messages.size(), w.messages.size());
+    for (size_t m = 0; m < w.messages.size(); ++m) {
+      EXPECT_EQ(r.messages[m].role, w.messages[m].role);
+      EXPECT_EQ(r.messages[m].content, w.messages[m].content);
+      EXPECT_EQ(r.messages[m].tool_call_id, w.messages[m].tool_call_id);
+      EXPECT_EQ(r.messages[m].tool_calls.size(),
+                w.messages[m].tool_calls.size());
+    }
+  }
+  EXPECT_EQ((*back)[1].messages[0].tool_calls[0].arguments, R"({"path":"a"})");
+  EXPECT_EQ((*back)[1].usd, 0.25);
+  EXPECT_TRUE((*back)[3].is_error);
 }
 
 TEST_F(RecorderTest, TotalTimeoutFieldsAreKept) {

@@ -69,9 +69,9 @@ TEST(StoreTest, OpenCreatesTheFileTheFolderAndTheSchema) {
   ASSERT_TRUE(store.ok()) << store.status().message();
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(Names(**store, "table"),
-            (std::set<std::string>{"agent_turns", "attempts", "cache", "jobs",
-                                   "output_lines", "process_groups", "runs",
-                                   "steps"}));
+            (std::set<std::string>{"agent_turns", "attempts", "cache",
+                                   "conversation_log", "jobs", "output_lines",
+                                   "process_groups", "runs", "steps"}));
   EXPECT_EQ(Names(**store, "view"), std::set<std::string>{"hooks"});
   EXPECT_EQ(PragmaText(**store, "journal_mode"), "wal");
   EXPECT_EQ(PragmaText(**store, "user_version"),
@@ -207,7 +207,11 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
   }
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(PragmaText(**store, "user_version"), "4");
+  EXPECT_EQ(PragmaText(**store, "user_version"), "5");
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM sqlite_master"
+                  " WHERE name = 'conversation_log'"),
+            1);
   EXPECT_EQ(Count(**store,
                   "SELECT count(*) FROM pragma_table_info('steps')"
                   " WHERE name LIKE 'cached_from_%' OR name = 'cell'"),

@@ -1,0 +1,175 @@
+#include "store/conversation_log.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_text.h"
+
+namespace steps::store {
+namespace {
+
+using nlohmann::json;
+using Kind = agent::ConversationCheckpoint::Kind;
+
+constexpr Kind kKinds[] = {Kind::kRequest, Kind::kAnswer, Kind::kToolStarted,
+                           Kind::kToolFinished};
+
+json MessageJson(const Message& m) {
+  json j = {{"role", steps::RoleName(m.role)}, {"content", m.content}};
+  if (!m.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& c : m.tool_calls) {
+      calls.push_back(
+          {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+    }
+    j["tool_calls"] = std::move(calls);
+  }
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.tool_name.empty()) j["tool_name"] = m.tool_name;
+  return j;
+}
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+Result<Message> MessageFrom(const json& j) {
+  if (!j.is_object()) return InvalidArgument("a message is not an object");
+  Message m;
+  const std::string role = Str(j, "role");
+  bool known = false;
+  for (Role r : {Role::kSystem, Role::kUser, Role::kAssistant, Role::kTool}) {
+    if (role == steps::RoleName(r)) {
+      m.role = r;
+      known = true;
+    }
+  }
+  if (!known) return InvalidArgument("unknown message role '" + role + "'");
+  m.content = Str(j, "content");
+  if (auto calls = j.find("tool_calls"); calls != j.end()) {
+    if (!calls->is_array()) return InvalidArgument("tool_calls is no list");
+    for (const json& c : *calls) {
+      m.tool_calls.push_back(
+          {Str(c, "id"), Str(c, "name"), Str(c, "arguments")});
+    }
+  }
+  m.tool_call_id = Str(j, "tool_call_id");
+  m.tool_name = Str(j, "tool_name");
+  return m;
+}
+
+Result<agent::ConversationCheckpoint> CheckpointFrom(const std::string& kind,
+                                                     int turn,
+                                                     const std::string& text) {
+  agent::ConversationCheckpoint cp;
+  bool known = false;
+  for (Kind k : kKinds) {
+    if (kind == CheckpointKindName(k)) {
+      cp.kind = k;
+      known = true;
+    }
+  }
+  if (!known) return InvalidArgument("unknown checkpoint kind '" + kind + "'");
+  cp.turn = turn;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return InvalidArgument("the checkpoint is not JSON");
+  if (auto ms = j.find("messages"); ms != j.end() && ms->is_array()) {
+    for (const json& m : *ms) {
+      Result<Message> message = MessageFrom(m);
+      if (!message.ok()) return message.status();
+      cp.messages.push_back(std::move(*message));
+    }
+  }
+  cp.source = Str(j, "source");
+  cp.provider_requests = j.value("provider_requests", 0);
+  cp.prompt_tokens = j.value("prompt_tokens", int64_t{0});
+  cp.completion_tokens = j.value("completion_tokens", int64_t{0});
+  cp.usd = j.value("usd", 0.0);
+  cp.call_id = Str(j, "call_id");
+  cp.tool = Str(j, "tool");
+  cp.arguments = Str(j, "arguments");
+  cp.is_error = j.value("is_error", false);
+  return cp;
+}
+
+}  // namespace
+
+std::string_view CheckpointKindName(Kind kind) {
+  switch (kind) {
+    case Kind::kRequest:
+      return "request";
+    case Kind::kAnswer:
+      return "answer";
+    case Kind::kToolStarted:
+      return "tool_started";
+    case Kind::kToolFinished:
+      return "tool_finished";
+  }
+  return "request";
+}
+
+std::string CheckpointJson(const agent::ConversationCheckpoint& cp) {
+  json messages = json::array();
+  for (const Message& m : cp.messages) messages.push_back(MessageJson(m));
+  json j = {{"messages", std::move(messages)}};
+  if (cp.kind == Kind::kAnswer) {
+    j["source"] = cp.source;
+    j["provider_requests"] = cp.provider_requests;
+    j["prompt_tokens"] = cp.prompt_tokens;
+    j["completion_tokens"] = cp.completion_tokens;
+    j["usd"] = cp.usd;
+  }
+  if (cp.kind == Kind::kToolStarted || cp.kind == Kind::kToolFinished) {
+    j["call_id"] = cp.call_id;
+    j["tool"] = cp.tool;
+    j["arguments"] = cp.arguments;
+    j["is_error"] = cp.is_error;
+  }
+  return DumpJson(j);
+}
+
+Status WriteCheckpoint(Db& db, const std::string& run_id,
+                       const std::string& step_id, int64_t seq, int64_t at_ms,
+                       const agent::ConversationCheckpoint& cp) {
+  Result<StatementUse> st = db.Prepared(
+      "INSERT INTO conversation_log (run_id, step_id, seq, kind, turn, at_ms,"
+      " checkpoint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  s.Bind(2, step_id);
+  s.Bind(3, seq);
+  s.Bind(4, CheckpointKindName(cp.kind));
+  s.Bind(5, int64_t{cp.turn});
+  s.Bind(6, at_ms);
+  s.Bind(7, CheckpointJson(cp));
+  return s.Run();
+}
+
+Result<std::vector<agent::ConversationCheckpoint>> ReadConversationLog(
+    Db& db, const std::string& run_id, const std::string& step_id) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT seq, kind, turn, checkpoint FROM conversation_log"
+      " WHERE run_id = ?1 AND step_id = ?2 ORDER BY seq");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  s.Bind(1, run_id);
+  s.Bind(2, step_id);
+  std::vector<agent::ConversationCheckpoint> out;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<agent::ConversationCheckpoint> cp =
+        CheckpointFrom(s.Text(1), static_cast<int>(s.Int(2)), s.Text(3));
+    if (!cp.ok()) {
+      return InvalidArgument("conversation log of step " + step_id + ", row " +
+                             std::to_string(s.Int(0)) + ": " +
+                             cp.status().message());
+    }
+    out.push_back(std::move(*cp));
+  }
+  return out;
+}
+
+}  // namespace steps::store
