@@ -74,8 +74,10 @@ class HttpSession : public McpSession {
     SendAnswers(deadline);
     Result<nlohmann::json> out = Conclude(method, r, ex);
     StatusCode code = out.ok() ? StatusCode::kOk : out.status().code();
-    if (code == StatusCode::kDeadlineExceeded ||
-        code == StatusCode::kCancelled) {
+    // The spec forbids cancelling initialize; the session is dropped
+    // instead (no id was given, or DELETE ends it).
+    if (method != "initialize" && (code == StatusCode::kDeadlineExceeded ||
+                                   code == StatusCode::kCancelled)) {
       SendCancelled(ex.id, code == StatusCode::kCancelled
                                ? "cancelled by the client"
                                : "the client's time limit was reached");
