@@ -158,6 +158,29 @@ TEST_F(McpHttpCliTest, ExplainNamesTheUrlAndTheHeadersButNoValue) {
   EXPECT_FALSE(Has(r.out, "blue")) << r.out;
 }
 
+TEST_F(McpHttpCliTest, TheIdentityFollowsTheUrlAndTheHeadersAsWritten) {
+  auto identity = [&](const std::string& servers, const std::string& env) {
+    Write(servers, "s");
+    CliResult r = Steps("explain p.yaml", env);
+    size_t at = r.out.find("identity");
+    return at == std::string::npos ? r.out : r.out.substr(at, 30);
+  };
+  const std::string base_servers =
+      "mcp_servers:\n- name: s\n  url: http://h/mcp\n"
+      "  headers: {Authorization: 'Bearer ${T}'}\n";
+  std::string base = identity(base_servers, "T=one");
+  EXPECT_NE(base, identity("mcp_servers:\n- name: s\n  url: http://h/mcp\n",
+                           "T=one"));
+  EXPECT_NE(base, identity("mcp_servers:\n- name: s\n  url: http://h/other\n"
+                           "  headers: {Authorization: 'Bearer ${T}'}\n",
+                           "T=one"));
+  EXPECT_NE(base, identity("mcp_servers:\n- name: s\n  url: http://h/mcp\n"
+                           "  headers: {Authorization: 'Token ${T}'}\n",
+                           "T=one"));
+  // The token itself is not part of it: it may change between runs.
+  EXPECT_EQ(base, identity(base_servers, "T=two"));
+}
+
 // The hostile server's "good" mode: the tool's answer reaches the
 // conversation; the header's value comes from the environment, reaches the
 // server and is not in the output (with the case's log, -v).
