@@ -109,7 +109,7 @@ class McpClient {
       const std::string& working_dir, Clock& clock, Deadline deadline,
       const CancelToken& cancel, const McpClientOptions& options = {});
 
-  // Stops the server.
+  // Stops the server (see Stop).
   ~McpClient();
   McpClient(const McpClient&) = delete;
   McpClient& operator=(const McpClient&) = delete;
@@ -124,14 +124,16 @@ class McpClient {
   // At the deadline or on cancellation the server is sent
   // notifications/cancelled for the call and kDeadlineExceeded or
   // kCancelled comes back. kUnavailable when the server answered with a
-  // JSON-RPC error, is gone, or broke the protocol (later calls then say it
-  // is gone).
+  // JSON-RPC error, is gone, or broke the protocol (a stdio server is then
+  // gone for later calls; an HTTP server is gone only once its session
+  // expired, and is tried again otherwise).
   Result<nlohmann::json> CallTool(const std::string& tool,
                                   const nlohmann::json& arguments,
                                   Deadline deadline, const CancelToken& cancel);
 
-  // Stops the server (SIGTERM, SIGKILL after options.kill_grace). Later
-  // calls fail with "the server is gone". Idempotent.
+  // Stops the server (SIGTERM, SIGKILL after options.kill_grace), or ends
+  // an HTTP session (DELETE, within options.kill_grace). Later calls fail
+  // with "the server is gone". Idempotent.
   void Stop();
 
  private:
