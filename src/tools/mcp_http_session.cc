@@ -69,8 +69,8 @@ class HttpSession : public McpSession {
     if (Status s = FlushNotices(deadline, cancel); !s.ok()) return s;
     Exchange ex;
     ex.id = next_id_++;
-    HttpTransferResult r =
-        Post(JsonRpcRequest(ex.id, method, params), &ex, deadline, cancel);
+    HttpTransferResult r = Post(JsonRpcRequest(ex.id, method, params), &ex,
+                                deadline, cancel, /*answer_on_the_way=*/true);
     SendAnswers(deadline);
     Result<nlohmann::json> out = Conclude(method, r, ex);
     StatusCode code = out.ok() ? StatusCode::kOk : out.status().code();
@@ -117,19 +117,22 @@ class HttpSession : public McpSession {
     return h;
   }
 
-  // POSTs one message; the answer's body goes to `ex` (null: only the
-  // status matters, the body is dropped).
+  // POSTs one message; the answer's body goes to `ex`. For a request
+  // (`answer_on_the_way`), requests the server sends in its event stream
+  // are answered while the stream stays open.
   HttpTransferResult Post(const std::string& body, Exchange* ex,
-                          Deadline deadline, const CancelToken& cancel) {
+                          Deadline deadline, const CancelToken& cancel,
+                          bool answer_on_the_way = false) {
     HttpTransferRequest request;
     request.url = url_;
     request.headers = Headers();
     request.body = body;
-    if (ex != nullptr) {
-      request.on_body = [this, ex](const HttpReply& reply,
-                                   std::string_view piece) {
-        return OnBody(reply, piece, *ex);
-      };
+    request.on_body = [this, ex](const HttpReply& reply,
+                                 std::string_view piece) {
+      return OnBody(reply, piece, *ex);
+    };
+    if (answer_on_the_way) {
+      request.on_idle = [this, deadline] { SendAnswers(deadline); };
     }
     HttpTransferResult r = RunHttpTransfer(request, clock_, deadline, cancel);
     LogEvent(LogLevel::kDebug, "mcp.http",

@@ -113,6 +113,7 @@ HttpTransferResult::Ending Drive(CURLM* multi, Transfer& t, Clock& clock,
       }
     }
     if (t.stopped) return Ending::kStopped;
+    if (t.request->on_idle) t.request->on_idle();
     if (cancel.cancelled()) return Ending::kCancelled;
     Millis wait = kMaxPollWait;
     if (deadline.is_set()) {

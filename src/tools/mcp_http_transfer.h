@@ -38,6 +38,11 @@ struct HttpTransferRequest {
   // Receives each piece of the response body, the status and headers
   // already in `reply`. Returning false stops the transfer (kStopped).
   std::function<bool(const HttpReply& reply, std::string_view piece)> on_body;
+  // Optional: called by the transfer's loop between waits for the socket,
+  // outside every libcurl callback, so it may run other transfers (the MCP
+  // session answers a server's requests there while a stream is open).
+  // It should return quickly: the deadline is looked at after it.
+  std::function<void()> on_idle;
 };
 
 struct HttpTransferResult {

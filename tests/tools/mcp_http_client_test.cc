@@ -247,6 +247,28 @@ TEST_F(McpHttpClientTest, AnExpiredSessionEndsTheServer) {
   EXPECT_EQ(server.received().size(), 4u);
 }
 
+TEST_F(McpHttpClientTest, AServersRequestIsAnsweredWhileItsStreamIsOpen) {
+  HostileMcpHttpServer server("ping-first");
+  auto client = Start(Spec(server.url()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Result<nlohmann::json> r = (*client)->CallTool(
+      "echo", {{"text", "after a ping"}},
+      Deadline::After(RealClock(), kGenerous), CancelToken());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(McpContentText(*r), "echo: after a ping");
+  bool ponged = false;
+  for (const auto& g : server.received()) {
+    auto body = nlohmann::json::parse(g.body, nullptr, false);
+    if (!body.is_object() || body.value("id", nlohmann::json()) != "srv-1") {
+      continue;
+    }
+    ponged = true;
+    EXPECT_EQ(body["result"], nlohmann::json::object());
+    EXPECT_EQ(g.session_id, "session-1");
+  }
+  EXPECT_TRUE(ponged);
+}
+
 // The hostile server's answer in mode "huge" is this many bytes.
 size_t HugeAnswerBytes() {
   nlohmann::json big = {

@@ -194,8 +194,45 @@ void HostileMcpHttpServer::CallTool(const json& message,
   if (mode_ == "sse-silent" || mode_ == "huge-event") {
     return HoldStream(mode_ == "huge-event", res);
   }
+  if (mode_ == "ping-first") return PingFirst(message, res);
   res.set_content(Result(message["id"], EchoResult(message["params"])).dump(),
                   "application/json");
+}
+
+// An event stream that pings the client and answers the call only once
+// the pong (a POST of the ping's result) has arrived.
+void HostileMcpHttpServer::PingFirst(const json& message,
+                                     httplib::Response& res) {
+  json id = message["id"];
+  json result = EchoResult(message["params"]);
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, id, result, pinged = false](
+                               size_t, httplib::DataSink& sink) mutable {
+        if (!pinged) {
+          pinged = true;
+          std::string ping =
+              Event({{"jsonrpc", "2.0"}, {"id", "srv-1"}, {"method", "ping"}});
+          return sink.write(ping.data(), ping.size());
+        }
+        std::unique_lock<std::mutex> lock(mu_);
+        bool ponged = cv_.wait_for(lock, std::chrono::seconds(10), [this] {
+          if (stopping_) return true;
+          for (const Received& r : received_) {
+            json m = json::parse(r.body, nullptr, false);
+            if (m.is_object() && m.value("id", json()) == "srv-1" &&
+                m.contains("result")) {
+              return true;
+            }
+          }
+          return false;
+        });
+        lock.unlock();
+        if (!ponged || stopping_) return false;
+        std::string answer = Event(Result(id, result));
+        sink.write(answer.data(), answer.size());
+        sink.done();
+        return true;
+      });
 }
 
 // An event stream that never answers: a progress notification (or, with

@@ -15,6 +15,9 @@
 //   huge           answers tools/call with a 2 MiB JSON message
 //   huge-event     answers tools/call with an event stream whose one event
 //                  grows past 2 MiB and never ends
+//   ping-first     answers tools/call with an event stream that first sends
+//                  a ping request and answers the call only once the
+//                  client's result for the ping has been POSTed
 // Every request is recorded (see Received).
 #ifndef STEPS_TESTS_TOOLS_MCP_HOSTILE_MCP_HTTP_SERVER_H_
 #define STEPS_TESTS_TOOLS_MCP_HOSTILE_MCP_HTTP_SERVER_H_
@@ -73,6 +76,7 @@ class HostileMcpHttpServer {
   void ListTools(const nlohmann::json& message, httplib::Response& res);
   void CallTool(const nlohmann::json& message, httplib::Response& res);
   void HoldStream(bool huge, httplib::Response& res);
+  void PingFirst(const nlohmann::json& message, httplib::Response& res);
 
   std::string mode_;
   std::unique_ptr<httplib::Server> server_;
