@@ -328,4 +328,27 @@ TEST_F(EverythingOverHttpTest, EchoesAndAddsOverStreamableHttp) {
   EXPECT_TRUE(Has(r.out, "1 passed, 0 failed")) << r.out;
 }
 
+// A call cut by its limit is cancelled; the session carries on.
+TEST_F(EverythingOverHttpTest, ACutCallLeavesTheSessionUsable) {
+  Write(
+      "mcp_servers:\n"
+      "- name: ev\n"
+      "  url: " +
+          Url() +
+          "\n"
+          "  tool_timeout: 1s\n",
+      "ev",
+      "  a:\n"
+      "  - call: {name: ev__trigger-long-running-operation, arguments: "
+      "{duration: 60, steps: 2}}\n"
+      "  - expect: {last_contains: \"timed out after 1s (the server's "
+      "tool_timeout); the call was cancelled\"}\n"
+      "    call: {name: ev__echo, arguments: {message: still here}}\n"
+      "  - expect: {last_contains: \"Echo: still here\"}\n"
+      "    say: done\n");
+  CliResult r = Steps("test p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "1 passed, 0 failed")) << r.out;
+}
+
 }  // namespace
