@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps::fuzz {
 

@@ -95,14 +95,51 @@ bool IsHeaderName(const std::string& name) {
 }
 
 // Headers the transport or the engine sets itself.
-bool IsOwnedHeader(std::string name) {
+bool IsOwnedHeader(std::string name, const std::vector<std::string>& also) {
   for (char& c : name) c = static_cast<char>(std::tolower(c));
-  return name == "content-type" || name == "content-length" ||
-         name == "host" || name == "transfer-encoding" ||
-         name == "connection" || name.rfind("x-steps-", 0) == 0;
+  for (const std::string& a : also) {
+    if (name == a) return true;
+  }
+  return name == "content-type" || name == "content-length" || name == "host" ||
+         name == "transfer-encoding" || name == "connection" ||
+         name.rfind("x-steps-", 0) == 0;
 }
 
 }  // namespace
+
+std::optional<std::map<std::string, std::string>> ReadHeaderMap(
+    const YAML::Node& n, const std::string& where,
+    const std::vector<std::string>& also_owned, Diagnostics& d) {
+  std::optional<std::map<std::string, std::string>> headers =
+      ReadStringMap(n, where, d);
+  if (!headers) return std::nullopt;
+  bool ok = true;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    const std::string& value = it->second.Scalar();
+    if (!IsHeaderName(name)) {
+      d.Error(LineOf(it->first),
+              "'" + where + "' names '" + name +
+                  "': a header name is letters, digits and !#$%&'*+-.^_`|~");
+      ok = false;
+    } else if (IsOwnedHeader(name, also_owned)) {
+      d.Error(LineOf(it->first),
+              "'" + where + "." + name + "' is set by steps itself; remove it");
+      ok = false;
+    }
+    if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+      d.Error(LineOf(it->second),
+              "'" + where + "." + name + "' holds a line break or NUL byte");
+      ok = false;
+    } else if (Status st = CheckEnvReferences(value); !st.ok()) {
+      d.Error(LineOf(it->second),
+              "'" + where + "." + name + "': " + st.message());
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return headers;
+}
 
 void ReadSourceHeaders(MapReader& r, const std::string& key, ModelSource& s) {
   YAML::Node n = r.Take("headers");
@@ -115,35 +152,9 @@ void ReadSourceHeaders(MapReader& r, const std::string& key, ModelSource& s) {
                                       "sends no HTTP requests");
     return;
   }
-  std::optional<std::map<std::string, std::string>> headers =
-      ReadStringMap(n, where, d);
-  if (!headers) return;
-  bool ok = true;
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    const std::string name = it->first.Scalar();
-    const std::string& value = it->second.Scalar();
-    if (!IsHeaderName(name)) {
-      d.Error(LineOf(it->first),
-              "'" + where + "' names '" + name +
-                  "': a header name is letters, digits and !#$%&'*+-.^_`|~");
-      ok = false;
-    } else if (IsOwnedHeader(name)) {
-      d.Error(LineOf(it->first),
-              "'" + where + "." + name +
-                  "' is set by steps itself; remove it");
-      ok = false;
-    }
-    if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
-      d.Error(LineOf(it->second), "'" + where + "." + name +
-                                      "' holds a line break or NUL byte");
-      ok = false;
-    } else if (Status st = CheckEnvReferences(value); !st.ok()) {
-      d.Error(LineOf(it->second),
-              "'" + where + "." + name + "': " + st.message());
-      ok = false;
-    }
+  if (auto headers = ReadHeaderMap(n, where, {}, d)) {
+    s.headers = std::move(*headers);
   }
-  if (ok) s.headers = std::move(*headers);
 }
 
 void ReadSecrets(const YAML::Node& n, Pipeline& p, Diagnostics& d) {

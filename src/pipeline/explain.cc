@@ -549,6 +549,20 @@ class Printer {
     }
   }
 
+  // What an MCP server is: the command steps runs, or the url it connects
+  // to with the names of the headers it sends (their values may be
+  // secrets).
+  static std::string McpEndpointText(const McpServerDef& s) {
+    if (s.url.empty()) return "runs `" + s.CommandText() + "`";
+    std::string text = "connects to " + s.url;
+    if (s.headers.empty()) return text;
+    std::string names;
+    for (const auto& [name, value] : s.headers) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return text + " with headers " + names;
+  }
+
   // Each MCP server the agent uses (docs/mcp.md): what it runs, what it
   // grants, how long its start may take (inside the deadline) and the limit
   // a call of its tools gets.
@@ -570,7 +584,7 @@ class Printer {
           (st.has_value()
                ? "startup_timeout (line " + std::to_string(st.line) + ")"
                : std::string("default startup_timeout")) +
-              ", inside the deadline; runs `" + s->CommandText() + "` (line " +
+              ", inside the deadline; " + McpEndpointText(*s) + " (line " +
               std::to_string(s->line) + "); grants " + grants[s]);
       std::string value, origin;
       if (s->tool_timeout.has_value()) {

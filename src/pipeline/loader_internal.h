@@ -44,6 +44,13 @@ void ReadSourceEnv(MapReader& r, const std::string& key, ModelSource& s);
 // A hosted source's `headers:`: NAME: value, sent with every request;
 // `${NAME}` references expanded from the environment when the step runs.
 void ReadSourceHeaders(MapReader& r, const std::string& key, ModelSource& s);
+// A `headers:` mapping at `where` (e.g. "source.headers"): names are HTTP
+// tokens and not among the headers steps sets itself (Content-Type, Host,
+// X-Steps-*, ... and `also_owned`, lower case); values hold no line break
+// and only well-formed `${NAME}` references. nullopt after an error.
+std::optional<std::map<std::string, std::string>> ReadHeaderMap(
+    const YAML::Node& n, const std::string& where,
+    const std::vector<std::string>& also_owned, Diagnostics& d);
 // The model parameter keys (temperature, top_p, seed, max_output_tokens,
 // stop, response_format) from `r` into `p`; `where` prefixes keys in
 // messages ("source."); `first_line` gets the first key's line if unset.

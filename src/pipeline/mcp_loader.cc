@@ -1,5 +1,7 @@
 // The top-level `mcp_servers:` list: Model Context Protocol servers whose
 // tools an agent entry may grant (docs/mcp.md).
+#include <cctype>
+
 #include "agent/conversation.h"
 #include "pipeline/loader_internal.h"
 #include "tools/registry.h"
@@ -59,8 +61,10 @@ void ReadServerCommand(MapReader& r, McpServerDef& s, Diagnostics& d) {
   const std::string what = "mcp server '" + s.name + "'";
   if (!n.IsDefined() || n.IsNull()) {
     d.Error(s.line, what +
-                        " has no 'command' — give a list (run directly, e.g. "
-                        "[node, server.js]) or a string (run by bash)");
+                        " has no 'command' and no 'url' — give a command "
+                        "steps starts (a list run directly, e.g. [node, "
+                        "server.js], or a string run by bash) or the url of a "
+                        "running server (http://... or https://...)");
     return;
   }
   if (n.IsSequence()) {
@@ -81,6 +85,84 @@ void ReadServerCommand(MapReader& r, McpServerDef& s, Diagnostics& d) {
     return;
   }
   s.command = *text;
+}
+
+// An http:// or https:// URL with a host, without spaces or control
+// characters (the scheme in any case).
+bool IsHttpUrl(const std::string& url) {
+  std::string lower;
+  for (char c : url.substr(0, 8)) lower += static_cast<char>(std::tolower(c));
+  size_t rest = lower.rfind("http://", 0) == 0    ? 7
+                : lower.rfind("https://", 0) == 0 ? 8
+                                                  : 0;
+  if (rest == 0 || url.size() == rest || url[rest] == '/') return false;
+  for (unsigned char c : url) {
+    if (c <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+void ReadServerUrl(MapReader& r, McpServerDef& s, Diagnostics& d) {
+  YAML::Node n = r.Take("url");
+  s.command_line = r.KeyLine("url") ? r.KeyLine("url") : s.line;
+  auto url = ReadString(n, "url", d);
+  if (!url) return;
+  if (!IsHttpUrl(*url)) {
+    d.Error(s.command_line,
+            "mcp server '" + s.name +
+                "': 'url' must be an http:// or https:// address with a "
+                "host and no spaces, e.g. http://127.0.0.1:3001/mcp, not '" +
+                *url + "'");
+    return;
+  }
+  s.url = *url;
+}
+
+// `command:` (stdio) or `url:` (Streamable HTTP): exactly one.
+void ReadServerEndpoint(MapReader& r, McpServerDef& s, Diagnostics& d) {
+  if (!r.Has("url")) return ReadServerCommand(r, s, d);
+  if (r.Has("command")) {
+    r.Take("command");
+    r.Take("url");
+    d.Error(r.KeyLine("url"),
+            "mcp server '" + s.name + "' has both 'command' (line " +
+                std::to_string(r.KeyLine("command")) +
+                ") and 'url' — give one: a command steps starts (stdio) or "
+                "the url of a running server (Streamable HTTP)");
+    return;
+  }
+  ReadServerUrl(r, s, d);
+}
+
+// `env:` goes to a command steps starts; `headers:` to a server at a url.
+void ReadServerEnvAndHeaders(MapReader& r, McpServerDef& s, Diagnostics& d) {
+  const std::string what = "mcp server '" + s.name + "'";
+  const bool by_url = r.Has("url") || !s.url.empty();
+  if (r.Has("env") && by_url) {
+    r.Take("env");
+    d.Error(r.KeyLine("env"),
+            what +
+                ": 'env' is for a server steps starts ('command:'); a "
+                "server at a url runs on its own — to pass it a secret, "
+                "use 'headers:' (values may use ${NAME})");
+  } else if (auto env = ReadEnv(r.Take("env"), "env", d)) {
+    s.env = *env;
+  }
+  YAML::Node headers = r.Take("headers");
+  if (!headers.IsDefined() || headers.IsNull()) return;
+  if (!by_url) {
+    d.Error(r.KeyLine("headers"),
+            what +
+                ": 'headers' is for a server at a 'url:'; a command "
+                "server gets no HTTP requests (use 'env:')");
+    return;
+  }
+  if (auto h = ReadHeaderMap(
+          headers, s.name + ".headers",
+          {"accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"},
+          d)) {
+    s.headers = std::move(*h);
+  }
 }
 
 void ReadServerDuration(MapReader& r, const std::string& key, bool zero_ok,
@@ -104,7 +186,7 @@ void ReadServer(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsMap()) {
     d.Error(LineOf(n),
             "each entry of 'mcp_servers' must be a mapping with name and "
-            "command, not " +
+            "command or url, not " +
                 DescribeNodeType(n));
     return;
   }
@@ -112,8 +194,8 @@ void ReadServer(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   McpServerDef s;
   s.line = LineOf(n);
   ReadServerName(r, s, p, d);
-  ReadServerCommand(r, s, d);
-  if (auto env = ReadEnv(r.Take("env"), "env", d)) s.env = *env;
+  ReadServerEndpoint(r, s, d);
+  ReadServerEnvAndHeaders(r, s, d);
   ReadServerDuration(r, "startup_timeout", false, s, s.startup_timeout, d);
   ReadServerDuration(r, "tool_timeout", true, s, s.tool_timeout, d);
   // Unknown keys are errors: a misspelt timeout would leave the server
@@ -122,7 +204,8 @@ void ReadServer(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
     r.Take(key);
     d.Error(r.KeyLine(key),
             "unknown key '" + key + "' in mcp server '" + s.name +
-                "' (an mcp server has name, command, env, startup_timeout, "
+                "' (an mcp server has name, command or url, env (with a "
+                "command), headers (with a url), startup_timeout, "
                 "tool_timeout)");
   }
   if (!s.name.empty()) p.mcp_servers.push_back(std::move(s));

@@ -21,6 +21,10 @@ McpServerSpec SpecFor(const McpServerDef& def, const EnvLookup& lookup) {
   spec.argv = def.argv;
   spec.command = def.command;
   spec.env = ExpandEnv(def.env, lookup);
+  spec.url = def.url;
+  for (const auto& [name, value] : ExpandEnv(def.headers, lookup)) {
+    spec.headers.emplace_back(name, value);
+  }
   spec.startup_timeout =
       def.startup_timeout.value.value_or(kDefaultStartupTimeout);
   spec.tool_timeout = def.tool_timeout.value;

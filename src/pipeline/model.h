@@ -331,9 +331,10 @@ struct ToolDef {
 };
 
 // An MCP server of the top-level `mcp_servers:` (docs/mcp.md): a command
-// speaking the Model Context Protocol over stdio, whose tools an agent may
-// grant: the whole server by its name, or one tool as SERVER.TOOL (the
-// tool's own name) or SERVER__TOOL (the name the model sees).
+// speaking the Model Context Protocol over stdio, or a URL speaking it over
+// Streamable HTTP, whose tools an agent may grant: the whole server by its
+// name, or one tool as SERVER.TOOL (the tool's own name) or SERVER__TOOL
+// (the name the model sees).
 struct McpServerDef {
   std::string name;  // ^[a-zA-Z0-9_-]{1,32}$ without "__".
   int line = 0;
@@ -341,6 +342,12 @@ struct McpServerDef {
   std::vector<std::string> argv;
   std::string command;
   int command_line = 0;
+  // `url:` instead of `command:`: an http:// or https:// endpoint.
+  std::string url;
+  // `headers:` (with a url only): NAME -> value as written, `${NAME}`
+  // references expanded when it starts. Values may hold secrets: shown
+  // nowhere, only their names.
+  std::map<std::string, std::string> headers;
   // NAME -> value as written, `${NAME}` references expanded when it starts.
   std::map<std::string, std::string> env;
   // Absent: 30s. Always bounded by the step's deadline too.

@@ -138,6 +138,11 @@ void AddMcpServer(FieldHasher& h, const McpServerDef& s) {
   h.Add("mcp.name", s.name);
   for (const std::string& a : s.argv) h.Add("mcp.argv", a);
   if (s.argv.empty()) h.Add("mcp.command", s.command);
+  if (!s.url.empty()) {
+    h.Add("mcp.url", s.url);
+    // As written: a `${NAME}` reference, not the secret it names.
+    for (const auto& [k, v] : s.headers) h.Add("mcp.header." + k, v);
+  }
   for (const auto& [k, v] : s.env) h.Add("mcp.env." + k, v);
   if (s.tool_timeout.has_value()) {
     h.Add("mcp.tool_timeout", std::to_string((*s.tool_timeout).count()));

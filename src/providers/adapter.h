@@ -22,7 +22,7 @@
 #include "providers/http.h"
 #include "providers/model_parameters.h"
 #include "providers/provider.h"
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps {
 

@@ -16,7 +16,7 @@
 #include "providers/adapter_provider.h"
 #include "providers/http.h"
 #include "providers/provider.h"
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps {
 

@@ -8,7 +8,7 @@
 
 #include "mock_provider/server.h"
 #include "providers/curl_transport.h"
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps {
 namespace {

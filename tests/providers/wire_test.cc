@@ -7,7 +7,7 @@
 #include "providers/anthropic.h"
 #include "providers/exchange.h"
 #include "providers/openai.h"
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps {
 namespace {

@@ -1,7 +1,8 @@
 // Server-sent events: splits a byte stream into events as pieces arrive.
-#ifndef STEPS_PROVIDERS_SSE_H_
-#define STEPS_PROVIDERS_SSE_H_
+#ifndef STEPS_CORE_SSE_H_
+#define STEPS_CORE_SSE_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,12 @@ class SseParser {
   // Pieces may split lines and events anywhere.
   std::vector<SseEvent> Feed(std::string_view piece);
 
+  // Bytes held for an event not yet complete (its data so far and the
+  // unfinished line): what a caller bounds to keep memory bounded.
+  size_t buffered_bytes() const {
+    return partial_.size() + pending_.data.size();
+  }
+
  private:
   void Line(std::string_view line, std::vector<SseEvent>& out);
   std::string partial_;
@@ -32,4 +39,4 @@ class SseParser {
 
 }  // namespace steps
 
-#endif  // STEPS_PROVIDERS_SSE_H_
+#endif  // STEPS_CORE_SSE_H_

@@ -1,4 +1,4 @@
-#include "providers/sse.h"
+#include "core/sse.h"
 
 namespace steps {
 
