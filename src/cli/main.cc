@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {
       RunCommand(),  TestCommand(), ValidateCommand(), ExplainCommand(),
       ShowCommand(), RunsCommand(), CacheCommand(),    UiCommand(),
-      ProvidersCommand(), InitCommand(), CompletionCommand(),
+      McpCommand(), ProvidersCommand(), InitCommand(), CompletionCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "
