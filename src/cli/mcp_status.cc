@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli/mcp_runs.h"
+#include "pipeline/executor.h"
 #include "store/reader.h"
 #include "store/store.h"
 
@@ -186,12 +187,19 @@ McpToolResult StatusCall(const McpToolsOptions& options, LaunchedRuns& launched,
       return FormatStatus(*snap.store, *snap.run);
     if (!snap.run) {
       std::optional<LaunchedRuns::Launch> launch = launched.Find(id);
-      if (!launch) return {snap.error.message(), true, nullptr};
+      // A run id not recorded yet may be a run another server started a
+      // moment ago: waited for like a running one.
+      const bool may_come = pipeline::IsRunId(id) &&
+                            snap.error.code() == StatusCode::kNotFound;
+      if (!launch && (last || !may_come))
+        return {snap.error.message(), true, nullptr};
       // Ended between the read and now: read the store once more.
-      if (launch->ended) snap = ReadRun(options.state_dir, id);
+      if (launch && launch->ended) snap = ReadRun(options.state_dir, id);
       if (snap.run) return FormatStatus(*snap.store, *snap.run);
-      if (std::optional<McpToolResult> r = NotRecordedYet(id, *launch, last))
-        return *r;
+      if (launch) {
+        if (std::optional<McpToolResult> r = NotRecordedYet(id, *launch, last))
+          return *r;
+      }
     }
     if (!cancel.WaitUntil(std::min(now + kStatusPoll, deadline)) &&
         cancel.cancelled()) {

@@ -110,7 +110,11 @@ class McpSession {
     Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
     return AnswerTo(id);
   }
+  // The answer to request `id`, read now or earlier (answers to calls
+  // running at once come in any order). Ids are not reused in a session.
   json AnswerTo(int id) {
+    for (const json& m : seen_)
+      if (m.contains("id") && m["id"] == id) return m;
     while (std::optional<json> m = Next()) {
       if (m->contains("id") && (*m)["id"] == id) return *m;
     }
@@ -234,7 +238,17 @@ TEST(McpServerCliTest, BadMessagesGetErrorsAndTheServerKeepsGoing) {
   json wrong_type = s.Call(4, "status", {{"wait_seconds", "soon"}});
   EXPECT_EQ(wrong_type["error"]["code"], -32602);
   EXPECT_EQ(s.Request(5, "tools/call", json::array())["error"]["code"], -32602);
-  EXPECT_EQ(s.Request(6, "ping")["result"], json::object());
+  EXPECT_EQ(s.Call(6, "runs", 3)["error"]["code"], -32602);
+  // A line over the bound (4 MiB) is answered once and skipped to its end.
+  s.SendLine("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"x\":\"" +
+             std::string(4 << 20, 'a') + "\"}");
+  std::optional<json> too_long = s.Next();
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ((*too_long)["error"]["code"], -32700);
+  EXPECT_TRUE(Has((*too_long)["error"]["message"], "more than 4194304 bytes"))
+      << *too_long;
+  EXPECT_EQ(s.Request(8, "ping")["result"], json::object());
+  for (const json& m : s.seen()) EXPECT_NE(m.value("id", json()), 7) << m;
 }
 
 TEST(McpServerCliTest, PathsOutsideTheRootAreRefused) {
@@ -348,6 +362,9 @@ TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   EXPECT_TRUE(Has(Text(runs), run)) << Text(runs);
   json unknown = s.Call(5, "status", {{"run", "nonesuch"}});
   EXPECT_TRUE(IsError(unknown)) << unknown;
+  // Not the shape of a run id: no run to wait for, answered at once.
+  json never = s.Call(6, "status", {{"run", "nonesuch"}, {"wait_seconds", 600}});
+  EXPECT_TRUE(IsError(never)) << never;
 }
 
 TEST(McpServerCliTest, PastEightCallsAtOnceTheServerIsBusy) {
