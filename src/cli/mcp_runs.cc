@@ -89,8 +89,9 @@ std::string Preflight(const RunRequest& req) {
     refused += r.diagnostics.Format(r.diagnostics.all().back()) + "\n";
   }
   if (!refused.empty())
-    refused += "refused: an agent source cannot be served here; mock: true "
-               "serves every source from the file's mock: block\n";
+    refused +=
+        "refused: an agent source cannot be served here; mock: true "
+        "serves every source from the file's mock: block\n";
   return refused;
 }
 
@@ -99,10 +100,9 @@ std::string Preflight(const RunRequest& req) {
 Result<pid_t> LaunchRun(const McpToolsOptions& options, const RunRequest& req,
                         const std::string& run_id,
                         const std::string& log_path) {
-  std::vector<std::string> argv = {"steps",       "run",  req.file,
-                                   "--plain",     "--via", "mcp",
-                                   "--run-id",    run_id, "--state-dir",
-                                   options.state_dir};
+  std::vector<std::string> argv = {
+      "steps", "run",      req.file, "--plain",     "--via",
+      "mcp",   "--run-id", run_id,   "--state-dir", options.state_dir};
   if (!req.job.empty()) argv.insert(argv.end(), {"--job", req.job});
   if (req.mock) argv.push_back("--mock");
   if (req.no_cache) argv.push_back("--no-cache");
@@ -141,9 +141,11 @@ McpToolResult StartRun(const McpToolsOptions& options, LaunchedRuns& launched,
       (req.job.empty() ? "" : ", job " + req.job) +
       (req.mock ? ", under the mock" : "") +
       ". It runs in the background (it goes on if this server ends): "
-      "status with run " + run_id +
+      "status with run " +
+      run_id +
       " reports its progress (wait_seconds waits for its end), show prints "
-      "its record. Its console output goes to " + log_path + ".";
+      "its record. Its console output goes to " +
+      log_path + ".";
   return {text, false, {{"run", run_id}, {"log", log_path}}};
 }
 
@@ -161,16 +163,22 @@ McpTool RunTool(const McpToolsOptions& options,
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"file", {{"type", "string"},
-                  {"description", "The pipeline file (YAML), relative to "
-                                  "the server's folder"}}},
-        {"job", {{"type", "string"},
-                 {"description", "Run only this job (default: all)"}}},
-        {"mock", {{"type", "boolean"},
-                  {"description", "Serve every agent source from the file's "
-                                  "mock: block, as steps run --mock"}}},
-        {"no_cache", {{"type", "boolean"},
-                      {"description", "Run every step, even unchanged ones"}}}}},
+       {{"file",
+         {{"type", "string"},
+          {"description",
+           "The pipeline file (YAML), relative to "
+           "the server's folder"}}},
+        {"job",
+         {{"type", "string"},
+          {"description", "Run only this job (default: all)"}}},
+        {"mock",
+         {{"type", "boolean"},
+          {"description",
+           "Serve every agent source from the file's "
+           "mock: block, as steps run --mock"}}},
+        {"no_cache",
+         {{"type", "boolean"},
+          {"description", "Run every step, even unchanged ones"}}}}},
       {"required", {"file"}},
       {"additionalProperties", false}};
   tool.call = [options, launched](const nlohmann::json& args,

@@ -40,7 +40,8 @@ bool ValidId(const nlohmann::json& id) {
 
 nlohmann::json ToolResultJson(const McpToolResult& r) {
   nlohmann::json out = {
-      {"content", nlohmann::json::array({{{"type", "text"}, {"text", r.text}}})},
+      {"content",
+       nlohmann::json::array({{{"type", "text"}, {"text", r.text}}})},
       {"isError", r.is_error}};
   if (r.structured.is_object()) out["structuredContent"] = r.structured;
   return out;
@@ -63,7 +64,16 @@ struct McpServer::Worker {
 };
 
 McpServer::McpServer(std::vector<McpTool> tools, McpServerOptions options)
-    : tools_(std::move(tools)), options_(std::move(options)) {}
+    : tools_(std::move(tools)), options_(std::move(options)) {
+  // ValidateArguments assumes a schema of its subset: a tool whose schema
+  // is not is a mistake in the tool table, said once at start.
+  for (const McpTool& t : tools_) {
+    if (Status s = CheckArgumentsSchema(t.input_schema); !s.ok()) {
+      LogEvent(LogLevel::kError, "mcp.bad_tool_schema",
+               {{"tool", t.name}, {"error", s.message()}});
+    }
+  }
+}
 
 McpServer::~McpServer() { ShutDown(); }
 
@@ -80,7 +90,8 @@ void McpServer::Serve(int in_fd, int out_fd) {
     while (!data.empty()) {
       const size_t newline = data.find('\n');
       const std::string_view piece = data.substr(0, newline);
-      if (!skipping && partial.size() + piece.size() > options_.max_line_bytes) {
+      if (!skipping &&
+          partial.size() + piece.size() > options_.max_line_bytes) {
         Send(JsonRpcError(nullptr, kParseError,
                           "a message line of more than " +
                               std::to_string(options_.max_line_bytes) +
@@ -106,7 +117,8 @@ void McpServer::HandleLine(const std::string& line) {
   if (!message) {
     Send(JsonRpcError(nullptr, kParseError,
                       "parse error: the line is not JSON (or nests deeper "
-                      "than " + std::to_string(kMaxJsonRpcDepth) + " levels)"));
+                      "than " +
+                          std::to_string(kMaxJsonRpcDepth) + " levels)"));
     return;
   }
   if (message->is_array()) {
@@ -183,8 +195,7 @@ nlohmann::json McpServer::Initialize(const nlohmann::json& params) const {
   nlohmann::json result = {
       {"protocolVersion", version},
       {"capabilities", {{"tools", {{"listChanged", false}}}}},
-      {"serverInfo",
-       {{"name", options_.name}, {"version", options_.version}}}};
+      {"serverInfo", {{"name", options_.name}, {"version", options_.version}}}};
   if (!options_.instructions.empty())
     result["instructions"] = options_.instructions;
   return result;
@@ -204,13 +215,12 @@ void McpServer::StartCall(const nlohmann::json& id,
                           const nlohmann::json& params) {
   auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
-    Send(JsonRpcError(id, kInvalidParams,
-                      "tools/call needs a string \"name\""));
+    Send(
+        JsonRpcError(id, kInvalidParams, "tools/call needs a string \"name\""));
     return;
   }
-  auto tool = std::find_if(tools_.begin(), tools_.end(), [&](const McpTool& t) {
-    return *name == t.name;
-  });
+  auto tool = std::find_if(tools_.begin(), tools_.end(),
+                           [&](const McpTool& t) { return *name == t.name; });
   if (tool == tools_.end()) {
     Send(JsonRpcError(id, kInvalidParams,
                       "unknown tool '" + name->get<std::string>() +

@@ -106,7 +106,7 @@ class McpServer {
   McpServerOptions options_;
   int out_fd_ = -1;
 
-  std::mutex write_mutex_;  // Serialises Send and a call's last word.
+  std::mutex write_mutex_;      // Serialises Send and a call's last word.
   bool output_broken_ = false;  // Guarded by write_mutex_.
 
   std::mutex workers_mutex_;

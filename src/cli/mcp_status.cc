@@ -55,8 +55,8 @@ std::vector<std::string> LogTail(store::Store& st, const store::StoredRun& run,
   std::vector<std::string> lines;
   if (!Unsuccessful(step.status)) return lines;
   Result<store::StoredLog> log = store::LoadStepLog(
-      st, run.id, step.id,
-      std::max<int64_t>(0, step.log_lines - kLogTailLines), kLogTailLines);
+      st, run.id, step.id, std::max<int64_t>(0, step.log_lines - kLogTailLines),
+      kLogTailLines);
   if (!log.ok()) return lines;
   for (const store::StoredLine& l : log->lines)
     lines.push_back((l.stream == "stdout" ? "" : "[" + l.stream + "] ") +
@@ -69,13 +69,13 @@ nlohmann::json AppendStep(std::string& text, store::Store& st,
                           const store::StoredRun& run,
                           const store::StoredStep& step, int number) {
   text += "  " + std::to_string(number) + ". " + step.name +
-          (step.cell.empty() ? "" : " [" + step.cell + "]") + " (" +
-          step.kind + ")  " + step.status + "\n";
+          (step.cell.empty() ? "" : " [" + step.cell + "]") + " (" + step.kind +
+          ")  " + step.status + "\n";
   nlohmann::json attempts = nlohmann::json::array();
   for (const store::StoredAttempt& a : step.attempts) {
     text += "     attempt " + std::to_string(a.number) + "/" +
-            std::to_string(a.of) + "  " + a.status + "  " +
-            Ms(a.duration_ms) + "\n";
+            std::to_string(a.of) + "  " + a.status + "  " + Ms(a.duration_ms) +
+            "\n";
     if (!a.error.empty() && a.status != "succeeded")
       text += "       " + a.error.substr(0, a.error.find('\n')) + "\n";
     attempts.push_back({{"number", a.number},
@@ -92,17 +92,17 @@ nlohmann::json AppendStep(std::string& text, store::Store& st,
             std::to_string(step.log_lines) + " lines of its output:\n";
     for (const std::string& line : tail) text += "       | " + line + "\n";
   }
-  return {{"id", step.id},       {"job", step.job},
-          {"name", step.name},   {"kind", step.kind},
+  return {{"id", step.id},         {"job", step.job},
+          {"name", step.name},     {"kind", step.kind},
           {"status", step.status}, {"error", step.error},
-          {"attempts", attempts}, {"log_tail", tail}};
+          {"attempts", attempts},  {"log_tail", tail}};
 }
 
 McpToolResult FormatStatus(store::Store& st, const store::StoredRun& run) {
   const bool finished = run.status != "running";
   std::string text = "Run " + run.id + "  " + run.status + "  " +
-                     (finished ? Ms(run.duration_ms) : "still running") +
-                     "  " + run.file + "\nTaken by: " + run.taken_by + "\n";
+                     (finished ? Ms(run.duration_ms) : "still running") + "  " +
+                     run.file + "\nTaken by: " + run.taken_by + "\n";
   nlohmann::json jobs = nlohmann::json::array();
   for (const store::StoredJob& job : run.jobs) {
     text += "\nJob " + job.name + "  " + job.status + "\n";
@@ -164,15 +164,17 @@ std::optional<McpToolResult> NotRecordedYet(const std::string& id,
                          true, nullptr};
   }
   if (!last) return std::nullopt;
-  return McpToolResult{"run " + id + " is starting: steps run has not "
-                       "recorded it yet; ask again",
-                       false,
-                       {{"run", id}, {"status", "starting"},
-                        {"finished", false}}};
+  return McpToolResult{
+      "run " + id +
+          " is starting: steps run has not "
+          "recorded it yet; ask again",
+      false,
+      {{"run", id}, {"status", "starting"}, {"finished", false}}};
 }
 
 McpToolResult StatusCall(const McpToolsOptions& options, LaunchedRuns& launched,
-                     const nlohmann::json& args, const CancelToken& cancel) {
+                         const nlohmann::json& args,
+                         const CancelToken& cancel) {
   const std::string id = args.value("run", std::string());
   const double wait = args.value("wait_seconds", 0.0);
   const auto deadline =
@@ -189,8 +191,8 @@ McpToolResult StatusCall(const McpToolsOptions& options, LaunchedRuns& launched,
       std::optional<LaunchedRuns::Launch> launch = launched.Find(id);
       // A run id not recorded yet may be a run another server started a
       // moment ago: waited for like a running one.
-      const bool may_come = pipeline::IsRunId(id) &&
-                            snap.error.code() == StatusCode::kNotFound;
+      const bool may_come =
+          pipeline::IsRunId(id) && snap.error.code() == StatusCode::kNotFound;
       if (!launch && (last || !may_come))
         return {snap.error.message(), true, nullptr};
       // Ended between the read and now: read the store once more.
@@ -219,19 +221,21 @@ McpTool StatusTool(const McpToolsOptions& options,
       "outcomes, and for a step that did not succeed its error and the last "
       "lines of its output. With wait_seconds, waits until the run has "
       "ended or that time has passed, whichever is first.";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"run", {{"type", "string"},
-                 {"description", "A run id (as run answered) or a unique "
-                                 "prefix of one (default: the newest run)"}}},
-        {"wait_seconds",
-         {{"type", "number"},
-          {"minimum", 0},
-          {"maximum", options.max_wait_seconds},
-          {"description", "Wait up to this long for the run to end "
-                          "(default 0: answer at once)"}}}}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"run",
+                          {{"type", "string"},
+                           {"description",
+                            "A run id (as run answered) or a unique "
+                            "prefix of one (default: the newest run)"}}},
+                         {"wait_seconds",
+                          {{"type", "number"},
+                           {"minimum", 0},
+                           {"maximum", options.max_wait_seconds},
+                           {"description",
+                            "Wait up to this long for the run to end "
+                            "(default 0: answer at once)"}}}}},
+                       {"additionalProperties", false}};
   tool.call = [options, launched](const nlohmann::json& args,
                                   const CancelToken& cancel) {
     return StatusCall(options, *launched, args, cancel);

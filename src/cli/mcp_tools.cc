@@ -19,15 +19,15 @@ Result<std::string> ResolveUnderRoot(const std::string& root,
   if (path == "-") {
     return InvalidArgument(
         "file: '-' (standard input) cannot be read here; name a pipeline "
-        "file under " + root);
+        "file under " +
+        root);
   }
   if (path.find('\0') != std::string::npos)
     return InvalidArgument("file: a path with a NUL byte");
   const fs::path given(path);
   std::error_code ec;
-  const fs::path real =
-      fs::weakly_canonical(given.is_absolute() ? given : fs::path(root) / given,
-                           ec);
+  const fs::path real = fs::weakly_canonical(
+      given.is_absolute() ? given : fs::path(root) / given, ec);
   const fs::path rel = ec ? fs::path("..") : real.lexically_relative(root);
   if (rel.empty() || *rel.begin() == "..") {
     return InvalidArgument("file '" + path + "' is outside " + root +
@@ -56,17 +56,18 @@ McpTool ValidateTool(const McpToolsOptions& options) {
       "Load a pipeline file and check it, as `steps validate`: every error "
       "and warning as FILE:LINE: message, then a summary line. isError when "
       "the file is refused (errors, or warnings with strict).";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"file", FileSchema("The pipeline file (YAML)")},
-        {"strict", {{"type", "boolean"},
-                    {"description", "Treat warnings as failures"}}}}},
-      {"required", {"file"}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"file", FileSchema("The pipeline file (YAML)")},
+                         {"strict",
+                          {{"type", "boolean"},
+                           {"description", "Treat warnings as failures"}}}}},
+                       {"required", {"file"}},
+                       {"additionalProperties", false}};
   tool.call = [root = options.root](const nlohmann::json& args,
                                     const CancelToken&) -> McpToolResult {
-    Result<std::string> file = ResolveUnderRoot(root, args.at("file").get<std::string>());
+    Result<std::string> file =
+        ResolveUnderRoot(root, args.at("file").get<std::string>());
     if (!file.ok()) return Refusal(file.status());
     ValidateReport r = ValidateFile(*file, args.value("strict", false));
     return {r.diagnostics + r.summary + "\n", r.refused, nullptr};
@@ -81,17 +82,18 @@ McpTool ExplainTool(const McpToolsOptions& options) {
       "Show, as `steps explain`, every step's resolved limits (timeout, "
       "attempts, max_turns, budget, retry schedule) with where each came "
       "from, and the worst-case wall-clock bound of each step and job.";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"file", FileSchema("The pipeline file (YAML)")},
-        {"job", {{"type", "string"},
-                 {"description", "Only this job (default: all)"}}}}},
-      {"required", {"file"}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"file", FileSchema("The pipeline file (YAML)")},
+                         {"job",
+                          {{"type", "string"},
+                           {"description", "Only this job (default: all)"}}}}},
+                       {"required", {"file"}},
+                       {"additionalProperties", false}};
   tool.call = [root = options.root](const nlohmann::json& args,
                                     const CancelToken&) -> McpToolResult {
-    Result<std::string> file = ResolveUnderRoot(root, args.at("file").get<std::string>());
+    Result<std::string> file =
+        ResolveUnderRoot(root, args.at("file").get<std::string>());
     if (!file.ok()) return Refusal(file.status());
     std::vector<std::string> jobs;
     if (args.contains("job")) jobs.push_back(args.at("job").get<std::string>());
@@ -111,13 +113,14 @@ McpTool ShowTool(const McpToolsOptions& options) {
       "Print a recorded run as `steps show` does: its jobs, numbered steps, "
       "each attempt's outcome, duration and cache hash, who took it, and "
       "agents' turns.";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"run", {{"type", "string"},
-                 {"description", "A run id or a unique prefix of one "
-                                 "(default: the newest run)"}}}}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"run",
+                          {{"type", "string"},
+                           {"description",
+                            "A run id or a unique prefix of one "
+                            "(default: the newest run)"}}}}},
+                       {"additionalProperties", false}};
   tool.call = [state_dir = options.state_dir](
                   const nlohmann::json& args,
                   const CancelToken&) -> McpToolResult {
@@ -141,9 +144,10 @@ McpTool RunsTool(const McpToolsOptions& options) {
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"limit", {{"type", "integer"},
-                   {"minimum", 0},
-                   {"description", "At most this many (default 20; 0: all)"}}}}},
+       {{"limit",
+         {{"type", "integer"},
+          {"minimum", 0},
+          {"description", "At most this many (default 20; 0: all)"}}}}},
       {"additionalProperties", false}};
   tool.call = [state_dir = options.state_dir](
                   const nlohmann::json& args,
@@ -163,9 +167,9 @@ McpTool RunsTool(const McpToolsOptions& options) {
 
 std::vector<McpTool> StepsMcpTools(const McpToolsOptions& options) {
   auto launched = std::make_shared<LaunchedRuns>();
-  return {ValidateTool(options),         ExplainTool(options),
-          RunTool(options, launched),    StatusTool(options, launched),
-          ShowTool(options),             RunsTool(options)};
+  return {ValidateTool(options),      ExplainTool(options),
+          RunTool(options, launched), StatusTool(options, launched),
+          ShowTool(options),          RunsTool(options)};
 }
 
 std::string StepsMcpInstructions() {

@@ -106,8 +106,12 @@ class McpSession {
   }
 
   // Sends a request and returns its answer (other messages are skipped).
-  json Request(int id, const std::string& method, json params = json::object()) {
-    Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
+  json Request(int id, const std::string& method,
+               json params = json::object()) {
+    Send({{"jsonrpc", "2.0"},
+          {"id", id},
+          {"method", method},
+          {"params", params}});
     return AnswerTo(id);
   }
   // The answer to request `id`, read now or earlier (answers to calls
@@ -122,7 +126,8 @@ class McpSession {
     return json();
   }
   json Call(int id, const std::string& tool, json arguments) {
-    return Request(id, "tools/call", {{"name", tool}, {"arguments", arguments}});
+    return Request(id, "tools/call",
+                   {{"name", tool}, {"arguments", arguments}});
   }
   json Initialize() {
     json r = Request(0, "initialize",
@@ -183,7 +188,9 @@ std::string GatedPipeline(const std::string& gate) {
          "  plan:\n"
          "  - task: wait-for-gate\n"
          "    run: |\n"
-         "      for _ in $(seq 600); do [ -e '" + gate + "' ] && break; "
+         "      for _ in $(seq 600); do [ -e '" +
+         gate +
+         "' ] && break; "
          "sleep 0.1; done\n"
          "      echo gate open\n"
          "  - agent: helper\n"
@@ -203,7 +210,8 @@ TEST(McpServerCliTest, HandshakeNegotiatesTheVersionAndListsTheTools) {
   EXPECT_TRUE(init["result"]["capabilities"].contains("tools"));
   json older = s.Request(1, "initialize", {{"protocolVersion", "2024-11-05"}});
   EXPECT_EQ(older["result"]["protocolVersion"], "2024-11-05");
-  json unknown = s.Request(2, "initialize", {{"protocolVersion", "1999-01-01"}});
+  json unknown =
+      s.Request(2, "initialize", {{"protocolVersion", "1999-01-01"}});
   EXPECT_EQ(unknown["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(s.Request(3, "ping")["result"], json::object());
   json list = s.Request(4, "tools/list");
@@ -270,7 +278,7 @@ TEST(McpServerCliTest, PathsOutsideTheRootAreRefused) {
   }
   json r = s.Call(id++, "validate", {{"file", outside / "p.yaml"}});
   EXPECT_TRUE(Has(Text(r), "is outside " + std::string(realpath(
-                                              dir.path().c_str(), nullptr))))
+                                               dir.path().c_str(), nullptr))))
       << Text(r);
 }
 
@@ -279,8 +287,9 @@ TEST(McpServerCliTest, ValidateAndExplainAnswerAsTheCommandsPrint) {
   dir.Write("broken.yaml",
             "jobs:\n- name: j\n  plan:\n  - task: t\n    timeout: soon\n"
             "    run: echo hi\n");
-  dir.Write("good.yaml", "jobs:\n- name: j\n  plan:\n  - task: t\n"
-                         "    run: echo hi\n");
+  dir.Write("good.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: echo hi\n");
   McpSession s(dir.path());
   s.Initialize();
   json broken = s.Call(1, "validate", {{"file", "broken.yaml"}});
@@ -301,7 +310,8 @@ TEST(McpServerCliTest, ValidateAndExplainAnswerAsTheCommandsPrint) {
   EXPECT_TRUE(Has(Text(refused_run), "broken.yaml:5:")) << Text(refused_run);
 }
 
-TEST(McpServerCliTest, ARunGoesOnInTheBackgroundAndACancelledWaitIsNotAnswered) {
+TEST(McpServerCliTest,
+     ARunGoesOnInTheBackgroundAndACancelledWaitIsNotAnswered) {
   TempDir dir;
   const std::string gate = dir / "gate";
   dir.Write("p.yaml", GatedPipeline(gate));
@@ -312,9 +322,12 @@ TEST(McpServerCliTest, ARunGoesOnInTheBackgroundAndACancelledWaitIsNotAnswered) 
   const std::string run = started["result"]["structuredContent"]["run"];
   // A status call that waits for the run's end, cancelled: no answer, and
   // the calls after it are answered.
-  s.Send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
-          {"params", {{"name", "status"},
-                      {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 2},
+          {"method", "tools/call"},
+          {"params",
+           {{"name", "status"},
+            {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
   s.Send({{"jsonrpc", "2.0"},
           {"method", "notifications/cancelled"},
           {"params", {{"requestId", 2}, {"reason", "test"}}}});
@@ -335,17 +348,17 @@ TEST(McpServerCliTest, ARunGoesOnInTheBackgroundAndACancelledWaitIsNotAnswered) 
   s.CloseInput();
   EXPECT_EQ(s.WaitExit(), 0);
   for (const json& m : s.seen()) EXPECT_NE(m.value("id", json()), 2) << m;
-  EXPECT_TRUE(Has(RunSteps(dir.path(), "show " + run).out,
-                  "Taken by: "))
+  EXPECT_TRUE(Has(RunSteps(dir.path(), "show " + run).out, "Taken by: "))
       << RunSteps(dir.path(), "show " + run).out;
   EXPECT_TRUE(Has(RunSteps(dir.path(), "show " + run).out, "(via mcp)"));
 }
 
 TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   TempDir dir;
-  dir.Write("fails.yaml", "jobs:\n- name: j\n  plan:\n  - task: t\n"
-                          "    run: |\n      echo first line\n"
-                          "      echo the reason >&2\n      exit 3\n");
+  dir.Write("fails.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: |\n      echo first line\n"
+            "      echo the reason >&2\n      exit 3\n");
   McpSession s(dir.path());
   s.Initialize();
   json started = s.Call(1, "run", {{"file", "fails.yaml"}});
@@ -363,7 +376,8 @@ TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   json unknown = s.Call(5, "status", {{"run", "nonesuch"}});
   EXPECT_TRUE(IsError(unknown)) << unknown;
   // Not the shape of a run id: no run to wait for, answered at once.
-  json never = s.Call(6, "status", {{"run", "nonesuch"}, {"wait_seconds", 600}});
+  json never =
+      s.Call(6, "status", {{"run", "nonesuch"}, {"wait_seconds", 600}});
   EXPECT_TRUE(IsError(never)) << never;
 }
 
@@ -376,9 +390,12 @@ TEST(McpServerCliTest, PastEightCallsAtOnceTheServerIsBusy) {
   json started = s.Call(1, "run", {{"file", "p.yaml"}, {"mock", true}});
   const std::string run = started["result"]["structuredContent"]["run"];
   for (int id = 10; id < 18; ++id) {
-    s.Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
-            {"params", {{"name", "status"},
-                        {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "status"},
+              {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
   }
   json busy = s.Call(18, "runs", json::object());
   EXPECT_EQ(busy["error"]["code"], -32000) << busy;
@@ -407,9 +424,12 @@ TEST(McpServerCliTest, EndOfInputEndsTheServerAndTheRunGoesOn) {
     json started = s.Call(1, "run", {{"file", "p.yaml"}, {"mock", true}});
     run = started["result"]["structuredContent"]["run"];
     // A waiting call in flight does not hold the server up at end of input.
-    s.Send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
-            {"params", {{"name", "status"},
-                        {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", 2},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "status"},
+              {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
     s.CloseInput();
     EXPECT_EQ(s.WaitExit(), 0);
   }
