@@ -265,9 +265,11 @@ void McpServer::RunCall(const std::shared_ptr<Worker>& worker,
   }
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
+    // Done as it answers: a client that has read the answer and sends its
+    // next call at once finds this worker no longer counted.
+    worker->done = true;
     if (!worker->cancelled) WriteLine(line);
   }
-  worker->done = true;
 }
 
 void McpServer::Cancel(const nlohmann::json& request_id) {

@@ -398,7 +398,7 @@ TEST(McpServerCliTest, PastEightCallsAtOnceTheServerIsBusy) {
               {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
   }
   json busy = s.Call(18, "runs", json::object());
-  EXPECT_EQ(busy["error"]["code"], -32000) << busy;
+  EXPECT_EQ(busy["error"]["code"], -32000) << busy << json(s.seen()).dump(1);
   EXPECT_TRUE(Has(busy["error"]["message"], "busy")) << busy;
   // Protocol requests are answered by the reader itself, busy or not.
   EXPECT_EQ(s.Request(19, "ping")["result"], json::object());
@@ -407,8 +407,9 @@ TEST(McpServerCliTest, PastEightCallsAtOnceTheServerIsBusy) {
           {"params", {{"requestId", 10}}}});
   dir.Write("gate", "");
   for (int id = 11; id < 18; ++id) {
-    EXPECT_EQ(s.AnswerTo(id)["result"]["structuredContent"]["status"],
-              "succeeded");
+    json answer = s.AnswerTo(id);
+    EXPECT_EQ(answer["result"]["structuredContent"]["status"], "succeeded")
+        << answer;
   }
   EXPECT_FALSE(IsError(s.Call(20, "runs", json::object())));
 }
