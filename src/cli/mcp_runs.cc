@@ -100,12 +100,16 @@ std::string Preflight(const RunRequest& req) {
 Result<pid_t> LaunchRun(const McpToolsOptions& options, const RunRequest& req,
                         const std::string& run_id,
                         const std::string& log_path) {
-  std::vector<std::string> argv = {
-      "steps", "run",      req.file, "--plain",     "--via",
-      "mcp",   "--run-id", run_id,   "--state-dir", options.state_dir};
-  if (!req.job.empty()) argv.insert(argv.end(), {"--job", req.job});
+  // Values joined to their options and the file after "--": a file or job
+  // name that starts with '-' is never read as an option.
+  std::vector<std::string> argv = {"steps",       "run",
+                                   "--plain",     "--via=mcp",
+                                   "--run-id=" + run_id,
+                                   "--state-dir=" + options.state_dir};
+  if (!req.job.empty()) argv.push_back("--job=" + req.job);
   if (req.mock) argv.push_back("--mock");
   if (req.no_cache) argv.push_back("--no-cache");
+  argv.insert(argv.end(), {"--", req.file});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   SpawnSetup setup(SpawnGroup::kOwnSession);

@@ -1,5 +1,6 @@
 #include "cli/mcp_server.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +33,13 @@ constexpr int kInvalidParams = -32602;
 constexpr int kInternalError = -32603;
 // Implementation-defined (-32000 to -32099): every worker is taken.
 constexpr int kServerBusy = -32000;
+
+// Blocks until `fd` is ready for `events` (or has hung up).
+void WaitFor(int fd, short events) {
+  pollfd p{fd, events, 0};
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+}
 
 // An id a request may carry: a string or a number (JSON-RPC 2.0).
 bool ValidId(const nlohmann::json& id) {
@@ -85,6 +93,11 @@ void McpServer::Serve(int in_fd, int out_fd) {
   while (true) {
     const ssize_t n = read(in_fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // A client may hand us a non-blocking pipe.
+      WaitFor(in_fd, POLLIN);
+      continue;
+    }
     if (n <= 0) break;
     std::string_view data(buf, static_cast<size_t>(n));
     while (!data.empty()) {
@@ -329,6 +342,10 @@ bool McpServer::WriteLine(const std::string& line) {
     ssize_t n =
         WriteWithoutSigpipe(out_fd_, framed.data() + off, framed.size() - off);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      WaitFor(out_fd_, POLLOUT);
+      continue;
+    }
     if (n <= 0) {
       output_broken_ = true;
       return false;

@@ -28,7 +28,8 @@ Result<std::string> ResolveUnderRoot(const std::string& root,
   std::error_code ec;
   const fs::path real = fs::weakly_canonical(
       given.is_absolute() ? given : fs::path(root) / given, ec);
-  const fs::path rel = ec ? fs::path("..") : real.lexically_relative(root);
+  if (ec) return InvalidArgument("file '" + path + "': " + ec.message());
+  const fs::path rel = real.lexically_relative(root);
   if (rel.empty() || *rel.begin() == "..") {
     return InvalidArgument("file '" + path + "' is outside " + root +
                            ", the folder this server serves; name a file "

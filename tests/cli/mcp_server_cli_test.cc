@@ -355,13 +355,13 @@ TEST(McpServerCliTest,
 
 TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   TempDir dir;
-  dir.Write("fails.yaml",
+  dir.Write("-fails.yaml",
             "jobs:\n- name: j\n  plan:\n  - task: t\n"
             "    run: |\n      echo first line\n"
             "      echo the reason >&2\n      exit 3\n");
   McpSession s(dir.path());
   s.Initialize();
-  json started = s.Call(1, "run", {{"file", "fails.yaml"}});
+  json started = s.Call(1, "run", {{"file", "-fails.yaml"}});
   ASSERT_FALSE(IsError(started)) << started;
   const std::string run = started["result"]["structuredContent"]["run"];
   json done = s.Call(2, "status", {{"run", run}, {"wait_seconds", 60}});
