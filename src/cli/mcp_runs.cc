@@ -102,8 +102,10 @@ Result<pid_t> LaunchRun(const McpToolsOptions& options, const RunRequest& req,
                         const std::string& log_path) {
   // Values joined to their options and the file after "--": a file or job
   // name that starts with '-' is never read as an option.
-  std::vector<std::string> argv = {"steps",       "run",
-                                   "--plain",     "--via=mcp",
+  std::vector<std::string> argv = {"steps",
+                                   "run",
+                                   "--plain",
+                                   "--via=mcp",
                                    "--run-id=" + run_id,
                                    "--state-dir=" + options.state_dir};
   if (!req.job.empty()) argv.push_back("--job=" + req.job);

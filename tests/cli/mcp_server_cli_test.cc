@@ -4,8 +4,9 @@
 // refused, a broken pipeline's errors with their lines, a run started in
 // the background and followed to its outcome (recorded `via mcp`), a
 // waiting status call cancelled (no answer; the next call works), the
-// busy answer past the bound of calls at once, and end of input ending the
-// server while its run goes on.
+// busy answer past the bound of calls at once, end of input ending the
+// server while its run goes on, and the hidden flags of `steps run` that
+// the server passes (--run-id, --via) checked like any option.
 //
 // Timing: every read is bounded (kReadTimeout, far above what any case
 // needs); runs wait on gate files the test creates, each bounded at 60 s.
@@ -440,6 +441,27 @@ TEST(McpServerCliTest, EndOfInputEndsTheServerAndTheRunGoesOn) {
   json done = later.Call(1, "status", {{"run", run}, {"wait_seconds", 60}});
   EXPECT_EQ(done["result"]["structuredContent"]["status"], "succeeded")
       << Text(done);
+}
+
+// What `steps mcp` passes the runs it starts is checked like any option.
+TEST(McpServerCliTest, TheRunFlagsOfMcpAreChecked) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: echo hi\n");
+  auto bad_id = RunSteps(dir.path(), "run p.yaml --run-id ../../etc");
+  EXPECT_EQ(bad_id.exit_code, 64) << bad_id.out;
+  EXPECT_TRUE(Has(bad_id.out, "--run-id '../../etc' is not a run id"))
+      << bad_id.out;
+  auto bad_via = RunSteps(dir.path(), "run p.yaml --via ui");
+  EXPECT_EQ(bad_via.exit_code, 64) << bad_via.out;
+  auto ok = RunSteps(dir.path(),
+                     "run p.yaml --via mcp --run-id 20261201-063000-3f2a "
+                     "&& \"$STEPS\" show 20261201-063000-3f2a");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_TRUE(Has(ok.out, "Run 20261201-063000-3f2a  succeeded")) << ok.out;
+  EXPECT_TRUE(Has(ok.out, "(via mcp)\n")) << ok.out;
+  EXPECT_FALSE(Has(RunSteps(dir.path(), "run --help").out, "--run-id"));
 }
 
 }  // namespace
