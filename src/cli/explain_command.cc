@@ -42,7 +42,8 @@ struct ExplainOptions {
 int RunExplain(const ExplainOptions& opts) {
   ExplainReport report = ExplainFile(opts.file, opts.jobs);
   std::cerr << report.diagnostics;
-  if (!report.error.empty()) std::cerr << "steps explain: " << report.error << "\n";
+  if (!report.error.empty())
+    std::cerr << "steps explain: " << report.error << "\n";
   std::cout << report.text;
   return report.exit_code;
 }
