@@ -359,6 +359,7 @@ TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   dir.Write("-fails.yaml",
             "jobs:\n- name: j\n  plan:\n  - task: t\n"
             "    run: |\n      echo first line\n"
+            "      printf 'not utf-8: \\377\\n'\n"
             "      echo the reason >&2\n      exit 3\n");
   McpSession s(dir.path());
   s.Initialize();
@@ -369,6 +370,8 @@ TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
   EXPECT_EQ(done["result"]["structuredContent"]["status"], "failed")
       << Text(done);
   EXPECT_TRUE(Has(Text(done), "| first line")) << Text(done);
+  // A byte that is not UTF-8 reaches the client as U+FFFD in valid JSON.
+  EXPECT_TRUE(Has(Text(done), "| not utf-8: \xEF\xBF\xBD")) << Text(done);
   EXPECT_TRUE(Has(Text(done), "[stderr] the reason")) << Text(done);
   json show = s.Call(3, "show", {{"run", run}});
   EXPECT_EQ(Text(show), RunSteps(dir.path(), "show " + run).out);
