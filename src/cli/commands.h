@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace steps::cli {
 
@@ -35,6 +36,7 @@ Command UiCommand();
 Command InitCommand();
 Command CompletionCommand();
 Command ProvidersCommand();
+Command McpCommand();
 
 // `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: the run guardian's side
 // (process/guardian.h), started by `steps run` and `steps test`, never by a
@@ -45,6 +47,29 @@ int RunGuardianCommand(int argc, char** argv);
 // "Valid: w (1 step) — 1 warning; failing due to --strict" (spec text 000).
 std::string ValidSummary(const std::string& name, int steps, int warnings,
                          bool strict);
+
+// What `steps validate [--strict] FILE` prints for one file: its
+// diagnostics ("FILE:LINE: error: ...", one a line; standard error) and
+// the summary line without its newline (standard output).
+struct ValidateReport {
+  std::string diagnostics;
+  std::string summary;
+  bool refused = false;  // Errors, or warnings under `strict`: exit 65.
+};
+ValidateReport ValidateFile(const std::string& file, bool strict);
+
+// What `steps explain FILE [--job NAME]...` prints: the load's diagnostics
+// (standard error), why it stopped short if it did ("no job named ...",
+// without the command's prefix), the explanation (standard output) and the
+// exit code.
+struct ExplainReport {
+  std::string diagnostics;
+  std::string error;
+  std::string text;
+  int exit_code = kExitOk;
+};
+ExplainReport ExplainFile(const std::string& file,
+                          const std::vector<std::string>& jobs);
 
 }  // namespace steps::cli
 

@@ -9,10 +9,12 @@
 namespace steps::cli {
 namespace {
 
-// "--job --mock ..." for one subcommand (every long and short name).
+// "--job --mock ..." for one subcommand (every long and short name of
+// the options its help shows; hidden ones, without a group, are left out).
 std::string OptionWords(const CLI::App& app) {
   std::string words;
   for (const CLI::Option* o : app.get_options()) {
+    if (o->get_group().empty()) continue;
     for (const std::string& l : o->get_lnames()) words += " --" + l;
     for (const std::string& s : o->get_snames()) words += " -" + s;
   }

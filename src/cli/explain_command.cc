@@ -9,6 +9,29 @@
 #include "pipeline/loader.h"
 
 namespace steps::cli {
+
+ExplainReport ExplainFile(const std::string& file,
+                          const std::vector<std::string>& jobs) {
+  ExplainReport report;
+  pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
+  report.diagnostics = r.diagnostics.FormatAll();
+  if (!r.pipeline) {
+    report.exit_code = kExitRefused;
+    return report;
+  }
+  for (const std::string& job : jobs) {
+    if (!r.pipeline->FindJob(job)) {
+      report.error = "no job named '" + job + "' in " + file;
+      report.exit_code = kExitUsage;
+      return report;
+    }
+  }
+  pipeline::ResolvedPlan plan(r.pipeline);
+  report.text = pipeline::Explain(plan, jobs);
+  report.exit_code = kExitOk;
+  return report;
+}
+
 namespace {
 
 struct ExplainOptions {
@@ -17,19 +40,12 @@ struct ExplainOptions {
 };
 
 int RunExplain(const ExplainOptions& opts) {
-  pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
-  std::cerr << r.diagnostics.FormatAll();
-  if (!r.pipeline) return kExitRefused;
-  for (const std::string& job : opts.jobs) {
-    if (!r.pipeline->FindJob(job)) {
-      std::cerr << "steps explain: no job named '" << job << "' in "
-                << opts.file << "\n";
-      return kExitUsage;
-    }
-  }
-  pipeline::ResolvedPlan plan(r.pipeline);
-  std::cout << pipeline::Explain(plan, opts.jobs);
-  return kExitOk;
+  ExplainReport report = ExplainFile(opts.file, opts.jobs);
+  std::cerr << report.diagnostics;
+  if (!report.error.empty())
+    std::cerr << "steps explain: " << report.error << "\n";
+  std::cout << report.text;
+  return report.exit_code;
 }
 
 }  // namespace

@@ -34,6 +34,11 @@ struct RunOptions {
   bool record = false;
   std::string record_path;
   bool record_overwrite = false;
+  // Hidden; set by `steps mcp` for the runs it starts: the run's id (chosen
+  // by the server, which answers with it at once) and the channel recorded
+  // in `Taken by:`.
+  std::string run_id;
+  std::string via;
 };
 
 // Where --record writes: PATH as given, or NAME.mock.yaml next to the
@@ -88,6 +93,9 @@ std::string CheckOptions(const RunOptions& opts,
     }
   }
   if (std::string why = CheckRecord(opts); !why.empty()) return why;
+  if (!opts.run_id.empty() && !pipeline::IsRunId(opts.run_id)) {
+    return "--run-id '" + opts.run_id + "' is not a run id";
+  }
   if (opts.mock && !pipeline.mock) {
     return "--mock needs a 'mock:' block in " + opts.file +
            " (see docs/mock.md)";
@@ -178,6 +186,8 @@ int RunRun(const RunOptions& opts) {
   }
   EndOrphanedRuns(opts.state_dir);
   RunSetup setup;
+  setup.run_id = opts.run_id;
+  setup.via = opts.via;
   // --ui: the web UI of this run, served while it runs.
   std::unique_ptr<ui::UiServer> server;
   if (opts.ui) {
@@ -194,7 +204,7 @@ int RunRun(const RunOptions& opts) {
                 << "; choose another with --ui-listen HOST:PORT\n";
       return kExitUsage;
     }
-    setup.run_id = pipeline::NewRunId(RealClock());
+    if (setup.run_id.empty()) setup.run_id = pipeline::NewRunId(RealClock());
     std::cerr << "steps run: watch this run at "
               << ui::BaseUrl(listen->host, server->port()) << "#"
               << setup.run_id << std::endl;
@@ -275,6 +285,12 @@ Command RunCommand() {
                        "Also answer the UI for this Host name (NAME or "
                        "NAME:PORT; repeatable); implies --ui")
             ->each([opts](const std::string&) { opts->ui = true; });
+        // Not for users (no group: not in --help): what `steps mcp` passes
+        // the runs it starts in the background.
+        app.add_option("--run-id", opts->run_id)->group("");
+        app.add_option("--via", opts->via)
+            ->check(CLI::IsMember({"mcp"}))
+            ->group("");
         app.footer(
             "Exit codes: 0 all jobs succeeded; 1 a job failed; 2 a job failed "
             "because a\n"

@@ -35,6 +35,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   pipeline::ExecutorOptions opts;
   opts.state_dir = setup.state_dir;
   opts.file = plan.pipeline().file;
+  opts.via = setup.via;
   opts.run_id =
       setup.run_id.empty() ? pipeline::NewRunId(RealClock()) : setup.run_id;
   // Whatever a task leaves behind outside its process group is re-parented

@@ -24,6 +24,8 @@ struct RunSetup {
   bool use_cache = false;
   // The run's id; empty: a new one (pipeline::NewRunId).
   std::string run_id;
+  // The channel that started the run ("mcp"), recorded in `Taken by:`.
+  std::string via;
   // Record every agent request as a mock script (`steps run --record`):
   // RunOutcome::recording holds it.
   bool record = false;

@@ -59,30 +59,38 @@ std::string ValidSummary(const std::string& name, int steps, int warnings,
   return out;
 }
 
+ValidateReport ValidateFile(const std::string& file, bool strict) {
+  pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
+  WarnIfBwrapUnusable(r);
+  WarnIfSourcesUnservable(r);
+  ValidateReport report;
+  report.diagnostics = r.diagnostics.FormatAll();
+  const std::string name = std::filesystem::path(file).stem().string();
+  const int errors = r.diagnostics.error_count();
+  const int warnings = r.diagnostics.warning_count();
+  if (errors > 0) {
+    report.summary = "Invalid: " + name + " — " + Plural(errors, "error");
+    if (warnings) report.summary += ", " + Plural(warnings, "warning");
+    report.refused = true;
+    return report;
+  }
+  int steps = 0;
+  for (const pipeline::Job& job : r.pipeline->jobs)
+    steps += pipeline::CountSteps(job.plan);
+  report.summary = ValidSummary(name, steps, warnings, strict);
+  report.refused = warnings > 0 && strict;
+  return report;
+}
+
 namespace {
 
 int RunValidate(const ValidateOptions& opts) {
   int exit_code = kExitOk;
   for (const std::string& file : opts.files) {
-    pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
-    WarnIfBwrapUnusable(r);
-    WarnIfSourcesUnservable(r);
-    std::cerr << r.diagnostics.FormatAll();
-    std::string name = std::filesystem::path(file).stem().string();
-    const int errors = r.diagnostics.error_count();
-    const int warnings = r.diagnostics.warning_count();
-    if (errors > 0) {
-      std::cout << "Invalid: " << name << " — " << Plural(errors, "error");
-      if (warnings) std::cout << ", " << Plural(warnings, "warning");
-      std::cout << "\n";
-      exit_code = kExitRefused;
-      continue;
-    }
-    int steps = 0;
-    for (const pipeline::Job& job : r.pipeline->jobs)
-      steps += pipeline::CountSteps(job.plan);
-    std::cout << ValidSummary(name, steps, warnings, opts.strict) << "\n";
-    if (warnings && opts.strict) exit_code = kExitRefused;
+    ValidateReport report = ValidateFile(file, opts.strict);
+    std::cerr << report.diagnostics;
+    std::cout << report.summary << "\n";
+    if (report.refused) exit_code = kExitRefused;
   }
   return exit_code;
 }

@@ -33,7 +33,19 @@ std::string NewRunId(const Clock& clock) {
   return std::string(stamp) + "-" + suffix;
 }
 
-std::string TakenBy() {
+bool IsRunId(const std::string& text) {
+  // "YYYYMMDD-HHMMSS-xxxx"
+  if (text.size() != 20 || text[8] != '-' || text[15] != '-') return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == 8 || i == 15) continue;
+    const char c = text[i];
+    const bool digit = c >= '0' && c <= '9';
+    if (i < 15 ? !digit : !(digit || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::string TakenBy(const std::string& via) {
   std::string user;
   if (const passwd* pw = getpwuid(geteuid())) user = pw->pw_name;
   if (user.empty()) {
@@ -43,7 +55,9 @@ std::string TakenBy() {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0)
     std::snprintf(host, sizeof host, "unknown");
-  return user + "@" + host;
+  std::string taken_by = user + "@" + host;
+  if (!via.empty()) taken_by += " (via " + via + ")";
+  return taken_by;
 }
 
 Executor::Impl::Impl(const ResolvedPlan& p, ExecutorOptions options)
@@ -74,7 +88,7 @@ RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
   run.id = opts.run_id;
   run.file = opts.file;
   run.started = opts.clock->WallNow();
-  run.taken_by = TakenBy();
+  run.taken_by = TakenBy(opts.via);
   SteadyTime start = opts.clock->Now();
   observer().OnRunStart(run);
   for (const Job& job : plan.pipeline().jobs) {

@@ -43,6 +43,9 @@ struct ExecutorOptions {
   std::string run_id;
   // The pipeline file, for the record.
   std::string file;
+  // The channel the run was started through ("mcp" for `steps mcp`),
+  // recorded after user@host as "(via CHANNEL)". Default: empty, none.
+  std::string via;
   // Cancelled on SIGINT/SIGTERM: stops everything at once.
   CancelToken abort;
   // Cancelled on a second signal: cuts on_abort and ensure hooks, which run
@@ -82,8 +85,12 @@ class Executor {
 // A new run id: "20261130-063000-3f2a" (UTC time and 16 random bits).
 std::string NewRunId(const Clock& clock);
 
-// "user@host" of this process, for records.
-std::string TakenBy();
+// Whether `text` has the shape of a run id NewRunId makes.
+bool IsRunId(const std::string& text);
+
+// "user@host" of this process, for records; with a channel,
+// "user@host (via CHANNEL)" (DESIGN.md, the `Taken by:` grammar).
+std::string TakenBy(const std::string& via = "");
 
 }  // namespace steps::pipeline
 

@@ -47,7 +47,7 @@ TEST_F(MannersTest, NoArgumentsPrintsHelpAndSucceeds) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "Usage:")) << r.out;
   for (const char* c : {"run", "test", "validate", "explain", "show", "runs",
-                        "ui", "init", "completion"})
+                        "ui", "mcp", "init", "completion"})
     EXPECT_TRUE(Has(r.out, std::string("  ") + c + " ")) << c << "\n" << r.out;
 }
 

@@ -1,0 +1,470 @@
+// `steps mcp` through the real binary over pipes: the handshake and version
+// negotiation, tools/list, a malformed line, an unknown method and bad
+// params answered while the server keeps going, paths outside the root
+// refused, a broken pipeline's errors with their lines, a run started in
+// the background and followed to its outcome (recorded `via mcp`), a
+// waiting status call cancelled (no answer; the next call works), the
+// busy answer past the bound of calls at once, end of input ending the
+// server while its run goes on, and the hidden flags of `steps run` that
+// the server passes (--run-id, --via) checked like any option.
+//
+// Timing: every read is bounded (kReadTimeout, far above what any case
+// needs); runs wait on gate files the test creates, each bounded at 60 s.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
+namespace {
+
+using nlohmann::json;
+using steps::test_support::Has;
+using steps::test_support::kStepsBinary;
+using steps::test_support::RunSteps;
+using steps::test_support::TempDir;
+
+constexpr std::chrono::seconds kReadTimeout{60};
+
+// `steps mcp` started with its stdin and stdout on pipes (stderr to a file
+// in the served folder). Kills it if still running at the end.
+class McpSession {
+ public:
+  McpSession(const std::string& root, std::vector<std::string> args = {}) {
+    int in[2], out[2];
+    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    std::vector<std::string> words = {kStepsBinary, "mcp", "--root", root};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    const std::string log = root + "/mcp-server.log";
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, kStepsBinary.c_str(), &fa, nullptr,
+                          argv.data(), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~McpSession() {
+    CloseInput();
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(from_);
+  }
+
+  void SendLine(const std::string& line) {
+    const std::string framed = line + "\n";
+    ASSERT_EQ(write(to_, framed.data(), framed.size()),
+              static_cast<ssize_t>(framed.size()));
+  }
+  void Send(const json& message) { SendLine(message.dump()); }
+
+  // The next message line, or nullopt at end of output or after the timeout.
+  std::optional<json> Next() {
+    const auto give_up = std::chrono::steady_clock::now() + kReadTimeout;
+    while (true) {
+      if (size_t nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        json j = json::parse(line, nullptr, false);
+        EXPECT_FALSE(j.is_discarded()) << "not JSON on stdout: " << line;
+        seen_.push_back(j);
+        return j;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{from_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+      char buf[65536];
+      ssize_t n = read(from_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  // Sends a request and returns its answer (other messages are skipped).
+  json Request(int id, const std::string& method,
+               json params = json::object()) {
+    Send({{"jsonrpc", "2.0"},
+          {"id", id},
+          {"method", method},
+          {"params", params}});
+    return AnswerTo(id);
+  }
+  // The answer to request `id`, read now or earlier (answers to calls
+  // running at once come in any order). Ids are not reused in a session.
+  json AnswerTo(int id) {
+    for (const json& m : seen_)
+      if (m.contains("id") && m["id"] == id) return m;
+    while (std::optional<json> m = Next()) {
+      if (m->contains("id") && (*m)["id"] == id) return *m;
+    }
+    ADD_FAILURE() << "no answer to request " << id;
+    return json();
+  }
+  json Call(int id, const std::string& tool, json arguments) {
+    return Request(id, "tools/call",
+                   {{"name", tool}, {"arguments", arguments}});
+  }
+  json Initialize() {
+    json r = Request(0, "initialize",
+                     {{"protocolVersion", "2025-06-18"},
+                      {"capabilities", json::object()},
+                      {"clientInfo", {{"name", "test"}, {"version", "1"}}}});
+    Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    return r;
+  }
+
+  void CloseInput() {
+    if (to_ >= 0) close(to_);
+    to_ = -1;
+  }
+  // Every message read so far.
+  const std::vector<json>& seen() const { return seen_; }
+
+  // The exit code once the server has ended (bounded by kReadTimeout:
+  // its output reaching end of file first); -1 if it did not.
+  int WaitExit() {
+    while (Next()) {
+    }
+    int status = 0;
+    for (int i = 0; i < 600; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      usleep(100 * 1000);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int to_ = -1;
+  int from_ = -1;
+  std::string buffer_;
+  std::vector<json> seen_;
+};
+
+std::string Text(const json& answer) {
+  return answer["result"]["content"][0]["text"].get<std::string>();
+}
+bool IsError(const json& answer) {
+  return answer["result"]["isError"].get<bool>();
+}
+
+// A pipeline whose first step waits for the file GATE (60 s at most), then
+// an agent step answered by the mock.
+std::string GatedPipeline(const std::string& gate) {
+  return "agents:\n"
+         "- name: helper\n"
+         "  source: { model: openai/gpt-4o-mini }\n"
+         "jobs:\n"
+         "- name: build\n"
+         "  plan:\n"
+         "  - task: wait-for-gate\n"
+         "    run: |\n"
+         "      for _ in $(seq 600); do [ -e '" +
+         gate +
+         "' ] && break; "
+         "sleep 0.1; done\n"
+         "      echo gate open\n"
+         "  - agent: helper\n"
+         "    messages: [\"Say done.\"]\n"
+         "mock:\n"
+         "  helper:\n"
+         "  - say: done\n";
+}
+
+TEST(McpServerCliTest, HandshakeNegotiatesTheVersionAndListsTheTools) {
+  TempDir dir;
+  McpSession s(dir.path());
+  json init = s.Initialize();
+  EXPECT_EQ(init["result"]["protocolVersion"], "2025-06-18");
+  EXPECT_EQ(init["result"]["serverInfo"]["name"], "steps");
+  EXPECT_EQ(init["result"]["serverInfo"]["version"], STEPS_VERSION);
+  EXPECT_TRUE(init["result"]["capabilities"].contains("tools"));
+  json older = s.Request(1, "initialize", {{"protocolVersion", "2024-11-05"}});
+  EXPECT_EQ(older["result"]["protocolVersion"], "2024-11-05");
+  json unknown =
+      s.Request(2, "initialize", {{"protocolVersion", "1999-01-01"}});
+  EXPECT_EQ(unknown["result"]["protocolVersion"], "2025-06-18");
+  EXPECT_EQ(s.Request(3, "ping")["result"], json::object());
+  json list = s.Request(4, "tools/list");
+  std::vector<std::string> names;
+  for (const json& t : list["result"]["tools"]) {
+    names.push_back(t["name"]);
+    EXPECT_FALSE(t["description"].get<std::string>().empty()) << t["name"];
+    EXPECT_EQ(t["inputSchema"]["type"], "object") << t["name"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"validate", "explain", "run",
+                                             "status", "show", "runs"}));
+}
+
+TEST(McpServerCliTest, BadMessagesGetErrorsAndTheServerKeepsGoing) {
+  TempDir dir;
+  McpSession s(dir.path());
+  s.Initialize();
+  s.SendLine("{not json");
+  std::optional<json> parse = s.Next();
+  ASSERT_TRUE(parse);
+  EXPECT_EQ((*parse)["error"]["code"], -32700);
+  EXPECT_TRUE((*parse)["id"].is_null());
+  s.SendLine("[1, 2]");
+  std::optional<json> batch = s.Next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ((*batch)["error"]["code"], -32600);
+  EXPECT_EQ(s.Request(1, "resources/list")["error"]["code"], -32601);
+  EXPECT_EQ(s.Call(2, "nonesuch", json::object())["error"]["code"], -32602);
+  json missing = s.Call(3, "validate", json::object());
+  EXPECT_EQ(missing["error"]["code"], -32602);
+  EXPECT_TRUE(Has(missing["error"]["message"], "\"file\"")) << missing;
+  json wrong_type = s.Call(4, "status", {{"wait_seconds", "soon"}});
+  EXPECT_EQ(wrong_type["error"]["code"], -32602);
+  EXPECT_EQ(s.Request(5, "tools/call", json::array())["error"]["code"], -32602);
+  EXPECT_EQ(s.Call(6, "runs", 3)["error"]["code"], -32602);
+  // A line over the bound (4 MiB) is answered once and skipped to its end.
+  s.SendLine("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"x\":\"" +
+             std::string(4 << 20, 'a') + "\"}");
+  std::optional<json> too_long = s.Next();
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ((*too_long)["error"]["code"], -32700);
+  EXPECT_TRUE(Has((*too_long)["error"]["message"], "more than 4194304 bytes"))
+      << *too_long;
+  EXPECT_EQ(s.Request(8, "ping")["result"], json::object());
+  for (const json& m : s.seen()) EXPECT_NE(m.value("id", json()), 7) << m;
+}
+
+TEST(McpServerCliTest, PathsOutsideTheRootAreRefused) {
+  TempDir outside;
+  outside.Write("p.yaml", "jobs: []\n");
+  TempDir dir;
+  symlink((outside / "p.yaml").c_str(), (dir / "link.yaml").c_str());
+  McpSession s(dir.path());
+  s.Initialize();
+  int id = 1;
+  for (const std::string& path :
+       {outside / "p.yaml", std::string("../p.yaml"), std::string("link.yaml"),
+        std::string("-"), std::string("")}) {
+    for (const char* tool : {"validate", "explain", "run"}) {
+      json r = s.Call(id++, tool, {{"file", path}});
+      EXPECT_TRUE(IsError(r)) << tool << " " << path << ": " << r;
+      EXPECT_FALSE(Has(Text(r), "Valid:")) << Text(r);
+    }
+  }
+  json r = s.Call(id++, "validate", {{"file", outside / "p.yaml"}});
+  EXPECT_TRUE(Has(Text(r), "is outside " + std::string(realpath(
+                                               dir.path().c_str(), nullptr))))
+      << Text(r);
+}
+
+TEST(McpServerCliTest, ValidateAndExplainAnswerAsTheCommandsPrint) {
+  TempDir dir;
+  dir.Write("broken.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n    timeout: soon\n"
+            "    run: echo hi\n");
+  dir.Write("good.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: echo hi\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json broken = s.Call(1, "validate", {{"file", "broken.yaml"}});
+  EXPECT_TRUE(IsError(broken));
+  EXPECT_TRUE(Has(Text(broken), "broken.yaml:5: error:")) << Text(broken);
+  EXPECT_TRUE(Has(Text(broken), "Invalid: broken")) << Text(broken);
+  json good = s.Call(2, "validate", {{"file", "good.yaml"}});
+  EXPECT_FALSE(IsError(good));
+  EXPECT_EQ(Text(good), "Valid: good (1 step)\n");
+  json explain = s.Call(3, "explain", {{"file", "good.yaml"}});
+  EXPECT_FALSE(IsError(explain));
+  EXPECT_EQ(Text(explain), RunSteps(dir.path(), "explain good.yaml").out);
+  json no_job = s.Call(4, "explain", {{"file", "good.yaml"}, {"job", "x"}});
+  EXPECT_TRUE(IsError(no_job));
+  EXPECT_TRUE(Has(Text(no_job), "no job named 'x'")) << Text(no_job);
+  json refused_run = s.Call(5, "run", {{"file", "broken.yaml"}});
+  EXPECT_TRUE(IsError(refused_run));
+  EXPECT_TRUE(Has(Text(refused_run), "broken.yaml:5:")) << Text(refused_run);
+}
+
+TEST(McpServerCliTest,
+     ARunGoesOnInTheBackgroundAndACancelledWaitIsNotAnswered) {
+  TempDir dir;
+  const std::string gate = dir / "gate";
+  dir.Write("p.yaml", GatedPipeline(gate));
+  McpSession s(dir.path());
+  s.Initialize();
+  json started = s.Call(1, "run", {{"file", "p.yaml"}, {"mock", true}});
+  ASSERT_FALSE(IsError(started)) << started;
+  const std::string run = started["result"]["structuredContent"]["run"];
+  // A status call that waits for the run's end, cancelled: no answer, and
+  // the calls after it are answered.
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 2},
+          {"method", "tools/call"},
+          {"params",
+           {{"name", "status"},
+            {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params", {{"requestId", 2}, {"reason", "test"}}}});
+  EXPECT_EQ(s.Request(3, "ping")["result"], json::object());
+  json now = s.Call(4, "status", {{"run", run}});
+  EXPECT_FALSE(IsError(now)) << now;
+  EXPECT_FALSE(now["result"]["structuredContent"]["finished"].get<bool>());
+  // Cancelling a call that has answered does nothing.
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params", {{"requestId", 1}}}});
+  dir.Write("gate", "");
+  json done = s.Call(5, "status", {{"run", run}, {"wait_seconds", 60}});
+  EXPECT_EQ(done["result"]["structuredContent"]["status"], "succeeded")
+      << Text(done);
+  EXPECT_TRUE(Has(Text(done), "wait-for-gate (task)  succeeded")) << Text(done);
+  EXPECT_TRUE(Has(Text(done), "(via mcp)")) << Text(done);
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
+  for (const json& m : s.seen()) EXPECT_NE(m.value("id", json()), 2) << m;
+  EXPECT_TRUE(Has(RunSteps(dir.path(), "show " + run).out, "Taken by: "))
+      << RunSteps(dir.path(), "show " + run).out;
+  EXPECT_TRUE(Has(RunSteps(dir.path(), "show " + run).out, "(via mcp)"));
+}
+
+TEST(McpServerCliTest, AFailedStepShowsItsErrorAndLogTail) {
+  TempDir dir;
+  dir.Write("-fails.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: |\n      echo first line\n"
+            "      printf 'not utf-8: \\377\\n'\n"
+            "      echo the reason >&2\n      exit 3\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json started = s.Call(1, "run", {{"file", "-fails.yaml"}});
+  ASSERT_FALSE(IsError(started)) << started;
+  const std::string run = started["result"]["structuredContent"]["run"];
+  json done = s.Call(2, "status", {{"run", run}, {"wait_seconds", 60}});
+  EXPECT_EQ(done["result"]["structuredContent"]["status"], "failed")
+      << Text(done);
+  EXPECT_TRUE(Has(Text(done), "| first line")) << Text(done);
+  // A byte that is not UTF-8 reaches the client as U+FFFD in valid JSON.
+  EXPECT_TRUE(Has(Text(done), "| not utf-8: \xEF\xBF\xBD")) << Text(done);
+  EXPECT_TRUE(Has(Text(done), "[stderr] the reason")) << Text(done);
+  json show = s.Call(3, "show", {{"run", run}});
+  EXPECT_EQ(Text(show), RunSteps(dir.path(), "show " + run).out);
+  json runs = s.Call(4, "runs", {{"limit", 1}});
+  EXPECT_TRUE(Has(Text(runs), run)) << Text(runs);
+  json unknown = s.Call(5, "status", {{"run", "nonesuch"}});
+  EXPECT_TRUE(IsError(unknown)) << unknown;
+  // Not the shape of a run id: no run to wait for, answered at once.
+  json never =
+      s.Call(6, "status", {{"run", "nonesuch"}, {"wait_seconds", 600}});
+  EXPECT_TRUE(IsError(never)) << never;
+}
+
+TEST(McpServerCliTest, PastEightCallsAtOnceTheServerIsBusy) {
+  TempDir dir;
+  const std::string gate = dir / "gate";
+  dir.Write("p.yaml", GatedPipeline(gate));
+  McpSession s(dir.path());
+  s.Initialize();
+  json started = s.Call(1, "run", {{"file", "p.yaml"}, {"mock", true}});
+  const std::string run = started["result"]["structuredContent"]["run"];
+  for (int id = 10; id < 18; ++id) {
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "status"},
+              {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+  }
+  json busy = s.Call(18, "runs", json::object());
+  EXPECT_EQ(busy["error"]["code"], -32000) << busy << json(s.seen()).dump(1);
+  EXPECT_TRUE(Has(busy["error"]["message"], "busy")) << busy;
+  // Protocol requests are answered by the reader itself, busy or not.
+  EXPECT_EQ(s.Request(19, "ping")["result"], json::object());
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params", {{"requestId", 10}}}});
+  dir.Write("gate", "");
+  for (int id = 11; id < 18; ++id) {
+    json answer = s.AnswerTo(id);
+    EXPECT_EQ(answer["result"]["structuredContent"]["status"], "succeeded")
+        << answer;
+  }
+  EXPECT_FALSE(IsError(s.Call(20, "runs", json::object())));
+}
+
+TEST(McpServerCliTest, EndOfInputEndsTheServerAndTheRunGoesOn) {
+  TempDir dir;
+  const std::string gate = dir / "gate";
+  dir.Write("p.yaml", GatedPipeline(gate));
+  std::string run;
+  {
+    McpSession s(dir.path());
+    s.Initialize();
+    json started = s.Call(1, "run", {{"file", "p.yaml"}, {"mock", true}});
+    run = started["result"]["structuredContent"]["run"];
+    // A waiting call in flight does not hold the server up at end of input.
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", 2},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "status"},
+              {"arguments", {{"run", run}, {"wait_seconds", 60}}}}}});
+    s.CloseInput();
+    EXPECT_EQ(s.WaitExit(), 0);
+  }
+  dir.Write("gate", "");
+  McpSession later(dir.path());
+  later.Initialize();
+  json done = later.Call(1, "status", {{"run", run}, {"wait_seconds", 60}});
+  EXPECT_EQ(done["result"]["structuredContent"]["status"], "succeeded")
+      << Text(done);
+}
+
+// What `steps mcp` passes the runs it starts is checked like any option.
+TEST(McpServerCliTest, TheRunFlagsOfMcpAreChecked) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n"
+            "    run: echo hi\n");
+  auto bad_id = RunSteps(dir.path(), "run p.yaml --run-id ../../etc");
+  EXPECT_EQ(bad_id.exit_code, 64) << bad_id.out;
+  EXPECT_TRUE(Has(bad_id.out, "--run-id '../../etc' is not a run id"))
+      << bad_id.out;
+  auto bad_via = RunSteps(dir.path(), "run p.yaml --via ui");
+  EXPECT_EQ(bad_via.exit_code, 64) << bad_via.out;
+  auto ok = RunSteps(dir.path(),
+                     "run p.yaml --via mcp --run-id 20261201-063000-3f2a "
+                     "&& \"$STEPS\" show 20261201-063000-3f2a");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_TRUE(Has(ok.out, "Run 20261201-063000-3f2a  succeeded")) << ok.out;
+  EXPECT_TRUE(Has(ok.out, "(via mcp)\n")) << ok.out;
+  EXPECT_FALSE(Has(RunSteps(dir.path(), "run --help").out, "--run-id"));
+}
+
+}  // namespace
