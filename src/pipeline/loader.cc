@@ -16,6 +16,7 @@ namespace steps::pipeline {
 namespace {
 
 using internal::ReadBudget;
+using internal::ReadList;
 using internal::StepContext;
 
 constexpr const char* kProviderHint =
@@ -413,18 +414,6 @@ void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   r.Finish();
 }
 
-template <typename Fn>
-void ReadList(const YAML::Node& n, const std::string& key, Diagnostics& d,
-              Fn fn) {
-  if (!n.IsDefined() || n.IsNull()) return;
-  if (!n.IsSequence()) {
-    d.Error(LineOf(n),
-            "'" + key + "' must be a list, not " + DescribeNodeType(n));
-    return;
-  }
-  for (const YAML::Node& item : n) fn(item);
-}
-
 void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   if (!root.IsDefined() || root.IsNull()) {
     d.Error(1,
@@ -443,17 +432,18 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
   internal::ReadSecrets(r.Take("secrets"), p, d);
   internal::ReadToolDefs(r.Take("tools"), p, d);
   internal::ReadMcpServers(r.Take("mcp_servers"), p, d);
-  ReadList(r.Take("agents"), "agents", d,
+  ReadList(r.Take("agents"), "agents", "a list", d,
            [&](const YAML::Node& n) { ReadAgentEntry(n, p, d); });
-  ReadList(r.Take("resource_types"), "resource_types", d,
+  ReadList(r.Take("resource_types"), "resource_types", "a list", d,
            [&](const YAML::Node& n) { ReadResourceType(n, p, d); });
-  ReadList(r.Take("resources"), "resources", d,
+  ReadList(r.Take("resources"), "resources", "a list", d,
            [&](const YAML::Node& n) { ReadResource(n, p, d); });
   YAML::Node jobs = r.Take("jobs");
   if (!jobs.IsDefined() || jobs.IsNull()) {
     d.Error(LineOf(root), "no 'jobs:' — a pipeline needs at least one job");
   }
-  ReadList(jobs, "jobs", d, [&](const YAML::Node& n) { ReadJob(n, p, d); });
+  ReadList(jobs, "jobs", "a list", d,
+           [&](const YAML::Node& n) { ReadJob(n, p, d); });
   if (YAML::Node mock = r.Take("mock"); mock.IsDefined()) {
     internal::ReadMock(mock, r.KeyLine("mock"), p, d);
   }

@@ -70,6 +70,20 @@ void ReadToolDefs(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 // The top-level `mcp_servers:` list (mcp_loader.cc); after ReadToolDefs.
 void ReadMcpServers(const YAML::Node& n, Pipeline& p, Diagnostics& d);
 
+// A top-level list: absent or null is nothing; anything but a list is
+// "'KEY' must be WHAT, not TYPE" at its line; each item goes to `fn`.
+template <typename Fn>
+void ReadList(const YAML::Node& n, const std::string& key,
+              const std::string& what, Diagnostics& d, Fn fn) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  if (!n.IsSequence()) {
+    d.Error(LineOf(n),
+            "'" + key + "' must be " + what + ", not " + DescribeNodeType(n));
+    return;
+  }
+  for (const YAML::Node& item : n) fn(item);
+}
+
 // Cross-reference checks over the whole pipeline (agents, resources, `to:`,
 // inputs); run after everything is read.
 void CheckReferences(const Pipeline& p, Diagnostics& d);

@@ -214,13 +214,8 @@ void ReadServer(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
 }  // namespace
 
 void ReadMcpServers(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
-  if (!n.IsDefined() || n.IsNull()) return;
-  if (!n.IsSequence()) {
-    d.Error(LineOf(n), "'mcp_servers' must be a list of servers, not " +
-                           DescribeNodeType(n));
-    return;
-  }
-  for (const YAML::Node& item : n) ReadServer(item, p, d);
+  ReadList(n, "mcp_servers", "a list of servers", d,
+           [&](const YAML::Node& item) { ReadServer(item, p, d); });
 }
 
 }  // namespace steps::pipeline::internal

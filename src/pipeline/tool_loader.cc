@@ -11,8 +11,7 @@ namespace {
 
 // The name is checked here, where its line is known; an unusable name
 // leaves `t.name` empty so the rest of the entry is still checked.
-void ReadToolName(MapReader& r, ToolDef& t, const Pipeline& p,
-                  Diagnostics& d) {
+void ReadToolName(MapReader& r, ToolDef& t, const Pipeline& p, Diagnostics& d) {
   auto name = ReadString(r.Take("name"), "name", d);
   int line = r.KeyLine("name") ? r.KeyLine("name") : t.line;
   if (!name) {
@@ -119,13 +118,8 @@ void ReadToolDef(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
 }  // namespace
 
 void ReadToolDefs(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
-  if (!n.IsDefined() || n.IsNull()) return;
-  if (!n.IsSequence()) {
-    d.Error(LineOf(n), "'tools' must be a list of command tools, not " +
-                           DescribeNodeType(n));
-    return;
-  }
-  for (const YAML::Node& item : n) ReadToolDef(item, p, d);
+  ReadList(n, "tools", "a list of command tools", d,
+           [&](const YAML::Node& item) { ReadToolDef(item, p, d); });
 }
 
 }  // namespace steps::pipeline::internal

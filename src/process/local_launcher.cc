@@ -147,7 +147,7 @@ class ChildRun {
 
   // Never leaves the child or its group behind, even on an early return.
   ~ChildRun() {
-    if (!reaped_) {
+    if (!exit_.reaped) {
       kill(-pid_, SIGKILL);
       int status;
       while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -164,7 +164,7 @@ class ChildRun {
  private:
   enum class Trigger { kNone, kDeadline, kCancel };
 
-  // True once the leader has exited (its status kept in exit_info_), without
+  // True once the leader has exited (its status kept in exit_.info), without
   // reaping it.
   bool LeaderExited();
   void Reap();
@@ -188,39 +188,18 @@ class ChildRun {
   Trigger trigger_ = Trigger::kNone;
   std::optional<SteadyTime> kill_at_;
   bool escalated_ = false;
-  siginfo_t exit_info_{};
-  bool exited_ = false;
-  bool reaped_ = false;
+  ChildExit exit_;  // Whether and how the leader ended; whether reaped.
   std::optional<SteadyTime> drain_until_;
 };
 
-bool ChildRun::LeaderExited() {
-  if (exited_) return true;
-  siginfo_t info{};
-  int rc;
-  do {
-    rc = waitid(P_PID, static_cast<id_t>(pid_), &info,
-                WEXITED | WNOHANG | WNOWAIT);
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0 && info.si_pid == pid_) {
-    exit_info_ = info;
-    exited_ = true;
-  } else if (rc < 0) {
-    // ECHILD: someone else reaped it; treat it as gone, status unknown.
-    exited_ = true;
-    reaped_ = true;
-    exit_info_.si_code = CLD_KILLED;
-    exit_info_.si_status = 0;
-  }
-  return exited_;
-}
+bool ChildRun::LeaderExited() { return exit_.Probe(pid_); }
 
 void ChildRun::Reap() {
-  if (reaped_) return;
+  if (exit_.reaped) return;
   int status;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
-  reaped_ = true;
+  exit_.reaped = true;
 }
 
 void ChildRun::Terminate(Trigger why, SteadyTime now) {
@@ -236,14 +215,14 @@ void ChildRun::Terminate(Trigger why, SteadyTime now) {
 
 std::optional<SteadyTime> ChildRun::NextWake(SteadyTime now) const {
   std::optional<SteadyTime> at;
-  if (exited_) {
+  if (exit_.exited) {
     at = drain_until_;
   } else if (trigger_ == Trigger::kNone) {
     if (request_.deadline.is_set()) at = request_.deadline.at();
   } else if (!escalated_) {
     at = kill_at_;
   }
-  if (!exited_ && !pidfd_.valid()) {
+  if (!exit_.exited && !pidfd_.valid()) {
     SteadyTime check = now + kExitCheckInterval;
     if (!at || check < *at) at = check;
   }
@@ -282,7 +261,7 @@ void ChildRun::Poll(std::optional<SteadyTime> wake_at, SteadyTime now) {
     in_index = static_cast<int>(n);
     fds[n++] = {in_.get(), POLLOUT, 0};
   }
-  if (!exited_ && pidfd_.valid()) fds[n++] = {pidfd_.get(), POLLIN, 0};
+  if (!exit_.exited && pidfd_.valid()) fds[n++] = {pidfd_.get(), POLLIN, 0};
   wake_index = static_cast<int>(n);
   fds[n++] = {wakeup_->fd.get(), POLLIN, 0};
 
@@ -305,17 +284,17 @@ void ChildRun::Wait(ProcessResult& result) {
   WriteStdin();
   while (true) {
     SteadyTime now = clock_.Now();
-    if (!exited_ && LeaderExited()) {
+    if (!exit_.exited && LeaderExited()) {
       // Stragglers die with the leader; the zombie leader pins the group id.
       // (If something else reaped it, the id may be reused: no signal then.)
-      if (!reaped_) {
+      if (!exit_.reaped) {
         kill(-pid_, SIGKILL);
         Reap();
       }
       in_.Reset();
       drain_until_ = now + request_.drain_timeout;
     }
-    if (exited_) {
+    if (exit_.exited) {
       bool pipes_open = out_.fd.valid() || err_.fd.valid();
       if (!pipes_open || now >= *drain_until_ || request_.cancel.cancelled()) {
         break;
@@ -347,10 +326,10 @@ void ChildRun::FillResult(ProcessResult& result) {
   err_.Finish(result.err);
   result.pid = pid_;
   result.escalated_to_kill = escalated_;
-  if (exit_info_.si_code == CLD_EXITED) {
-    result.exit_code = exit_info_.si_status;
+  if (exit_.info.si_code == CLD_EXITED) {
+    result.exit_code = exit_.info.si_status;
   } else {
-    result.term_signal = exit_info_.si_status;
+    result.term_signal = exit_.info.si_status;
   }
   switch (trigger_) {
     case Trigger::kDeadline:

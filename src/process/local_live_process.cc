@@ -64,31 +64,14 @@ class LocalLiveProcess : public LiveProcess {
   void CloseStdin() override { in_.Reset(); }
   int exit_fd() const override { return pidfd_.get(); }
 
-  bool Exited() override {
-    if (exited_) return true;
-    siginfo_t info{};
-    int rc;
-    do {
-      rc = waitid(P_PID, static_cast<id_t>(pid_), &info,
-                  WEXITED | WNOHANG | WNOWAIT);
-    } while (rc < 0 && errno == EINTR);
-    if (rc == 0 && info.si_pid == pid_) {
-      exit_info_ = info;
-      exited_ = true;
-    } else if (rc < 0) {
-      exited_ = true;  // ECHILD: reaped by someone else; status unknown.
-      reaped_ = true;
-      exit_info_.si_code = CLD_KILLED;
-    }
-    return exited_;
-  }
+  bool Exited() override { return exit_.Probe(pid_); }
 
   std::optional<std::string> DescribeExit() override {
     if (!Exited()) return std::nullopt;
-    if (exit_info_.si_code == CLD_EXITED) {
-      return "exited with code " + std::to_string(exit_info_.si_status);
+    if (exit_.info.si_code == CLD_EXITED) {
+      return "exited with code " + std::to_string(exit_.info.si_status);
     }
-    int sig = exit_info_.si_status;
+    int sig = exit_.info.si_status;
     const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
     return "killed by signal " + std::to_string(sig) + " (SIG" +
            (abbrev ? abbrev : "?") + ")";
@@ -103,12 +86,12 @@ class LocalLiveProcess : public LiveProcess {
       WaitForExit(grace);
     }
     // The leader, exited or not, is still unreaped: the group id is ours.
-    if (!reaped_) {
+    if (!exit_.reaped) {
       kill(-pid_, SIGKILL);
       int status;
       while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
-      reaped_ = true;
+      exit_.reaped = true;
     }
     UnregisterChild(pid_);
     out_.Reset();
@@ -143,9 +126,7 @@ class LocalLiveProcess : public LiveProcess {
   std::string scope_;
   ProcessGroupObserver* groups_;
   ProcessGroupId group_;
-  siginfo_t exit_info_{};
-  bool exited_ = false;
-  bool reaped_ = false;
+  ChildExit exit_;  // Whether and how the leader ended; whether reaped.
   bool stopped_ = false;
 };
 

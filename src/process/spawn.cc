@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,6 +142,26 @@ Result<std::string> FindExecutable(const std::string& name,
     }
   }
   return NotFound(name + ": command not found in PATH");
+}
+
+bool ChildExit::Probe(pid_t pid) {
+  if (exited) return true;
+  siginfo_t probe{};
+  int rc;
+  do {
+    rc = waitid(P_PID, static_cast<id_t>(pid), &probe,
+                WEXITED | WNOHANG | WNOWAIT);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0 && probe.si_pid == pid) {
+    info = probe;
+    exited = true;
+  } else if (rc < 0) {
+    exited = true;
+    reaped = true;
+    info.si_code = CLD_KILLED;
+    info.si_status = 0;
+  }
+  return exited;
 }
 
 Result<SpawnedChild> SpawnChild(const ProcessRequest& request,

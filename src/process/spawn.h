@@ -4,6 +4,7 @@
 #ifndef STEPS_PROCESS_SPAWN_H_
 #define STEPS_PROCESS_SPAWN_H_
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/types.h>
 
@@ -80,6 +81,20 @@ Result<std::string> FindExecutable(const std::string& name,
 Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
                                 const std::vector<std::string>& base_env,
                                 const std::string& scope = "");
+
+// How a child ended, once it has. Probe() asks without reaping it
+// (waitid WNOWAIT), so its process group id stays taken until the caller
+// reaps it.
+struct ChildExit {
+  bool exited = false;
+  // Set when the child is no child of ours any more (ECHILD: reaped
+  // elsewhere); `info` then reads as killed by no signal.
+  bool reaped = false;
+  siginfo_t info{};
+
+  // Whether `pid` has exited; once it has, later calls change nothing.
+  bool Probe(pid_t pid);
+};
 
 }  // namespace steps
 

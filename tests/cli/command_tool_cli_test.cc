@@ -3,43 +3,25 @@
 // the tool's definition, and a run whose model calls the tool with bad and
 // good arguments.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
+#include <chrono>
 #include <string>
 
+#include "common/steps_cli.h"
 #include "common/temp_dir.h"
 
 namespace {
 
+using steps::test_support::CliResult;
+using steps::test_support::Has;
 using steps::test_support::TempDir;
-
-const std::string kSteps = std::string(STEPS_BINARY_DIR) + "/src/cli/steps";
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
-
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 class CommandToolCliTest : public ::testing::Test {
  protected:
-  RunResult Steps(const std::string& args) {
-    std::string cmd = "cd '" + dir_.path() + "' && timeout -s KILL 120 '" +
-                      kSteps + "' " + args + " 2>&1";
-    RunResult r;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      r.output.append(buf.data(), n);
-    int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+  // stdout and stderr together; a run past 120 s is killed.
+  CliResult Steps(const std::string& args) {
+    return steps::test_support::RunSteps(
+        dir_.path(), args, {.kill_after = std::chrono::seconds(120)});
   }
 
   // A pipeline whose agent grants `grant`, after the given `tools:` block.
@@ -113,23 +95,23 @@ TEST_F(CommandToolCliTest, EachBadDefinitionIsRefusedWithItsLine) {
   };
   for (const Case& c : cases) {
     WritePipeline(c.tools, "read_file");
-    RunResult r = Steps("validate p.yaml");
-    EXPECT_EQ(r.exit_code, 65) << c.tools << r.output;
-    EXPECT_TRUE(Has(r.output, c.message)) << c.tools << r.output;
+    CliResult r = Steps("validate p.yaml");
+    EXPECT_EQ(r.exit_code, 65) << c.tools << r.out;
+    EXPECT_TRUE(Has(r.out, c.message)) << c.tools << r.out;
   }
 }
 
 TEST_F(CommandToolCliTest, ZeroTimeoutIsAcceptedAndGrantingAnUndeclaredToolIsNot) {
   WritePipeline(std::string(kGoodTool) + "  timeout: 0\n", "greet");
-  RunResult r = Steps("validate --strict p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  CliResult r = Steps("validate --strict p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   WritePipeline(kGoodTool, "greet, wave");
   r = Steps("validate p.yaml");
-  EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_TRUE(Has(r.output, "p.yaml:9: error: agent 'a' grants unknown tool "
+  EXPECT_EQ(r.exit_code, 65) << r.out;
+  EXPECT_TRUE(Has(r.out, "p.yaml:9: error: agent 'a' grants unknown tool "
                             "'wave'"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "greet")) << "names the declared tools too";
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "greet")) << "names the declared tools too";
 }
 
 TEST_F(CommandToolCliTest, ExplainShowsEachToolsLimit) {
@@ -137,14 +119,14 @@ TEST_F(CommandToolCliTest, ExplainShowsEachToolsLimit) {
                     "- name: slow\n  description: d\n"
                     "  parameters: {type: object}\n  run: x\n  timeout: 2m\n",
                 "greet, slow");
-  RunResult r = Steps("explain p.yaml");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(Has(r.output, "tool greet         30s           tool_timeout, "
+  CliResult r = Steps("explain p.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "tool greet         30s           tool_timeout, "
                             "the tool has no timeout of its own"))
-      << r.output;
-  EXPECT_TRUE(Has(r.output, "tool slow          2m            the tool's "
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "tool slow          2m            the tool's "
                             "timeout (line 10)"))
-      << r.output;
+      << r.out;
 }
 
 // The identity `steps explain` prints is the step cache's key: a changed
@@ -152,10 +134,10 @@ TEST_F(CommandToolCliTest, ExplainShowsEachToolsLimit) {
 TEST_F(CommandToolCliTest, ToolDefinitionIsPartOfTheStepIdentity) {
   auto identity = [&](const std::string& tools) {
     WritePipeline(tools, "greet");
-    RunResult r = Steps("explain p.yaml");
-    size_t at = r.output.find("identity");
-    EXPECT_NE(at, std::string::npos) << r.output;
-    return at == std::string::npos ? "" : r.output.substr(at, 40);
+    CliResult r = Steps("explain p.yaml");
+    size_t at = r.out.find("identity");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    return at == std::string::npos ? "" : r.out.substr(at, 40);
   };
   std::string before = identity(kGoodTool);
   std::string again = identity(kGoodTool);
