@@ -20,8 +20,9 @@ class CommandToolCliTest : public ::testing::Test {
  protected:
   // stdout and stderr together; a run past 120 s is killed.
   CliResult Steps(const std::string& args) {
-    return steps::test_support::RunSteps(
-        dir_.path(), args, {.kill_after = std::chrono::seconds(120)});
+    steps::test_support::StepsOptions options;
+    options.kill_after = std::chrono::seconds(120);
+    return steps::test_support::RunSteps(dir_.path(), args, options);
   }
 
   // A pipeline whose agent grants `grant`, after the given `tools:` block.
