@@ -35,6 +35,15 @@ Result<std::string> ResolveUnderRoot(const std::string& root,
                            ", the folder this server serves; name a file "
                            "under it (or start `steps mcp --root DIR`)");
   }
+  // Opening a FIFO blocks until a writer comes, and a device may never
+  // end: either would hold the call (and the server's exit) forever.
+  const fs::file_status st = fs::status(real, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st) &&
+      !fs::is_directory(st)) {
+    return InvalidArgument("file '" + path +
+                           "' is not a regular file (a FIFO, socket or "
+                           "device); name a pipeline file");
+  }
   return path;
 }
 

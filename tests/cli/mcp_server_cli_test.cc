@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -466,5 +467,27 @@ TEST(McpServerCliTest, TheRunFlagsOfMcpAreChecked) {
   EXPECT_TRUE(Has(ok.out, "(via mcp)\n")) << ok.out;
   EXPECT_FALSE(Has(RunSteps(dir.path(), "run --help").out, "--run-id"));
 }
+
+// Opening a FIFO for reading blocks until a writer comes: a call that did
+// would never answer, and the server could not end at end of input.
+TEST(McpServerCliTest, AFifoUnderTheRootIsRefusedNotOpened) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir / "pipe.yaml").c_str(), 0644), 0);
+  McpSession s(dir.path());
+  s.Initialize();
+  int id = 1;
+  for (const char* tool : {"validate", "explain", "run"}) {
+    json r = s.Call(id++, tool, {{"file", "pipe.yaml"}});
+    ASSERT_TRUE(r.contains("result")) << tool << ": " << r;
+    EXPECT_TRUE(IsError(r)) << tool;
+    EXPECT_EQ(Text(r),
+              "file 'pipe.yaml' is not a regular file (a FIFO, socket or "
+              "device); name a pipeline file")
+        << tool;
+  }
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
+}
+
 
 }  // namespace
