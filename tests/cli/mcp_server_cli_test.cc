@@ -490,4 +490,19 @@ TEST(McpServerCliTest, AFifoUnderTheRootIsRefusedNotOpened) {
 }
 
 
+// MCP forbids a null id: such a request is refused with an error (whose
+// id is null too), not taken for a notification and left unanswered.
+TEST(McpServerCliTest, ARequestWithANullIdIsRefusedNotLeftUnanswered) {
+  TempDir dir;
+  McpSession s(dir.path());
+  s.Initialize();
+  s.Send({{"jsonrpc", "2.0"}, {"id", nullptr}, {"method", "tools/list"}});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}});
+  std::optional<json> refused = s.Next();
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE((*refused)["id"].is_null()) << *refused;
+  EXPECT_EQ((*refused)["error"]["code"], -32600) << *refused;
+  EXPECT_EQ(s.AnswerTo(1)["result"], json::object());
+}
+
 }  // namespace
