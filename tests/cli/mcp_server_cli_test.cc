@@ -39,10 +39,12 @@ using steps::test_support::TempDir;
 constexpr std::chrono::seconds kReadTimeout{60};
 
 // `steps mcp` started with its stdin and stdout on pipes (stderr to a file
-// in the served folder). Kills it if still running at the end.
+// in the served folder, or to `stderr_fd` when given). Kills it if still
+// running at the end.
 class McpSession {
  public:
-  McpSession(const std::string& root, std::vector<std::string> args = {}) {
+  McpSession(const std::string& root, std::vector<std::string> args = {},
+             int stderr_fd = -1) {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -56,8 +58,12 @@ class McpSession {
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     const std::string log = root + "/mcp-server.log";
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (stderr_fd >= 0) {
+      posix_spawn_file_actions_adddup2(&fa, stderr_fd, 2);
+    } else {
+      posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
+                                       O_WRONLY | O_CREAT | O_APPEND, 0644);
+    }
     EXPECT_EQ(posix_spawn(&pid_, kStepsBinary.c_str(), &fa, nullptr,
                           argv.data(), environ),
               0);
@@ -489,7 +495,6 @@ TEST(McpServerCliTest, AFifoUnderTheRootIsRefusedNotOpened) {
   EXPECT_EQ(s.WaitExit(), 0);
 }
 
-
 // MCP forbids a null id: such a request is refused with an error (whose
 // id is null too), not taken for a notification and left unanswered.
 TEST(McpServerCliTest, ARequestWithANullIdIsRefusedNotLeftUnanswered) {
@@ -503,6 +508,23 @@ TEST(McpServerCliTest, ARequestWithANullIdIsRefusedNotLeftUnanswered) {
   EXPECT_TRUE((*refused)["id"].is_null()) << *refused;
   EXPECT_EQ((*refused)["error"]["code"], -32600) << *refused;
   EXPECT_EQ(s.AnswerTo(1)["result"], json::object());
+}
+
+// A client may ignore the server's standard error by closing its end of
+// the pipe: the log lines written there then fail, and must not kill the
+// server (SIGPIPE) before it has answered anything.
+TEST(McpServerCliTest, AStandardErrorNobodyReadsDoesNotKillTheServer) {
+  TempDir dir;
+  int err[2];
+  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+  close(err[0]);
+  McpSession s(dir.path(), {}, err[1]);
+  close(err[1]);
+  json init = s.Initialize();
+  EXPECT_EQ(init["result"]["protocolVersion"], "2025-06-18") << init;
+  EXPECT_EQ(s.Request(1, "ping")["result"], json::object());
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
 }
 
 }  // namespace
