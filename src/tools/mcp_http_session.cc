@@ -1,6 +1,7 @@
 #include "tools/mcp_http_session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <optional>
 #include <string>
@@ -34,6 +35,16 @@ bool IsVisibleAscii(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return c >= 0x21 && c <= 0x7e;
   });
+}
+
+// A Content-Type of text/event-stream: the media type compared without
+// regard to case (RFC 9110), parameters after ';' ignored.
+bool IsEventStream(const std::string& content_type) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t'))
+    type.pop_back();
+  for (char& c : type) c = static_cast<char>(std::tolower(c));
+  return type == "text/event-stream";
 }
 
 // What one POST of a request gathers as its answer arrives.
@@ -145,9 +156,8 @@ class HttpSession : public McpSession {
   bool OnBody(const HttpReply& reply, std::string_view piece, Exchange& ex) {
     if (!ex.decided) {
       ex.decided = true;
-      ex.is_stream =
-          IsSuccess(reply.status) &&
-          reply.Header("content-type").rfind("text/event-stream", 0) == 0;
+      ex.is_stream = IsSuccess(reply.status) &&
+                     IsEventStream(reply.Header("content-type"));
     }
     if (!IsSuccess(reply.status)) {
       ex.body.append(piece.substr(0, kExcerptBytes - ex.body.size()));

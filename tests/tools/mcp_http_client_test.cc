@@ -335,5 +335,13 @@ TEST_F(McpHttpClientTest, McpToolReportsTheToolTimeout) {
   EXPECT_TRUE(server.WaitFor("notifications/cancelled", 10000));
 }
 
+TEST_F(McpHttpClientTest, AnEventStreamIsKnownWhateverTheCaseOfItsType) {
+  HostileMcpHttpServer server("odd-content-type");
+  auto client = Start(Spec(server.url()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ((*client)->tools().size(), 1u);
+  EXPECT_EQ((*client)->tools()[0].name, "echo");
+}
+
 }  // namespace
 }  // namespace steps

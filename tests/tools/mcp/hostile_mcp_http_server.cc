@@ -171,9 +171,13 @@ void HostileMcpHttpServer::ListTools(const json& message,
   json log = {{"jsonrpc", "2.0"},
               {"method", "notifications/message"},
               {"params", {{"level", "warning"}, {"data", "listing tools"}}}};
+  // A media type is case-insensitive and may carry parameters.
+  const char* type = mode_ == "odd-content-type"
+                         ? "Text/Event-Stream; charset=UTF-8"
+                         : "text/event-stream";
   res.set_content(
       ": primed\n\n" + Event(log) + Event(Result(message["id"], ToolList())),
-      "text/event-stream");
+      type);
 }
 
 void HostileMcpHttpServer::CallTool(const json& message,

@@ -15,6 +15,8 @@
 //   huge           answers tools/call with a 2 MiB JSON message
 //   huge-event     answers tools/call with an event stream whose one event
 //                  grows past 2 MiB and never ends
+//   odd-content-type  as good, but tools/list's event stream comes as
+//                  "Text/Event-Stream; charset=UTF-8"
 //   ping-first     answers tools/call with an event stream that first sends
 //                  a ping request and answers the call only once the
 //                  client's result for the ping has been POSTed
