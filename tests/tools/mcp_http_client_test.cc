@@ -343,5 +343,25 @@ TEST_F(McpHttpClientTest, AnEventStreamIsKnownWhateverTheCaseOfItsType) {
   EXPECT_EQ((*client)->tools()[0].name, "echo");
 }
 
+// A value whose ${NAME} expanded to a line break would end the header and
+// start another: refused before anything is sent, the value not quoted.
+TEST_F(McpHttpClientTest, AHeaderValueWithALineBreakIsRefusedUnsent) {
+  HostileMcpHttpServer server("good");
+  for (const std::string& value :
+       {std::string("abc\r\nX-Injected: yes"), std::string("abc\n"),
+        std::string("abc\0def", 7)}) {
+    McpServerSpec spec = Spec(server.url());
+    spec.headers.emplace_back("X-Token", value);
+    auto client = Start(spec);
+    ASSERT_FALSE(client.ok());
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(client.status().message(),
+              "mcp server 'h': header 'X-Token' holds a line break or NUL "
+              "byte once its ${NAME} references are expanded, so it is not "
+              "sent (is there a trailing newline in the variable's value?)");
+  }
+  EXPECT_TRUE(server.received().empty());
+}
+
 }  // namespace
 }  // namespace steps
