@@ -56,6 +56,9 @@ struct Exchange {
   std::string body;        // A JSON answer, or the start of an error's.
   SseParser events;
   std::string too_large;  // Why the answer was cut; "" while it was not.
+  // A notification's or an answer's POST: only the status counts, so a
+  // success is not read further (a server may hold a stream open).
+  bool status_only = false;
 };
 
 class HttpSession : public McpSession {
@@ -163,6 +166,7 @@ class HttpSession : public McpSession {
       ex.body.append(piece.substr(0, kExcerptBytes - ex.body.size()));
       return ex.body.size() < kExcerptBytes;
     }
+    if (ex.status_only) return false;
     if (ex.is_stream) return OnEvents(piece, ex);
     if (ex.body.size() + piece.size() > options_.max_line_bytes) {
       ex.too_large = "its answer is larger than " +
@@ -351,6 +355,7 @@ Status HttpSession::FlushNotices(Deadline deadline, const CancelToken& cancel) {
 Status HttpSession::PostNotice(const std::string& line, Deadline deadline,
                                const CancelToken& cancel) {
   Exchange ex;  // The body, if any, is only quoted in an error.
+  ex.status_only = true;
   HttpTransferResult r = Post(line, &ex, deadline, cancel);
   switch (r.ending) {
     case Ending::kCancelled:

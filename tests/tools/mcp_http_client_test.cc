@@ -363,5 +363,20 @@ TEST_F(McpHttpClientTest, AHeaderValueWithALineBreakIsRefusedUnsent) {
   EXPECT_TRUE(server.received().empty());
 }
 
+// A notification is owed only a status (202). A server that answers one
+// with an event stream it holds open must not hold the client: the start
+// does not wait for that stream to end (it would until startup_timeout).
+TEST_F(McpHttpClientTest,
+       ANotificationAnsweredWithAStreamDoesNotHoldTheClient) {
+  HostileMcpHttpServer server("notice-stream");
+  auto client = Start(Spec(server.url()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Result<nlohmann::json> r = (*client)->CallTool(
+      "echo", {{"text", "hi"}}, Deadline::After(RealClock(), kGenerous),
+      CancelToken());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(McpContentText(*r), "echo: hi");
+}
+
 }  // namespace
 }  // namespace steps

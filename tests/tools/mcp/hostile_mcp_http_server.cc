@@ -124,6 +124,10 @@ void HostileMcpHttpServer::Route() {
     record(req, message);
     if (!message.is_object() || !message.contains("method") ||
         !message.contains("id")) {
+      if (mode_ == "notice-stream" && message.is_object() &&
+          message.contains("method")) {
+        return HoldStream(false, res);  // 200 and a stream, never ending.
+      }
       res.status = 202;  // A notification or a response.
       return;
     }

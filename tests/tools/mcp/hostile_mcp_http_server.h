@@ -17,6 +17,8 @@
 //                  grows past 2 MiB and never ends
 //   odd-content-type  as good, but tools/list's event stream comes as
 //                  "Text/Event-Stream; charset=UTF-8"
+//   notice-stream  as good, but answers a notification with 200 and an
+//                  event stream held open instead of 202
 //   ping-first     answers tools/call with an event stream that first sends
 //                  a ping request and answers the call only once the
 //                  client's result for the ping has been POSTed
