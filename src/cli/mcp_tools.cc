@@ -116,7 +116,8 @@ McpTool ExplainTool(const McpToolsOptions& options) {
   return tool;
 }
 
-McpTool ShowTool(const McpToolsOptions& options) {
+McpTool ShowTool(const McpToolsOptions& options,
+                 std::shared_ptr<LaunchedRuns> launched) {
   McpTool tool;
   tool.name = "show";
   tool.description =
@@ -131,9 +132,10 @@ McpTool ShowTool(const McpToolsOptions& options) {
                             "A run id or a unique prefix of one "
                             "(default: the newest run)"}}}}},
                        {"additionalProperties", false}};
-  tool.call = [state_dir = options.state_dir](
+  tool.call = [state_dir = options.state_dir, launched](
                   const nlohmann::json& args,
                   const CancelToken&) -> McpToolResult {
+    launched->ReapEnded();  // A dead run of ours is no zombie "running".
     Result<std::unique_ptr<store::Store>> st =
         store::Store::OpenExisting(store::StorePath(state_dir));
     if (!st.ok()) return Refusal(st.status());
@@ -145,7 +147,8 @@ McpTool ShowTool(const McpToolsOptions& options) {
   return tool;
 }
 
-McpTool RunsTool(const McpToolsOptions& options) {
+McpTool RunsTool(const McpToolsOptions& options,
+                 std::shared_ptr<LaunchedRuns> launched) {
   McpTool tool;
   tool.name = "runs";
   tool.description =
@@ -159,9 +162,10 @@ McpTool RunsTool(const McpToolsOptions& options) {
           {"minimum", 0},
           {"description", "At most this many (default 20; 0: all)"}}}}},
       {"additionalProperties", false}};
-  tool.call = [state_dir = options.state_dir](
+  tool.call = [state_dir = options.state_dir, launched](
                   const nlohmann::json& args,
                   const CancelToken&) -> McpToolResult {
+    launched->ReapEnded();
     Result<std::unique_ptr<store::Store>> st =
         store::Store::OpenExisting(store::StorePath(state_dir));
     if (!st.ok()) return Refusal(st.status());
@@ -177,9 +181,9 @@ McpTool RunsTool(const McpToolsOptions& options) {
 
 std::vector<McpTool> StepsMcpTools(const McpToolsOptions& options) {
   auto launched = std::make_shared<LaunchedRuns>();
-  return {ValidateTool(options),      ExplainTool(options),
-          RunTool(options, launched), StatusTool(options, launched),
-          ShowTool(options),          RunsTool(options)};
+  return {ValidateTool(options),       ExplainTool(options),
+          RunTool(options, launched),  StatusTool(options, launched),
+          ShowTool(options, launched), RunsTool(options, launched)};
 }
 
 std::string StepsMcpInstructions() {

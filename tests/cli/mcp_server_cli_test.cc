@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -525,6 +528,59 @@ TEST(McpServerCliTest, AStandardErrorNobodyReadsDoesNotKillTheServer) {
   EXPECT_EQ(s.Request(1, "ping")["result"], json::object());
   s.CloseInput();
   EXPECT_EQ(s.WaitExit(), 0);
+}
+
+// The pid of the `steps run` process started for run `run_id` (found by
+// its --run-id= argument under /proc); -1 when there is none.
+pid_t RunProcess(const std::string& run_id) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+    if (Has(cmdline, std::string("\0run\0", 5)) &&
+        Has(cmdline, "--run-id=" + run_id))
+      return static_cast<pid_t>(std::stoi(name));
+  }
+  return -1;
+}
+
+// A run of this server's that dies without recording its end (killed) is
+// reported interrupted at once: its process is reaped before the record is
+// read, so it does not pass for alive as a zombie would, and a waiting
+// status does not wait out its whole wait_seconds.
+TEST(McpServerCliTest, ARunKilledUnderTheServerIsReportedInterrupted) {
+  TempDir dir;
+  const std::string up = dir / "up";
+  ASSERT_EQ(mkfifo(up.c_str(), 0644), 0);
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: hold\n    run: |\n"
+            "      echo up > '" +
+                up + "'\n      sleep 60\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json started = s.Call(1, "run", {{"file", "p.yaml"}});
+  ASSERT_FALSE(IsError(started)) << started;
+  const std::string run = started["result"]["structuredContent"]["run"];
+  // The task writes to the FIFO once it runs: the run is recorded then.
+  int fifo = open(up.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(fifo, 0);
+  pollfd p{fifo, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 60000), 1) << "the task did not start";
+  close(fifo);
+  const pid_t pid = RunProcess(run);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const auto start = std::chrono::steady_clock::now();
+  json status = s.Call(2, "status", {{"run", run}, {"wait_seconds", 60}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(status["result"]["structuredContent"]["status"], "interrupted")
+      << status;
+  EXPECT_TRUE(status["result"]["structuredContent"]["finished"].get<bool>());
+  EXPECT_TRUE(Has(Text(s.Call(3, "show", {{"run", run}})),
+                  "Run " + run + "  interrupted"));
+  EXPECT_TRUE(Has(Text(s.Call(4, "runs", json::object())), "interrupted"));
 }
 
 }  // namespace
