@@ -583,4 +583,32 @@ TEST(McpServerCliTest, ARunKilledUnderTheServerIsReportedInterrupted) {
   EXPECT_TRUE(Has(Text(s.Call(4, "runs", json::object())), "interrupted"));
 }
 
+// A mock script named by `mock: {file: ...}` is read at load: a FIFO would
+// block validate forever and a device such as /dev/zero never ends (its
+// memory grows until it fails). Both are refused before they are read.
+TEST(McpServerCliTest, AMockScriptThatIsNoRegularFileIsRefusedUnread) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir / "script.yaml").c_str(), 0644), 0);
+  const std::string plan =
+      "jobs:\n- name: j\n  plan:\n  - task: t\n    run: echo hi\n";
+  dir.Write("fifo.yaml", plan + "mock: {file: script.yaml}\n");
+  dir.Write("zero.yaml", plan + "mock: {file: /dev/zero}\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json fifo = s.Call(1, "validate", {{"file", "fifo.yaml"}});
+  ASSERT_TRUE(fifo.contains("result")) << fifo;
+  EXPECT_TRUE(Has(Text(fifo),
+                  "fifo.yaml:6: error: mock: file: 'script.yaml' is not a "
+                  "regular file"))
+      << Text(fifo);
+  json zero = s.Call(2, "validate", {{"file", "zero.yaml"}});
+  ASSERT_TRUE(zero.contains("result")) << zero;
+  EXPECT_TRUE(Has(Text(zero),
+                  "zero.yaml:6: error: mock: file: '/dev/zero' is not a "
+                  "regular file"))
+      << Text(zero);
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
+}
+
 }  // namespace
