@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
 #include "core/log.h"
 #include "core/sse.h"
 #include "tools/json_rpc.h"
@@ -59,6 +60,8 @@ struct Exchange {
   // A notification's or an answer's POST: only the status counts, so a
   // success is not read further (a server may hold a stream open).
   bool status_only = false;
+  // The id of a response to another request, as JSON; "" when none came.
+  std::string stray_id;
 };
 
 class HttpSession : public McpSession {
@@ -208,6 +211,7 @@ class HttpSession : public McpSession {
         if (JsonRpcIntId(m) == ex.id) {
           ex.response = m;
         } else {
+          ex.stray_id = QuoteMcpText(DumpJson(m["id"]));
           LogEvent(LogLevel::kDebug, "mcp.stray_response",
                    {{"server", server_}, {"line", QuoteMcpText(data)}});
         }
@@ -289,6 +293,13 @@ Result<nlohmann::json> HttpSession::Conclude(const std::string& method,
     return Status(
         StatusCode::kUnavailable,
         "its event stream ended without an answer to '" + method + "'");
+  }
+  if (!ex.stray_id.empty()) {
+    return Status(StatusCode::kUnavailable,
+                  "its answer to '" + method +
+                      "' is the response to another request (id " +
+                      ex.stray_id + "; the request's is " +
+                      std::to_string(ex.id) + ")");
   }
   if (ex.body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Status(StatusCode::kUnavailable,

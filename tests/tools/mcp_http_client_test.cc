@@ -167,6 +167,17 @@ TEST_F(McpHttpClientTest, AnAnswerThatIsNotJsonIsQuoted) {
       << client.status().message();
 }
 
+// A well-formed response to another id is not "not JSON-RPC": the error
+// says whose id it carries.
+TEST_F(McpHttpClientTest, AnAnswerWithAnotherIdIsNamedAsSuch) {
+  HostileMcpHttpServer server("wrong-id");
+  auto client = Start(Spec(server.url()));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().message(),
+            "mcp server 'h': its answer to 'initialize' is the response to "
+            "another request (id \"1\"; the request's is 1)");
+}
+
 TEST_F(McpHttpClientTest, ARedirectIsRefusedNotFollowed) {
   HostileMcpHttpServer server("redirect");
   auto client = Start(Spec(server.url()));

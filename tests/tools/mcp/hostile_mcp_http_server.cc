@@ -159,6 +159,11 @@ void HostileMcpHttpServer::Initialize(const json& message,
     res.set_content("<html>not json</html>", "application/json");
     return;
   }
+  if (mode_ == "wrong-id") {
+    res.set_content(Result(message["id"].dump(), InitializeResult()).dump(),
+                    "application/json");
+    return;
+  }
   if (mode_ == "redirect") {
     res.status = 307;
     res.set_header("Location",

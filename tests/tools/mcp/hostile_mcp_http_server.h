@@ -9,6 +9,7 @@
 //   status-500     answers initialize with 500 and a text body
 //   not-json       answers initialize with 200, application/json, and HTML
 //   redirect       answers initialize with 307 to /elsewhere
+//   wrong-id       answers initialize (JSON) with its id as a string
 //   sse-silent     answers tools/call with an event stream that sends a
 //                  progress notification and then nothing, held open
 //   session-404    answers tools/call with 404 (the session expired)
