@@ -1,5 +1,6 @@
 // `steps mcp [--root DIR] [--state-dir DIR]`: steps as a Model Context
 // Protocol server over stdio, for coding agents (docs/mcp.md).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,10 @@ struct McpOptions {
 };
 
 int RunMcp(const McpOptions& opts) {
+  // A client may close its end of our standard error to ignore the logs:
+  // a failed log line must not end the server. Runs it starts get every
+  // signal's default back (process/spawn.h).
+  signal(SIGPIPE, SIG_IGN);
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::canonical(opts.root, ec);
   if (ec || !std::filesystem::is_directory(root, ec)) {

@@ -40,9 +40,12 @@ void LaunchedRuns::Add(const std::string& run_id, Launch launch) {
   runs_[run_id] = std::move(launch);
 }
 
-std::optional<LaunchedRuns::Launch> LaunchedRuns::Find(
-    const std::string& run_id) {
+void LaunchedRuns::ReapEnded() {
   std::lock_guard<std::mutex> lock(mutex_);
+  ReapEndedLocked();
+}
+
+void LaunchedRuns::ReapEndedLocked() {
   for (auto& [id, launch] : runs_) {
     int status = 0;
     if (!launch.ended && waitpid(launch.pid, &status, WNOHANG) == launch.pid) {
@@ -50,6 +53,12 @@ std::optional<LaunchedRuns::Launch> LaunchedRuns::Find(
       UnregisterChild(launch.pid);
     }
   }
+}
+
+std::optional<LaunchedRuns::Launch> LaunchedRuns::Find(
+    const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReapEndedLocked();
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return std::nullopt;
   return it->second;

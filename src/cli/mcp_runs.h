@@ -33,11 +33,16 @@ class LaunchedRuns {
   };
 
   void Add(const std::string& run_id, Launch launch);
-  // The run started under this id, with its process reaped if it has
-  // ended (so no child of ours stays a zombie once asked about).
+  // Reaps the processes of the runs that have ended. A run's process that
+  // died without recording its end would otherwise stay a zombie, which the
+  // store's reader takes for a live run ("running", not "interrupted").
+  void ReapEnded();
+  // The run started under this id, with every ended process reaped first.
   std::optional<Launch> Find(const std::string& run_id);
 
  private:
+  void ReapEndedLocked();  // REQUIRES: mutex_ held.
+
   std::mutex mutex_;
   std::map<std::string, Launch> runs_;
 };

@@ -143,7 +143,11 @@ void McpServer::HandleLine(const std::string& line) {
   const bool version_ok = message->is_object() &&
                           message->value("jsonrpc", nlohmann::json()) == "2.0";
   if (kind == JsonRpcKind::kResponse) return;  // We send no requests.
-  if (kind == JsonRpcKind::kNotification && version_ok) {
+  // MCP forbids a null id. A message with one is refused below rather than
+  // taken for a notification, whose sender would wait for an answer forever.
+  const bool null_id = message->is_object() && message->contains("id") &&
+                       (*message)["id"].is_null();
+  if (kind == JsonRpcKind::kNotification && version_ok && !null_id) {
     HandleNotification(*message);
     return;
   }

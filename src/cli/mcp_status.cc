@@ -184,6 +184,9 @@ McpToolResult StatusCall(const McpToolsOptions& options, LaunchedRuns& launched,
   while (true) {
     const auto now = std::chrono::steady_clock::now();
     const bool last = now >= deadline;
+    // Before reading: a run of ours that died unrecorded must not pass for
+    // alive as an unreaped zombie.
+    launched.ReapEnded();
     Snapshot snap = ReadRun(options.state_dir, id);
     if (snap.run && (snap.run->status != "running" || last))
       return FormatStatus(*snap.store, *snap.run);

@@ -35,6 +35,15 @@ Result<std::string> ResolveUnderRoot(const std::string& root,
                            ", the folder this server serves; name a file "
                            "under it (or start `steps mcp --root DIR`)");
   }
+  // Opening a FIFO blocks until a writer comes, and a device may never
+  // end: either would hold the call (and the server's exit) forever.
+  const fs::file_status st = fs::status(real, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st) &&
+      !fs::is_directory(st)) {
+    return InvalidArgument("file '" + path +
+                           "' is not a regular file (a FIFO, socket or "
+                           "device); name a pipeline file");
+  }
   return path;
 }
 
@@ -107,7 +116,8 @@ McpTool ExplainTool(const McpToolsOptions& options) {
   return tool;
 }
 
-McpTool ShowTool(const McpToolsOptions& options) {
+McpTool ShowTool(const McpToolsOptions& options,
+                 std::shared_ptr<LaunchedRuns> launched) {
   McpTool tool;
   tool.name = "show";
   tool.description =
@@ -122,9 +132,10 @@ McpTool ShowTool(const McpToolsOptions& options) {
                             "A run id or a unique prefix of one "
                             "(default: the newest run)"}}}}},
                        {"additionalProperties", false}};
-  tool.call = [state_dir = options.state_dir](
+  tool.call = [state_dir = options.state_dir, launched](
                   const nlohmann::json& args,
                   const CancelToken&) -> McpToolResult {
+    launched->ReapEnded();  // A dead run of ours is no zombie "running".
     Result<std::unique_ptr<store::Store>> st =
         store::Store::OpenExisting(store::StorePath(state_dir));
     if (!st.ok()) return Refusal(st.status());
@@ -136,7 +147,8 @@ McpTool ShowTool(const McpToolsOptions& options) {
   return tool;
 }
 
-McpTool RunsTool(const McpToolsOptions& options) {
+McpTool RunsTool(const McpToolsOptions& options,
+                 std::shared_ptr<LaunchedRuns> launched) {
   McpTool tool;
   tool.name = "runs";
   tool.description =
@@ -150,9 +162,10 @@ McpTool RunsTool(const McpToolsOptions& options) {
           {"minimum", 0},
           {"description", "At most this many (default 20; 0: all)"}}}}},
       {"additionalProperties", false}};
-  tool.call = [state_dir = options.state_dir](
+  tool.call = [state_dir = options.state_dir, launched](
                   const nlohmann::json& args,
                   const CancelToken&) -> McpToolResult {
+    launched->ReapEnded();
     Result<std::unique_ptr<store::Store>> st =
         store::Store::OpenExisting(store::StorePath(state_dir));
     if (!st.ok()) return Refusal(st.status());
@@ -168,9 +181,9 @@ McpTool RunsTool(const McpToolsOptions& options) {
 
 std::vector<McpTool> StepsMcpTools(const McpToolsOptions& options) {
   auto launched = std::make_shared<LaunchedRuns>();
-  return {ValidateTool(options),      ExplainTool(options),
-          RunTool(options, launched), StatusTool(options, launched),
-          ShowTool(options),          RunsTool(options)};
+  return {ValidateTool(options),       ExplainTool(options),
+          RunTool(options, launched),  StatusTool(options, launched),
+          ShowTool(options, launched), RunsTool(options, launched)};
 }
 
 std::string StepsMcpInstructions() {

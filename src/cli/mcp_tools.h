@@ -32,8 +32,9 @@ std::vector<McpTool> StepsMcpTools(const McpToolsOptions& options);
 // The `instructions` of the server's `initialize` answer.
 std::string StepsMcpInstructions();
 
-// `path` as the tools read it: refused when empty, "-" (standard input) or
-// outside `root` once symbolic links are followed; otherwise as written
+// `path` as the tools read it: refused when empty, "-" (standard input),
+// outside `root` once symbolic links are followed, or a FIFO, socket or
+// device (reading one may never end); otherwise as written
 // (relative paths are relative to root, the working directory).
 Result<std::string> ResolveUnderRoot(const std::string& root,
                                      const std::string& path);

@@ -4,15 +4,25 @@ namespace steps {
 
 std::vector<SseEvent> SseParser::Feed(std::string_view piece) {
   std::vector<SseEvent> out;
+  // The LF of a CRLF whose CR ended the last piece ends no line of its own.
+  if (after_cr_ && !piece.empty()) {
+    if (piece.front() == '\n') piece.remove_prefix(1);
+    after_cr_ = false;
+  }
   partial_.append(piece);
   size_t start = 0;
   while (true) {
-    size_t nl = partial_.find('\n', start);
-    if (nl == std::string::npos) break;
-    std::string_view line(partial_.data() + start, nl - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    Line(line, out);
-    start = nl + 1;
+    size_t end = partial_.find_first_of("\r\n", start);
+    if (end == std::string::npos) break;
+    Line(std::string_view(partial_.data() + start, end - start), out);
+    if (partial_[end] == '\r') {
+      if (end + 1 == partial_.size()) {
+        after_cr_ = true;
+      } else if (partial_[end + 1] == '\n') {
+        ++end;
+      }
+    }
+    start = end + 1;
   }
   partial_.erase(0, start);
   return out;

@@ -20,7 +20,8 @@ struct SseEvent {
 class SseParser {
  public:
   // Consumes a piece of the stream and returns the events it completed.
-  // Pieces may split lines and events anywhere.
+  // Pieces may split lines and events anywhere. A line ends at CRLF, LF or
+  // a lone CR.
   std::vector<SseEvent> Feed(std::string_view piece);
 
   // Bytes held for an event not yet complete (its data so far and the
@@ -35,6 +36,7 @@ class SseParser {
   SseEvent pending_;
   bool has_fields_ = false;
   bool has_data_ = false;
+  bool after_cr_ = false;  // The last piece ended with a CR.
 };
 
 }  // namespace steps

@@ -102,6 +102,14 @@ bool IsHttpUrl(const std::string& url) {
   return true;
 }
 
+// True when the url's authority (from "//" to the next '/', '?' or '#')
+// carries a user name or password ("user:pass@host").
+bool HasUserInfo(const std::string& url) {
+  const size_t start = url.find("//") + 2;
+  const size_t end = url.find_first_of("/?#", start);
+  return url.substr(start, end - start).find('@') != std::string::npos;
+}
+
 void ReadServerUrl(MapReader& r, McpServerDef& s, Diagnostics& d) {
   YAML::Node n = r.Take("url");
   s.command_line = r.KeyLine("url") ? r.KeyLine("url") : s.line;
@@ -113,6 +121,18 @@ void ReadServerUrl(MapReader& r, McpServerDef& s, Diagnostics& d) {
                 "': 'url' must be an http:// or https:// address with a "
                 "host and no spaces, e.g. http://127.0.0.1:3001/mcp, not '" +
                 *url + "'");
+    return;
+  }
+  // The url is shown by explain and quoted in errors, logs and the run
+  // record; a password in it would be too (so this message does not quote
+  // it either).
+  if (HasUserInfo(*url)) {
+    d.Error(s.command_line,
+            "mcp server '" + s.name +
+                "': 'url' carries a user name or password (before '@'), "
+                "which explain, errors and logs would show; send credentials "
+                "in 'headers:' instead, e.g. Authorization: \"Basic "
+                "${MCP_AUTH}\"");
     return;
   }
   s.url = *url;

@@ -1,6 +1,7 @@
 // The top-level `mock:` key: a script written inline, or `{file: PATH}`
 // naming a script file (docs/mock.md), read here so every command sees the
 // same script.
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,6 +32,19 @@ std::optional<YAML::Node> ReadScriptFile(const std::string& path,
   }
   if (std::filesystem::is_directory(path, ec)) {
     why = "'" + path + "' is a directory, not a script file";
+    return std::nullopt;
+  }
+  // A FIFO would block the load until a writer came, a device such as
+  // /dev/zero would never end: neither is opened. The size is checked
+  // before reading, not after.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    why = "'" + path + "' is not a regular file (a FIFO, socket or device)";
+    return std::nullopt;
+  }
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxPipelineBytes) {
+    why = "'" + path + "' is larger than " + std::to_string(kMaxPipelineBytes) +
+          " bytes";
     return std::nullopt;
   }
   std::ifstream in(path, std::ios::binary);

@@ -20,6 +20,26 @@ McpClient::McpClient(McpServerSpec spec, McpClientOptions options)
 
 McpClient::~McpClient() { Stop(); }
 
+namespace {
+
+// The headers' values as sent, their ${NAME} references expanded: a line
+// break would end the header and start another one (or the body), a NUL
+// byte would cut it.
+Status CheckHeaderValues(const McpServerSpec& spec) {
+  for (const auto& [name, value] : spec.headers) {
+    if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+      return InvalidArgument(
+          "header '" + name +
+          "' holds a line break or NUL byte once its ${NAME} references are "
+          "expanded, so it is not sent (is there a trailing newline in the "
+          "variable's value?)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void McpClient::Stop() {
   std::unique_ptr<McpSession> session;
   {
@@ -45,6 +65,8 @@ Result<std::shared_ptr<McpClient>> McpClient::Start(
     }
     client->session_ = std::move(*session);
   } else {
+    if (Status s = CheckHeaderValues(spec); !s.ok())
+      return Status(s.code(), prefix + s.message());
     client->session_ = MakeMcpHttpSession(spec, clock, client->options_);
   }
   const bool by_startup =

@@ -46,7 +46,8 @@ struct McpServerSpec {
   // command and env are unused.
   std::string url;
   // Sent with every HTTP request, values expanded. They may hold secrets:
-  // never logged.
+  // never logged. A value with a line break or NUL byte is refused by Start
+  // (kInvalidArgument), nothing sent.
   std::vector<std::pair<std::string, std::string>> headers;
   // stdio: argv run directly (argv[0] looked up in PATH) when not empty;
   // otherwise `command` through `bash -c`.
@@ -103,7 +104,8 @@ class McpClient {
   // spec.startup_timeout and `deadline`. Errors: kDeadlineExceeded (the
   // time ran out), kCancelled (`cancel` fired), kUnavailable (it could not
   // start, it exited, it broke the protocol, it answered with an error or a
-  // protocol version this client does not speak).
+  // protocol version this client does not speak), kInvalidArgument (a
+  // header value that cannot be sent).
   static Result<std::shared_ptr<McpClient>> Start(
       const McpServerSpec& spec, ProcessLauncher& launcher,
       const std::string& working_dir, Clock& clock, Deadline deadline,

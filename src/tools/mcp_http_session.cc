@@ -1,12 +1,14 @@
 #include "tools/mcp_http_session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
 #include "core/log.h"
 #include "core/sse.h"
 #include "tools/json_rpc.h"
@@ -36,6 +38,16 @@ bool IsVisibleAscii(const std::string& s) {
   });
 }
 
+// A Content-Type of text/event-stream: the media type compared without
+// regard to case (RFC 9110), parameters after ';' ignored.
+bool IsEventStream(const std::string& content_type) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t'))
+    type.pop_back();
+  for (char& c : type) c = static_cast<char>(std::tolower(c));
+  return type == "text/event-stream";
+}
+
 // What one POST of a request gathers as its answer arrives.
 struct Exchange {
   int64_t id = 0;
@@ -45,6 +57,11 @@ struct Exchange {
   std::string body;        // A JSON answer, or the start of an error's.
   SseParser events;
   std::string too_large;  // Why the answer was cut; "" while it was not.
+  // A notification's or an answer's POST: only the status counts, so a
+  // success is not read further (a server may hold a stream open).
+  bool status_only = false;
+  // The id of a response to another request, as JSON; "" when none came.
+  std::string stray_id;
 };
 
 class HttpSession : public McpSession {
@@ -145,14 +162,14 @@ class HttpSession : public McpSession {
   bool OnBody(const HttpReply& reply, std::string_view piece, Exchange& ex) {
     if (!ex.decided) {
       ex.decided = true;
-      ex.is_stream =
-          IsSuccess(reply.status) &&
-          reply.Header("content-type").rfind("text/event-stream", 0) == 0;
+      ex.is_stream = IsSuccess(reply.status) &&
+                     IsEventStream(reply.Header("content-type"));
     }
     if (!IsSuccess(reply.status)) {
       ex.body.append(piece.substr(0, kExcerptBytes - ex.body.size()));
       return ex.body.size() < kExcerptBytes;
     }
+    if (ex.status_only) return false;
     if (ex.is_stream) return OnEvents(piece, ex);
     if (ex.body.size() + piece.size() > options_.max_line_bytes) {
       ex.too_large = "its answer is larger than " +
@@ -194,6 +211,7 @@ class HttpSession : public McpSession {
         if (JsonRpcIntId(m) == ex.id) {
           ex.response = m;
         } else {
+          ex.stray_id = QuoteMcpText(DumpJson(m["id"]));
           LogEvent(LogLevel::kDebug, "mcp.stray_response",
                    {{"server", server_}, {"line", QuoteMcpText(data)}});
         }
@@ -276,6 +294,13 @@ Result<nlohmann::json> HttpSession::Conclude(const std::string& method,
         StatusCode::kUnavailable,
         "its event stream ended without an answer to '" + method + "'");
   }
+  if (!ex.stray_id.empty()) {
+    return Status(StatusCode::kUnavailable,
+                  "its answer to '" + method +
+                      "' is the response to another request (id " +
+                      ex.stray_id + "; the request's is " +
+                      std::to_string(ex.id) + ")");
+  }
   if (ex.body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Status(StatusCode::kUnavailable,
                   "it answered '" + method + "' with HTTP " +
@@ -341,6 +366,7 @@ Status HttpSession::FlushNotices(Deadline deadline, const CancelToken& cancel) {
 Status HttpSession::PostNotice(const std::string& line, Deadline deadline,
                                const CancelToken& cancel) {
   Exchange ex;  // The body, if any, is only quoted in an error.
+  ex.status_only = true;
   HttpTransferResult r = Post(line, &ex, deadline, cancel);
   switch (r.ending) {
     case Ending::kCancelled:

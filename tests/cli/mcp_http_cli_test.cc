@@ -126,6 +126,30 @@ TEST_F(McpHttpCliTest, EachBadUrlDeclarationIsRefusedWithItsLine) {
   }
 }
 
+// A password in the url would be shown wherever the url is (explain,
+// errors, logs, the run record): refused, and quoted nowhere.
+TEST_F(McpHttpCliTest, AUrlWithCredentialsIsRefusedWithoutQuotingThem) {
+  for (const char* url :
+       {"http://user:hunter22@127.0.0.1:9/mcp", "https://hunter22@h/mcp",
+        "HTTP://u:hunter22@[::1]:9/mcp?x=1"}) {
+    Write(std::string("mcp_servers:\n- name: s\n  url: '") + url + "'\n", "s");
+    for (const char* command : {"validate p.yaml", "explain p.yaml"}) {
+      CliResult r = Steps(command);
+      EXPECT_EQ(r.exit_code, 65) << url << r.out;
+      EXPECT_TRUE(Has(r.out,
+                      "p.yaml:3: error: mcp server 's': 'url' carries a user "
+                      "name or password (before '@'), which explain, errors "
+                      "and logs would show; send credentials in 'headers:' "
+                      "instead, e.g. Authorization: \"Basic ${MCP_AUTH}\""))
+          << url << r.out;
+      EXPECT_FALSE(Has(r.out, "hunter22")) << url << r.out;
+    }
+  }
+  // An '@' after the host is part of the path, not a user.
+  Write("mcp_servers:\n- name: s\n  url: http://h/mcp/@me?to=a@b\n", "s");
+  EXPECT_EQ(Steps("validate p.yaml").exit_code, 0);
+}
+
 TEST_F(McpHttpCliTest, AUrlServerWithHeadersLoads) {
   Write(
       "mcp_servers:\n"

@@ -15,11 +15,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -39,10 +42,12 @@ using steps::test_support::TempDir;
 constexpr std::chrono::seconds kReadTimeout{60};
 
 // `steps mcp` started with its stdin and stdout on pipes (stderr to a file
-// in the served folder). Kills it if still running at the end.
+// in the served folder, or to `stderr_fd` when given). Kills it if still
+// running at the end.
 class McpSession {
  public:
-  McpSession(const std::string& root, std::vector<std::string> args = {}) {
+  McpSession(const std::string& root, std::vector<std::string> args = {},
+             int stderr_fd = -1) {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -56,8 +61,12 @@ class McpSession {
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     const std::string log = root + "/mcp-server.log";
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (stderr_fd >= 0) {
+      posix_spawn_file_actions_adddup2(&fa, stderr_fd, 2);
+    } else {
+      posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
+                                       O_WRONLY | O_CREAT | O_APPEND, 0644);
+    }
     EXPECT_EQ(posix_spawn(&pid_, kStepsBinary.c_str(), &fa, nullptr,
                           argv.data(), environ),
               0);
@@ -467,6 +476,140 @@ TEST(McpServerCliTest, TheRunFlagsOfMcpAreChecked) {
   EXPECT_TRUE(Has(ok.out, "Run 20261201-063000-3f2a  succeeded")) << ok.out;
   EXPECT_TRUE(Has(ok.out, "(via mcp)\n")) << ok.out;
   EXPECT_FALSE(Has(RunSteps(dir.path(), "run --help").out, "--run-id"));
+}
+
+// Opening a FIFO for reading blocks until a writer comes: a call that did
+// would never answer, and the server could not end at end of input.
+TEST(McpServerCliTest, AFifoUnderTheRootIsRefusedNotOpened) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir / "pipe.yaml").c_str(), 0644), 0);
+  McpSession s(dir.path());
+  s.Initialize();
+  int id = 1;
+  for (const char* tool : {"validate", "explain", "run"}) {
+    json r = s.Call(id++, tool, {{"file", "pipe.yaml"}});
+    ASSERT_TRUE(r.contains("result")) << tool << ": " << r;
+    EXPECT_TRUE(IsError(r)) << tool;
+    EXPECT_EQ(Text(r),
+              "file 'pipe.yaml' is not a regular file (a FIFO, socket or "
+              "device); name a pipeline file")
+        << tool;
+  }
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
+}
+
+// MCP forbids a null id: such a request is refused with an error (whose
+// id is null too), not taken for a notification and left unanswered.
+TEST(McpServerCliTest, ARequestWithANullIdIsRefusedNotLeftUnanswered) {
+  TempDir dir;
+  McpSession s(dir.path());
+  s.Initialize();
+  s.Send({{"jsonrpc", "2.0"}, {"id", nullptr}, {"method", "tools/list"}});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}});
+  std::optional<json> refused = s.Next();
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE((*refused)["id"].is_null()) << *refused;
+  EXPECT_EQ((*refused)["error"]["code"], -32600) << *refused;
+  EXPECT_EQ(s.AnswerTo(1)["result"], json::object());
+}
+
+// A client may ignore the server's standard error by closing its end of
+// the pipe: the log lines written there then fail, and must not kill the
+// server (SIGPIPE) before it has answered anything.
+TEST(McpServerCliTest, AStandardErrorNobodyReadsDoesNotKillTheServer) {
+  TempDir dir;
+  int err[2];
+  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+  close(err[0]);
+  McpSession s(dir.path(), {}, err[1]);
+  close(err[1]);
+  json init = s.Initialize();
+  EXPECT_EQ(init["result"]["protocolVersion"], "2025-06-18") << init;
+  EXPECT_EQ(s.Request(1, "ping")["result"], json::object());
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
+}
+
+// The pid of the `steps run` process started for run `run_id` (found by
+// its --run-id= argument under /proc); -1 when there is none.
+pid_t RunProcess(const std::string& run_id) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+    if (Has(cmdline, std::string("\0run\0", 5)) &&
+        Has(cmdline, "--run-id=" + run_id))
+      return static_cast<pid_t>(std::stoi(name));
+  }
+  return -1;
+}
+
+// A run of this server's that dies without recording its end (killed) is
+// reported interrupted at once: its process is reaped before the record is
+// read, so it does not pass for alive as a zombie would, and a waiting
+// status does not wait out its whole wait_seconds.
+TEST(McpServerCliTest, ARunKilledUnderTheServerIsReportedInterrupted) {
+  TempDir dir;
+  const std::string up = dir / "up";
+  ASSERT_EQ(mkfifo(up.c_str(), 0644), 0);
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: hold\n    run: |\n"
+            "      echo up > '" +
+                up + "'\n      sleep 60\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json started = s.Call(1, "run", {{"file", "p.yaml"}});
+  ASSERT_FALSE(IsError(started)) << started;
+  const std::string run = started["result"]["structuredContent"]["run"];
+  // The task writes to the FIFO once it runs: the run is recorded then.
+  int fifo = open(up.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(fifo, 0);
+  pollfd p{fifo, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 60000), 1) << "the task did not start";
+  close(fifo);
+  const pid_t pid = RunProcess(run);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const auto start = std::chrono::steady_clock::now();
+  json status = s.Call(2, "status", {{"run", run}, {"wait_seconds", 60}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(status["result"]["structuredContent"]["status"], "interrupted")
+      << status;
+  EXPECT_TRUE(status["result"]["structuredContent"]["finished"].get<bool>());
+  EXPECT_TRUE(Has(Text(s.Call(3, "show", {{"run", run}})),
+                  "Run " + run + "  interrupted"));
+  EXPECT_TRUE(Has(Text(s.Call(4, "runs", json::object())), "interrupted"));
+}
+
+// A mock script named by `mock: {file: ...}` is read at load: a FIFO would
+// block validate forever and a device such as /dev/zero never ends (its
+// memory grows until it fails). Both are refused before they are read.
+TEST(McpServerCliTest, AMockScriptThatIsNoRegularFileIsRefusedUnread) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir / "script.yaml").c_str(), 0644), 0);
+  const std::string plan =
+      "jobs:\n- name: j\n  plan:\n  - task: t\n    run: echo hi\n";
+  dir.Write("fifo.yaml", plan + "mock: {file: script.yaml}\n");
+  dir.Write("zero.yaml", plan + "mock: {file: /dev/zero}\n");
+  McpSession s(dir.path());
+  s.Initialize();
+  json fifo = s.Call(1, "validate", {{"file", "fifo.yaml"}});
+  ASSERT_TRUE(fifo.contains("result")) << fifo;
+  EXPECT_TRUE(Has(Text(fifo),
+                  "fifo.yaml:6: error: mock: file: 'script.yaml' is not a "
+                  "regular file"))
+      << Text(fifo);
+  json zero = s.Call(2, "validate", {{"file", "zero.yaml"}});
+  ASSERT_TRUE(zero.contains("result")) << zero;
+  EXPECT_TRUE(Has(Text(zero),
+                  "zero.yaml:6: error: mock: file: '/dev/zero' is not a "
+                  "regular file"))
+      << Text(zero);
+  s.CloseInput();
+  EXPECT_EQ(s.WaitExit(), 0);
 }
 
 }  // namespace

@@ -167,6 +167,17 @@ TEST_F(McpHttpClientTest, AnAnswerThatIsNotJsonIsQuoted) {
       << client.status().message();
 }
 
+// A well-formed response to another id is not "not JSON-RPC": the error
+// says whose id it carries.
+TEST_F(McpHttpClientTest, AnAnswerWithAnotherIdIsNamedAsSuch) {
+  HostileMcpHttpServer server("wrong-id");
+  auto client = Start(Spec(server.url()));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().message(),
+            "mcp server 'h': its answer to 'initialize' is the response to "
+            "another request (id \"1\"; the request's is 1)");
+}
+
 TEST_F(McpHttpClientTest, ARedirectIsRefusedNotFollowed) {
   HostileMcpHttpServer server("redirect");
   auto client = Start(Spec(server.url()));
@@ -333,6 +344,49 @@ TEST_F(McpHttpClientTest, McpToolReportsTheToolTimeout) {
             "h__echo: timed out after 300ms (the server's tool_timeout); the "
             "call was cancelled");
   EXPECT_TRUE(server.WaitFor("notifications/cancelled", 10000));
+}
+
+TEST_F(McpHttpClientTest, AnEventStreamIsKnownWhateverTheCaseOfItsType) {
+  HostileMcpHttpServer server("odd-content-type");
+  auto client = Start(Spec(server.url()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ((*client)->tools().size(), 1u);
+  EXPECT_EQ((*client)->tools()[0].name, "echo");
+}
+
+// A value whose ${NAME} expanded to a line break would end the header and
+// start another: refused before anything is sent, the value not quoted.
+TEST_F(McpHttpClientTest, AHeaderValueWithALineBreakIsRefusedUnsent) {
+  HostileMcpHttpServer server("good");
+  for (const std::string& value :
+       {std::string("abc\r\nX-Injected: yes"), std::string("abc\n"),
+        std::string("abc\0def", 7)}) {
+    McpServerSpec spec = Spec(server.url());
+    spec.headers.emplace_back("X-Token", value);
+    auto client = Start(spec);
+    ASSERT_FALSE(client.ok());
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(client.status().message(),
+              "mcp server 'h': header 'X-Token' holds a line break or NUL "
+              "byte once its ${NAME} references are expanded, so it is not "
+              "sent (is there a trailing newline in the variable's value?)");
+  }
+  EXPECT_TRUE(server.received().empty());
+}
+
+// A notification is owed only a status (202). A server that answers one
+// with an event stream it holds open must not hold the client: the start
+// does not wait for that stream to end (it would until startup_timeout).
+TEST_F(McpHttpClientTest,
+       ANotificationAnsweredWithAStreamDoesNotHoldTheClient) {
+  HostileMcpHttpServer server("notice-stream");
+  auto client = Start(Spec(server.url()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Result<nlohmann::json> r = (*client)->CallTool(
+      "echo", {{"text", "hi"}}, Deadline::After(RealClock(), kGenerous),
+      CancelToken());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(McpContentText(*r), "echo: hi");
 }
 
 }  // namespace

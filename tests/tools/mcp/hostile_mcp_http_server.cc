@@ -124,6 +124,10 @@ void HostileMcpHttpServer::Route() {
     record(req, message);
     if (!message.is_object() || !message.contains("method") ||
         !message.contains("id")) {
+      if (mode_ == "notice-stream" && message.is_object() &&
+          message.contains("method")) {
+        return HoldStream(false, res);  // 200 and a stream, never ending.
+      }
       res.status = 202;  // A notification or a response.
       return;
     }
@@ -155,6 +159,11 @@ void HostileMcpHttpServer::Initialize(const json& message,
     res.set_content("<html>not json</html>", "application/json");
     return;
   }
+  if (mode_ == "wrong-id") {
+    res.set_content(Result(message["id"].dump(), InitializeResult()).dump(),
+                    "application/json");
+    return;
+  }
   if (mode_ == "redirect") {
     res.status = 307;
     res.set_header("Location",
@@ -171,9 +180,13 @@ void HostileMcpHttpServer::ListTools(const json& message,
   json log = {{"jsonrpc", "2.0"},
               {"method", "notifications/message"},
               {"params", {{"level", "warning"}, {"data", "listing tools"}}}};
+  // A media type is case-insensitive and may carry parameters.
+  const char* type = mode_ == "odd-content-type"
+                         ? "Text/Event-Stream; charset=UTF-8"
+                         : "text/event-stream";
   res.set_content(
       ": primed\n\n" + Event(log) + Event(Result(message["id"], ToolList())),
-      "text/event-stream");
+      type);
 }
 
 void HostileMcpHttpServer::CallTool(const json& message,

@@ -9,12 +9,17 @@
 //   status-500     answers initialize with 500 and a text body
 //   not-json       answers initialize with 200, application/json, and HTML
 //   redirect       answers initialize with 307 to /elsewhere
+//   wrong-id       answers initialize (JSON) with its id as a string
 //   sse-silent     answers tools/call with an event stream that sends a
 //                  progress notification and then nothing, held open
 //   session-404    answers tools/call with 404 (the session expired)
 //   huge           answers tools/call with a 2 MiB JSON message
 //   huge-event     answers tools/call with an event stream whose one event
 //                  grows past 2 MiB and never ends
+//   odd-content-type  as good, but tools/list's event stream comes as
+//                  "Text/Event-Stream; charset=UTF-8"
+//   notice-stream  as good, but answers a notification with 200 and an
+//                  event stream held open instead of 202
 //   ping-first     answers tools/call with an event stream that first sends
 //                  a ping request and answers the call only once the
 //                  client's result for the ping has been POSTed
