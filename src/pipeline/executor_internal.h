@@ -137,6 +137,12 @@ class JobRunner {
   // every unit not admitted gets a record that says why.
   StepResult FanOut(const FanOutUnits& units, const Scope& scope);
 
+  // A step that ended before the run was interrupted (ExecutorOptions::
+  // resume): its stored record handed to the observers as finished, and its
+  // result; nullopt when the step is to run.
+  // What an agent step spent is charged to `scope`'s budgets.
+  std::optional<StepResult> ReplayFinished(const StepRef& ref,
+                                           const Scope& scope);
   // Leaf steps (work_step.cc, agent_step.cc).
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
