@@ -272,31 +272,42 @@ class ScriptedModel {
   std::vector<json> requests_;
 };
 
-TEST_F(ResumeCliTest, AgentConversationContinuesWithoutResending) {
-  ScriptedModel model(dir_.path());
-  ASSERT_GT(model.port(), 0);
-  dir_.Write("p.yaml",
-             "agents:\n"
-             "- name: a\n"
-             "  source: {model: openai/m, base_url: http://127.0.0.1:" +
-                 std::to_string(model.port()) +
-                 "/v1}\n"
-                 "  tools: [run_shell]\n"
-                 "jobs:\n"
-                 "- name: j\n"
-                 "  plan:\n"
-                 "  - agent: a\n"
-                 "    messages: [go]\n");
-  auto run = [&](const std::string& args) {
+class ResumeAgentTest : public ResumeCliTest {
+ protected:
+  // One agent step of agent `a` served by `model`; `agent_extra` adds keys
+  // to the agent's entry.
+  void WriteAgentPipeline(const ScriptedModel& model,
+                          const std::string& agent_extra = "") {
+    dir_.Write("p.yaml",
+               "agents:\n"
+               "- name: a\n"
+               "  source: {model: openai/m, base_url: http://127.0.0.1:" +
+                   std::to_string(model.port()) +
+                   "/v1}\n"
+                   "  tools: [run_shell]\n" +
+                   agent_extra +
+                   "jobs:\n"
+                   "- name: j\n"
+                   "  plan:\n"
+                   "  - agent: a\n"
+                   "    messages: [go]\n");
+  }
+  test_support::CliResult Run(const std::string& args) {
     return RunSteps(dir_.path(), args + " --plain --state-dir state",
                     {.prefix = "OPENAI_API_KEY=k",
                      .streams = test_support::Streams::kMerged,
                      .kill_after = std::chrono::seconds(60)});
-  };
-  auto killed = run("run p.yaml");
+  }
+};
+
+TEST_F(ResumeAgentTest, ConversationContinuesWithoutResending) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model);
+  auto killed = Run("run p.yaml");
   EXPECT_EQ(killed.exit_code, 137) << killed.out;
   ASSERT_EQ(model.requests().size(), 2u);
-  auto resumed = run("resume");
+  auto resumed = Run("resume");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
   // Requests 1 and 2 were answered before the kill: only the third is new.
   const std::vector<json> requests = model.requests();
@@ -319,6 +330,39 @@ TEST_F(ResumeCliTest, AgentConversationContinuesWithoutResending) {
                 "SELECT count(*) FROM output_lines WHERE stream = 'log'"
                 " AND line LIKE '%agent.tool_rerun%call=call_2%'"),
             "1");
+}
+
+// Each answer costs 7 tokens: two answers spend a budget of 14 exactly. The
+// resumed conversation counts them, so no third request is sent.
+TEST_F(ResumeAgentTest, BudgetCountsWhatWasSpentBefore) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "  budget: {tokens: 14}\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  ASSERT_EQ(model.requests().size(), 2u);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_EQ(model.requests().size(), 2u);
+  EXPECT_TRUE(Has(resumed.out, "token budget of 14 spent (14 used)"))
+      << resumed.out;
+  // The unfinished call still ran again before the budget stopped it.
+  EXPECT_EQ(dir_.Read("calls.txt"), "a\nb\nb\n");
+}
+
+// The agent's timeout counts the time its step had run before: an hour
+// spent of 30 minutes ends the conversation at once, with no request.
+TEST_F(ResumeAgentTest, DeadlineCountsTheTimeSpentBefore) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "  timeout: 30m\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  Sql(Db(), "UPDATE steps SET started_ms = started_ms - 3600000");
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_EQ(model.requests().size(), 2u);
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM steps"), "failed");
+  EXPECT_TRUE(Has(Sql(Db(), "SELECT error FROM steps"), "deadline"))
+      << Sql(Db(), "SELECT error FROM steps");
 }
 
 }  // namespace
