@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "agent/agent.h"
 #include "core/clock.h"
@@ -25,6 +26,10 @@ struct ResumeState {
   std::map<std::string, StepRecord> finished;
   // Steps that were in flight, by StepRef id: when each first started.
   std::map<std::string, WallTime> step_started;
+  // Their attempts that ended (failed or errored) before the interruption,
+  // numbered 1, 2, ...: a task, get or put continues with the next number,
+  // restarting the attempt that was in flight.
+  std::map<std::string, std::vector<AttemptRecord>> attempts;
   // Time the run was alive since each job / in-flight step started (the
   // downtime of interruptions not counted): its deadline is its timeout
   // minus this. Empty under `--fresh-deadlines`.

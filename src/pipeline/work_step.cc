@@ -473,9 +473,18 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
   Millis last_limit{0};
+  // A resumed step keeps the attempts that ended before the interruption.
+  int first = 1;
+  if (const ResumeState* resume = ex_.opts.resume) {
+    if (auto it = resume->attempts.find(ref.id);
+        it != resume->attempts.end()) {
+      rec.attempts = it->second;
+      first = static_cast<int>(rec.attempts.size()) + 1;
+    }
+  }
 
-  for (int k = 1; k <= attempts; ++k) {
-    if (k > 1) {
+  for (int k = first; k <= attempts; ++k) {
+    if (k > first) {
       Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
                         ? rs.retry_waits[k - 2]
                         : Millis(0);

@@ -131,6 +131,45 @@ Status ReadSteps(Db& db, ResumePoint& point,
   });
 }
 
+// The attempts of each step in flight that ended before it was
+// interrupted: 1, 2, ... up to the first that did not fail or error.
+Status ReadAttempts(Db& db, ResumePoint& point,
+                    const std::vector<std::string>& in_flight) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT number, of, status, started_ms, duration_ms, exit_code,"
+      " timed_out, error, output FROM attempts WHERE run_id = ?1 AND"
+      " step_id = ?2 ORDER BY number");
+  if (!st.ok()) return st.status();
+  for (const std::string& id : in_flight) {
+    (*st)->Reset();
+    (*st)->Bind(1, point.run_id);
+    (*st)->Bind(2, id);
+    std::vector<pipeline::AttemptRecord> ended;
+    bool gap = false;
+    Status s = (*st)->EachRow([&](const Statement& row) {
+      const std::string status = row.Text(2);
+      if (gap || row.Int(0) != static_cast<int64_t>(ended.size()) + 1 ||
+          (status != "failed" && status != "errored")) {
+        gap = true;
+        return;
+      }
+      pipeline::AttemptRecord& a = ended.emplace_back();
+      a.number = static_cast<int>(row.Int(0));
+      a.of = static_cast<int>(row.Int(1));
+      a.outcome = *ParseOutcome(status);
+      a.started = FromMs(row.Int(3));
+      a.duration = Millis(row.IsNull(4) ? 0 : row.Int(4));
+      if (!row.IsNull(5)) a.exit_code = static_cast<int>(row.Int(5));
+      a.timed_out = row.Int(6) != 0;
+      a.error = row.Text(7);
+      a.output = row.Text(8);
+    });
+    if (!s.ok()) return s;
+    if (!ended.empty()) point.state.attempts[id] = std::move(ended);
+  }
+  return Status::Ok();
+}
+
 // The conversations of the steps in flight that had one.
 Status ReadConversations(Db& db, ResumePoint& point,
                          const std::vector<std::string>& in_flight) {
@@ -202,6 +241,7 @@ Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
     point.died_ms = *died;
     std::vector<std::string> in_flight;
     if (Status r = ReadSteps(db, point, earlier, in_flight); !r.ok()) return r;
+    if (Status r = ReadAttempts(db, point, in_flight); !r.ok()) return r;
     if (Status r = ReadConversations(db, point, in_flight); !r.ok()) return r;
     return ReadJobs(db, point, earlier);
   });

@@ -272,6 +272,36 @@ class ScriptedModel {
   std::vector<json> requests_;
 };
 
+// Attempt 1 fails, attempt 2 is in flight when `steps` is killed: the
+// resumed step keeps attempt 1 and restarts attempt 2, which succeeds.
+TEST_F(ResumeCliTest, AttemptNumberingContinues) {
+  const std::string count = dir_.path() + "/count";
+  dir_.Write("p.yaml",
+             "jobs:\n"
+             "- name: j\n"
+             "  plan:\n"
+             "  - task: flaky\n"
+             "    attempts: 3\n"
+             "    run: |\n"
+             "      n=$(( $(cat " +
+                 count +
+                 " 2>/dev/null || echo 0) + 1 ))\n"
+                 "      echo $n > " +
+                 count +
+                 "\n"
+                 "      if [ $n = 1 ]; then exit 1; fi\n"
+                 "      " +
+                 SignalStepsOnce(dir_.path() + "/mark", "KILL") + "\n");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("count"), "3\n");
+  EXPECT_EQ(Sql(Db(),
+                "SELECT group_concat(number || ':' || status, ' ')"
+                " FROM (SELECT * FROM attempts ORDER BY number)"),
+            "1:failed 2:succeeded");
+}
+
 class ResumeAgentTest : public ResumeCliTest {
  protected:
   // One agent step of agent `a` served by `model`; `agent_extra` adds keys
