@@ -307,11 +307,14 @@ class ResumeAgentTest : public ResumeCliTest {
   // One agent step of agent `a` served by `model`; `agent_extra` adds keys
   // to the agent's entry.
   void WriteAgentPipeline(const ScriptedModel& model,
-                          const std::string& agent_extra = "") {
+                          const std::string& agent_extra = "",
+                          const std::string& message = "go",
+                          const std::string& top = "") {
     dir_.Write("p.yaml",
-               "agents:\n"
-               "- name: a\n"
-               "  source: {model: openai/m, base_url: http://127.0.0.1:" +
+               top +
+                   "agents:\n"
+                   "- name: a\n"
+                   "  source: {model: openai/m, base_url: http://127.0.0.1:" +
                    std::to_string(model.port()) +
                    "/v1}\n"
                    "  tools: [run_shell]\n" +
@@ -320,11 +323,12 @@ class ResumeAgentTest : public ResumeCliTest {
                    "- name: j\n"
                    "  plan:\n"
                    "  - agent: a\n"
-                   "    messages: [go]\n");
+                   "    messages: [\"" +
+                   message + "\"]\n");
   }
   test_support::CliResult Run(const std::string& args) {
     return RunSteps(dir_.path(), args + " --plain --state-dir state",
-                    {.prefix = "OPENAI_API_KEY=k",
+                    {.prefix = "OPENAI_API_KEY=k TOKEN_X=supersecret1",
                      .streams = test_support::Streams::kMerged,
                      .kill_after = std::chrono::seconds(60)});
   }
@@ -393,6 +397,21 @@ TEST_F(ResumeAgentTest, DeadlineCountsTheTimeSpentBefore) {
   EXPECT_EQ(Sql(Db(), "SELECT status FROM steps"), "failed");
   EXPECT_TRUE(Has(Sql(Db(), "SELECT error FROM steps"), "deadline"))
       << Sql(Db(), "SELECT error FROM steps");
+}
+
+// Secret values are never stored: the resumed conversation carries `***`
+// where the model had seen one.
+TEST_F(ResumeAgentTest, ASecretComesBackMasked) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "", "go supersecret1", "secrets: [TOKEN_X]\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  const std::vector<json> requests = model.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0]["messages"][1]["content"], "go supersecret1");
+  EXPECT_EQ(requests[2]["messages"][1]["content"], "go ***");
 }
 
 }  // namespace
