@@ -143,6 +143,9 @@ class JobRunner {
   // What an agent step spent is charged to `scope`'s budgets.
   std::optional<StepResult> ReplayFinished(const StepRef& ref,
                                            const Scope& scope);
+  // A resumed step in flight: the attempts that ended before the
+  // interruption, put into `rec`; their count (0 for any other step).
+  int ResumedAttempts(const StepRef& ref, StepRecord& rec) const;
   // Leaf steps (work_step.cc, agent_step.cc).
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,

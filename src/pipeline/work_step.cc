@@ -233,6 +233,15 @@ std::vector<AssertionResult> JobRunner::JudgeAssert(
   return results;
 }
 
+int JobRunner::ResumedAttempts(const StepRef& ref, StepRecord& rec) const {
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return 0;
+  auto it = resume->attempts.find(ref.id);
+  if (it == resume->attempts.end()) return 0;
+  rec.attempts = it->second;
+  return static_cast<int>(rec.attempts.size());
+}
+
 std::optional<StepResult> JobRunner::ReplayFinished(const StepRef& ref,
                                                     const Scope& scope) {
   const ResumeState* resume = ex_.opts.resume;
@@ -473,15 +482,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
   Millis last_limit{0};
-  // A resumed step keeps the attempts that ended before the interruption.
-  int first = 1;
-  if (const ResumeState* resume = ex_.opts.resume) {
-    if (auto it = resume->attempts.find(ref.id);
-        it != resume->attempts.end()) {
-      rec.attempts = it->second;
-      first = static_cast<int>(rec.attempts.size()) + 1;
-    }
-  }
+  const int first = ResumedAttempts(ref, rec) + 1;
 
   for (int k = first; k <= attempts; ++k) {
     if (k > first) {
