@@ -143,6 +143,10 @@ class JobRunner {
   // What an agent step spent is charged to `scope`'s budgets.
   std::optional<StepResult> ReplayFinished(const StepRef& ref,
                                            const Scope& scope);
+  // When a step's time counts from: now, or for a resumed step in flight
+  // as far back as the time it already spent (its deadline is the timeout
+  // minus that); sets rec.started to its first start.
+  SteadyTime ResumedStart(const StepRef& ref, StepRecord& rec) const;
   // A resumed step in flight: the attempts that ended before the
   // interruption, put into `rec`; their count (0 for any other step).
   int ResumedAttempts(const StepRef& ref, StepRecord& rec) const;

@@ -233,6 +233,18 @@ std::vector<AssertionResult> JobRunner::JudgeAssert(
   return results;
 }
 
+SteadyTime JobRunner::ResumedStart(const StepRef& ref, StepRecord& rec) const {
+  SteadyTime start = clock_.Now();
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return start;
+  if (auto it = resume->step_started.find(ref.id);
+      it != resume->step_started.end())
+    rec.started = it->second;
+  if (auto it = resume->step_spent.find(ref.id); it != resume->step_spent.end())
+    start -= it->second;
+  return start;
+}
+
 int JobRunner::ResumedAttempts(const StepRef& ref, StepRecord& rec) const {
   const ResumeState* resume = ex_.opts.resume;
   if (!resume) return 0;
@@ -273,17 +285,7 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   rec.ref = ref;
   rec.identity = rs.identity;
   rec.started = clock_.WallNow();
-  SteadyTime start = clock_.Now();
-  // A step in flight when the run was interrupted keeps its start, and the
-  // time it already spent counts against its timeout.
-  if (const ResumeState* resume = ex_.opts.resume) {
-    if (auto it = resume->step_started.find(ref.id);
-        it != resume->step_started.end())
-      rec.started = it->second;
-    if (auto it = resume->step_spent.find(ref.id);
-        it != resume->step_spent.end())
-      start -= it->second;
-  }
+  const SteadyTime start = ResumedStart(ref, rec);
   auto finish = [&](StepResult r) {
     // What the attempts printed was kept for the cache only: let it go.
     for (AttemptRecord& a : rec.attempts) a.printed.clear();
