@@ -97,6 +97,25 @@ class BudgetMeter {
   double usd_ = 0;
 };
 
+// A conversation picked up where its run was interrupted (`steps resume`),
+// rebuilt from its checkpoints (RebuildConversation, agent/resume.h). The
+// messages are the stored ones: a secret's value reads `***` in them.
+struct ResumedConversation {
+  std::vector<Message> messages;  // The whole history, in order.
+  // The last answer's tool calls that have no stored result, in order: they
+  // run before the next request. The ids of those that had started are in
+  // `restarted`: they run again (at least once, never exactly once).
+  std::vector<ToolCall> unfinished_calls;
+  std::vector<std::string> restarted;
+  // What the conversation had done and spent: turns and spending continue
+  // from here, and budgets count it.
+  int turns = 0;
+  int provider_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+};
+
 // Everything one agent step (or one fixer run) needs, fully resolved by
 // precedence (step, then agent entry, then package default).
 struct AgentInvocation {
@@ -128,6 +147,10 @@ struct AgentInvocation {
   // For `to:` routing: the routing step's output, given as critique in a
   // fresh conversation.
   std::optional<std::string> critique;
+  // Set when the conversation continues one interrupted earlier: its
+  // history replaces the one persona, messages and context files would
+  // build, and no completed request is sent again.
+  std::optional<ResumedConversation> resume_from;
 };
 
 // One tool call of a turn, as recorded: its arguments and result cut to

@@ -69,7 +69,7 @@ class Conversation {
         spending_(invocation.budget, context.shared_budgets) {}
 
   AgentResult Run() {
-    if (!Prepare()) {
+    if (!Prepare() && !ContinueResumed()) {
       while (!Step()) {
       }
     }
@@ -105,6 +105,25 @@ class Conversation {
       }
     }
 
+    if (inv_.resume_from) {
+      ResumeHistory();
+    } else if (BuildHistory()) {
+      return true;
+    }
+    for (const Tool* tool : granted_) {
+      request_.tools.push_back(
+          {tool->name(), tool->description(), DumpJson(tool->parameters())});
+    }
+    if (inv_.required_tools) {
+      request_.tools.push_back(FinishToolSchema());
+      request_.tool_choice = ToolChoice::Required();
+    }
+    return StopIfInterrupted();
+  }
+
+  // A fresh conversation's history: the system message (persona, deadline,
+  // required tools), the user messages, a critique, the context files.
+  bool BuildHistory() {
     std::string system = inv_.persona;
     auto add_paragraph = [&system](const std::string& text) {
       if (!system.empty()) system += "\n\n";
@@ -140,16 +159,52 @@ class Conversation {
     for (std::string& text : *files) {
       request_.messages.push_back(Message::User(std::move(text)));
     }
+    return false;
+  }
 
-    for (const Tool* tool : granted_) {
-      request_.tools.push_back(
-          {tool->name(), tool->description(), DumpJson(tool->parameters())});
+  // A resumed conversation's history, all of it durable already; its
+  // turns and spending continue, and count against its budgets.
+  void ResumeHistory() {
+    const ResumedConversation& r = *inv_.resume_from;
+    request_.messages = r.messages;
+    durable_messages_ = request_.messages.size();
+    result_.turns = r.turns;
+    result_.provider_requests = r.provider_requests;
+    result_.prompt_tokens = r.prompt_tokens;
+    result_.completion_tokens = r.completion_tokens;
+    result_.usd = r.usd;
+    result_.deadline_disclosed = deadline_.is_set();
+    // Over a cap already: the next Step says so before any request.
+    spending_.Charge(r.prompt_tokens + r.completion_tokens, r.usd);
+  }
+
+  // What a resumed conversation does before its next request: the last
+  // answer's tool calls that have no stored result run (those that had
+  // started run again, said on the log); a stored final answer ends it.
+  bool ContinueResumed() {
+    if (!inv_.resume_from) return false;
+    const ResumedConversation& r = *inv_.resume_from;
+    if (!r.unfinished_calls.empty()) {
+      for (const std::string& id : r.restarted) {
+        Log(LogLevel::kWarn, "agent.tool_rerun",
+            {{"agent", inv_.agent_name},
+             {"call", id},
+             {"why",
+              "it started before the run was interrupted and its result was "
+              "not stored: it runs again (tool calls are at least once)"}});
+      }
+      AgentTurnRecord record;
+      record.turn = result_.turns;
+      return RunTools(r.unfinished_calls, record);
     }
-    if (inv_.required_tools) {
-      request_.tools.push_back(FinishToolSchema());
-      request_.tool_choice = ToolChoice::Required();
+    if (request_.messages.empty()) return false;
+    const Message& last = request_.messages.back();
+    if (last.role == Role::kAssistant && last.tool_calls.empty() &&
+        !inv_.required_tools) {
+      result_.answer = last.content;
+      return Succeed(last.content);
     }
-    return StopIfInterrupted();
+    return false;
   }
 
   // One request (or one CLI run) and what follows from its answer.

@@ -8,6 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
+namespace steps::store {
+struct ResumePoint;
+}
+
 namespace steps::cli {
 
 // Exit codes (DESIGN.md, "Commands and exit codes").
@@ -37,6 +43,7 @@ Command InitCommand();
 Command CompletionCommand();
 Command ProvidersCommand();
 Command McpCommand();
+Command ResumeCommand();
 
 // `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: the run guardian's side
 // (process/guardian.h), started by `steps run` and `steps test`, never by a
@@ -70,6 +77,30 @@ struct ExplainReport {
 };
 ExplainReport ExplainFile(const std::string& file,
                           const std::vector<std::string>& jobs);
+
+// What `steps resume` and `steps run --resume-if-interrupted` share.
+struct ResumeOptions {
+  std::string state_dir = ".steps";
+  bool fresh_deadlines = false;  // Deadlines not carried over.
+  bool mock = false;             // Agents served from the mock: block.
+  bool plain = false;
+};
+
+// The run `run` of the store under `state_dir` (empty: the newest
+// interrupted or aborted one, of pipeline `file` when set), ready to
+// resume; NotFound when there is none.
+Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
+                                           const std::string& run,
+                                           const std::string& file,
+                                           bool fresh_deadlines);
+
+// The bytes of a pipeline file; NotFound when it cannot be read.
+Result<std::string> ReadPipelineBytes(const std::string& file);
+
+// Continues `point` under its own id after checking that its pipeline file
+// is unchanged (65 and what changed when it is not); the exit code as
+// `steps run` gives it.
+int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point);
 
 }  // namespace steps::cli
 

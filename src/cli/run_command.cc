@@ -14,6 +14,7 @@
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
 #include "pipeline/source_check.h"
+#include "store/resume.h"
 #include "ui/server.h"
 
 namespace steps::cli {
@@ -39,7 +40,32 @@ struct RunOptions {
   // in `Taken by:`.
   std::string run_id;
   std::string via;
+  // --resume-if-interrupted: continue the newest interrupted or aborted run
+  // of the same file instead of starting a new one.
+  bool resume_if_interrupted = false;
 };
+
+// --resume-if-interrupted: the exit code of resuming the newest interrupted
+// or aborted run of FILE, or nullopt when there is none to resume.
+std::optional<int> ResumeIfInterrupted(const RunOptions& opts) {
+  if (!opts.resume_if_interrupted) return std::nullopt;
+  Result<store::ResumePoint> point =
+      FindResumePoint(opts.state_dir, "", opts.file, false);
+  if (!point.ok()) {
+    if (point.status().code() != StatusCode::kNotFound) {
+      std::cerr << "steps run: --resume-if-interrupted: "
+                << point.status().message() << "; starting a new run\n";
+    }
+    return std::nullopt;
+  }
+  std::cerr << "steps run: resuming run " << point->run_id << " of "
+            << opts.file << " (--resume-if-interrupted)\n";
+  ResumeOptions resume;
+  resume.state_dir = opts.state_dir;
+  resume.mock = opts.mock;
+  resume.plain = opts.plain;
+  return ResumeRun(resume, *point);
+}
 
 // Where --record writes: PATH as given, or NAME.mock.yaml next to the
 // pipeline NAME.yaml.
@@ -154,6 +180,7 @@ int WriteRecording(const RunOptions& opts, const pipeline::Pipeline& pipeline,
 }
 
 int RunRun(const RunOptions& opts) {
+  if (std::optional<int> resumed = ResumeIfInterrupted(opts)) return *resumed;
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
   std::cerr << r.diagnostics.FormatAll();
   CiReport report("steps run " + opts.file);
@@ -217,6 +244,10 @@ int RunRun(const RunOptions& opts) {
   setup.observer = &printer;
   setup.use_cache = !opts.no_cache && !opts.record;
   setup.record = opts.record;
+  if (opts.file != "-") {
+    if (Result<std::string> text = ReadPipelineBytes(opts.file); text.ok())
+      setup.file_text = std::move(*text);
+  }
   RunOutcome outcome = RunPlan(plan, setup);
   // The run's last line stays last on the terminal: no status block is
   // drawn under what follows.
@@ -285,6 +316,9 @@ Command RunCommand() {
                        "Also answer the UI for this Host name (NAME or "
                        "NAME:PORT; repeatable); implies --ui")
             ->each([opts](const std::string&) { opts->ui = true; });
+        app.add_flag("--resume-if-interrupted", opts->resume_if_interrupted,
+                     "Resume the latest interrupted or aborted run of FILE "
+                     "instead, when there is one (`steps resume`)");
         // Not for users (no group: not in --help): what `steps mcp` passes
         // the runs it starts in the background.
         app.add_option("--run-id", opts->run_id)->group("");

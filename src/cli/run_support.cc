@@ -8,6 +8,7 @@
 #include "agent/runner.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/redact.h"
 #include "mock_provider/script.h"
@@ -38,6 +39,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   opts.via = setup.via;
   opts.run_id =
       setup.run_id.empty() ? pipeline::NewRunId(RealClock()) : setup.run_id;
+  if (setup.resume) {
+    opts.run_id = setup.resume->run_id;
+    opts.resume = &setup.resume->state;
+  }
   // Whatever a task leaves behind outside its process group is re-parented
   // to us, to be ended with its step (process/subreaper.h).
   if (Status s = BecomeChildSubreaper(); !s.ok()) {
@@ -81,6 +86,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
     db = std::move(*opened);
     recorder = std::make_unique<store::RunRecorder>(*db);
     recorder->SetPlan(store::OutlinePlan(plan, setup.jobs));
+    if (!setup.file_text.empty())
+      recorder->SetFile(Sha256Hex(setup.file_text), setup.file_text);
+    if (setup.resume)
+      recorder->SetResume(setup.resume->status, setup.resume->died_ms);
     observers.Add(recorder.get());
     // Without the lock nobody could tell this run died: nothing to record.
     if (run_lock) {

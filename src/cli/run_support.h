@@ -11,6 +11,7 @@
 #include "agent/recording.h"
 #include "pipeline/executor.h"
 #include "pipeline/resolve.h"
+#include "store/resume.h"
 
 namespace steps::cli {
 
@@ -29,6 +30,13 @@ struct RunSetup {
   // Record every agent request as a mock script (`steps run --record`):
   // RunOutcome::recording holds it.
   bool record = false;
+  // The pipeline file's bytes as loaded, recorded with the run (its SHA-256
+  // too) so that `steps resume` can tell whether it changed. Empty for a
+  // pipeline read from stdin: such a run cannot be resumed.
+  std::string file_text;
+  // `steps resume`: the interrupted run to continue under its own id
+  // (run_id is ignored). Not owned; null for a new run.
+  const store::ResumePoint* resume = nullptr;
 };
 
 struct RunOutcome {

@@ -328,6 +328,7 @@ void TerminalPrinter::OnStepEnd(const pipeline::StepRecord& step) {
   } else if (step.cached) {
     line += " (cached)";
   }
+  if (step.resumed) line += " (before the interruption)";
   if (!step.error.empty()) line += ": " + step.error;
   PrintLocked(line);
 }

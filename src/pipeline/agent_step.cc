@@ -1,5 +1,6 @@
 // Agent steps and fixers: a resolved step becomes an AgentInvocation for the
 // agent runner; its result becomes the step's record.
+#include <algorithm>
 #include <filesystem>
 
 #include "core/log.h"
@@ -89,8 +90,16 @@ agent::AgentInvocation MakeInvocation(const Pipeline& p,
 StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
                                const StepRef& ref, StepRecord& record) {
   const ResolvedStep& rs = ex_.plan.For(step);
+  // A resumed step: the time it already spent is off its timeout.
+  std::optional<Millis> timeout = rs.dials.timeout.value;
+  const ResumeState* resume = ex_.opts.resume;
+  if (resume && timeout && timeout->count() > 0) {
+    if (auto it = resume->step_spent.find(ref.id);
+        it != resume->step_spent.end())
+      timeout = std::max(*timeout - it->second, Millis(1));
+  }
   std::optional<SteadyTime> deadline;
-  if (rs.dials.timeout.value) deadline = clock_.Now() + *rs.dials.timeout.value;
+  if (timeout) deadline = clock_.Now() + *timeout;
   ex_.observer().OnStepStart(ref, deadline);
   ex_.observer().OnAttemptStart(ref, 1, 1, deadline);
   AttemptRecord attempt;
@@ -130,6 +139,12 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   }
   inv.context_paths = step.context_paths;
   inv.critique = scope.critique;
+  inv.timeout = timeout;
+  if (resume) {
+    if (auto it = resume->conversations.find(ref.id);
+        it != resume->conversations.end())
+      inv.resume_from = it->second;
+  }
   // Agent steps of a job share its workspace: the artifacts of earlier
   // steps, where what the agent writes is seen by later ones.
   inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();

@@ -87,7 +87,7 @@ RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
   RunRecord run;
   run.id = opts.run_id;
   run.file = opts.file;
-  run.started = opts.clock->WallNow();
+  run.started = opts.resume ? opts.resume->run_started : opts.clock->WallNow();
   run.taken_by = TakenBy(opts.via);
   SteadyTime start = opts.clock->Now();
   observer().OnRunStart(run);
@@ -107,6 +107,11 @@ RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
     if (opts.abort.cancelled()) break;  // Later jobs are not started.
   }
   run.duration = std::chrono::duration_cast<Millis>(opts.clock->Now() - start);
+  // A resumed run lasted from its first start, interruptions included.
+  if (opts.resume) {
+    run.duration =
+        std::chrono::duration_cast<Millis>(opts.clock->WallNow() - run.started);
+  }
   observer().OnRunEnd(run);
   return run;
 }
@@ -156,8 +161,18 @@ JobRunner::JobRunner(Executor::Impl& ex, const Job& job)
 JobRecord JobRunner::Run() {
   record_.started = clock_.WallNow();
   SteadyTime start = clock_.Now();
+  // A resumed job keeps its start, and the time it already spent counts
+  // against its timeout.
+  if (const ResumeState* resume = ex_.opts.resume) {
+    if (auto it = resume->job_started.find(job_.name);
+        it != resume->job_started.end())
+      record_.started = it->second;
+    if (auto it = resume->job_spent.find(job_.name);
+        it != resume->job_spent.end())
+      start -= it->second;
+  }
   if (job_.timeout.has_value())
-    job_deadline_ = Deadline::After(clock_, *job_.timeout);
+    job_deadline_ = Deadline::At(start + *job_.timeout);
   ex_.observer().OnJobStart(job_.name,
                             job_deadline_.is_set()
                                 ? std::optional<SteadyTime>(job_deadline_.at())

@@ -16,6 +16,7 @@
 #include "pipeline/environment.h"
 #include "pipeline/observer.h"
 #include "pipeline/resolve.h"
+#include "pipeline/resume_state.h"
 #include "pipeline/run_record.h"
 #include "pipeline/step_cache.h"
 #include "process/process.h"
@@ -60,6 +61,11 @@ struct ExecutorOptions {
   // environment may withhold variables of (environment.h).
   // Default: ProcessEnvLookup().
   EnvLookup lookup_env = ProcessEnvLookup();
+  // Set when this run continues an interrupted one (`steps resume`, with
+  // run_id the same id): its finished steps are not run again, and time
+  // already spent counts against deadlines (resume_state.h). Not owned.
+  // Default: null, a fresh run.
+  const ResumeState* resume = nullptr;
 };
 
 class Executor {

@@ -137,6 +137,19 @@ class JobRunner {
   // every unit not admitted gets a record that says why.
   StepResult FanOut(const FanOutUnits& units, const Scope& scope);
 
+  // A step that ended before the run was interrupted (ExecutorOptions::
+  // resume): its stored record handed to the observers as finished, and its
+  // result; nullopt when the step is to run.
+  // What an agent step spent is charged to `scope`'s budgets.
+  std::optional<StepResult> ReplayFinished(const StepRef& ref,
+                                           const Scope& scope);
+  // When a step's time counts from: now, or for a resumed step in flight
+  // as far back as the time it already spent (its deadline is the timeout
+  // minus that); sets rec.started to its first start.
+  SteadyTime ResumedStart(const StepRef& ref, StepRecord& rec) const;
+  // A resumed step in flight: the attempts that ended before the
+  // interruption, put into `rec`; their count (0 for any other step).
+  int ResumedAttempts(const StepRef& ref, StepRecord& rec) const;
   // Leaf steps (work_step.cc, agent_step.cc).
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,

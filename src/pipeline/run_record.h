@@ -84,6 +84,9 @@ struct StepRecord {
   std::string cached_from_step;
   std::vector<AttemptRecord> attempts;
   std::optional<agent::AgentResult> agent;  // Agent steps.
+  // Ended before the run was interrupted and resumed: this record is the
+  // stored one, replayed; the step did not run again.
+  bool resumed = false;
 };
 
 struct JobRecord {

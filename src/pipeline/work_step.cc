@@ -233,14 +233,59 @@ std::vector<AssertionResult> JobRunner::JudgeAssert(
   return results;
 }
 
+SteadyTime JobRunner::ResumedStart(const StepRef& ref, StepRecord& rec) const {
+  SteadyTime start = clock_.Now();
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return start;
+  if (auto it = resume->step_started.find(ref.id);
+      it != resume->step_started.end())
+    rec.started = it->second;
+  if (auto it = resume->step_spent.find(ref.id); it != resume->step_spent.end())
+    start -= it->second;
+  return start;
+}
+
+int JobRunner::ResumedAttempts(const StepRef& ref, StepRecord& rec) const {
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return 0;
+  auto it = resume->attempts.find(ref.id);
+  if (it == resume->attempts.end()) return 0;
+  rec.attempts = it->second;
+  return static_cast<int>(rec.attempts.size());
+}
+
+std::optional<StepResult> JobRunner::ReplayFinished(const StepRef& ref,
+                                                    const Scope& scope) {
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return std::nullopt;
+  auto it = resume->finished.find(ref.id);
+  if (it == resume->finished.end()) return std::nullopt;
+  StepRecord rec = it->second;
+  rec.ref = ref;
+  rec.resumed = true;
+  // What an agent step spent still counts toward the budgets around it.
+  if (const std::optional<agent::AgentResult>& a = rec.agent) {
+    for (const auto* meters : {&scope.budgets, &scope.charge_only}) {
+      for (const auto& meter : *meters)
+        meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
+    }
+  }
+  StepResult r(rec.outcome, rec.error, rec.output);
+  r.caused_by_error = rec.outcome == Outcome::kErrored;
+  Finish(std::move(rec), true);
+  return r;
+}
+
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
                               const StepRef& ref) {
+  if (std::optional<StepResult> replayed = ReplayFinished(ref, scope))
+    return *replayed;
   const ResolvedStep& rs = ex_.plan.For(step);
   StepRecord rec;
   rec.ref = ref;
   rec.identity = rs.identity;
   rec.started = clock_.WallNow();
-  const SteadyTime start = clock_.Now();
+  const SteadyTime start = ResumedStart(ref, rec);
   auto finish = [&](StepResult r) {
     // What the attempts printed was kept for the cache only: let it go.
     for (AttemptRecord& a : rec.attempts) a.printed.clear();
@@ -439,9 +484,10 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
   Millis last_limit{0};
+  const int first = ResumedAttempts(ref, rec) + 1;
 
-  for (int k = 1; k <= attempts; ++k) {
-    if (k > 1) {
+  for (int k = first; k <= attempts; ++k) {
+    if (k > first) {
       Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
                         ? rs.retry_waits[k - 2]
                         : Millis(0);

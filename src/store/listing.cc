@@ -125,6 +125,11 @@ std::string FormatRun(const StoredRun& run) {
       << "  " << run.file << "\n";
   out << "Started " << FormatTimestamp(run.started_ms) << "\n";
   out << "Taken by: " << run.taken_by << "\n";
+  for (const StoredInterruption& i : run.interruptions) {
+    out << "Interrupted " << FormatTimestamp(i.died_ms) << " (" << i.status
+        << "), resumed " << FormatTimestamp(i.resumed_ms) << " by "
+        << i.taken_by << "\n";
+  }
   for (const StoredJob& job : run.jobs) {
     out << "\nJob " << job.name << "  " << job.status << "  "
         << Ms(job.duration_ms) << "\n";

@@ -346,6 +346,21 @@ Result<StoredLog> LoadStepLog(Store& store, const std::string& run_id,
   return log;
 }
 
+Result<std::vector<StoredInterruption>> ReadInterruptions(
+    Db& db, const std::string& run_id) {
+  std::vector<StoredInterruption> out;
+  Status s =
+      ForRunRows(db,
+                 "SELECT number, status, died_ms, resumed_ms, taken_by FROM"
+                 " run_interruptions WHERE run_id = ?1 ORDER BY number",
+                 run_id, [&](const Statement& row) {
+                   out.push_back({static_cast<int>(row.Int(0)), row.Text(1),
+                                  row.Int(2), row.Int(3), row.Text(4)});
+                 });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<StoredRun> LoadRun(Store& store, const std::string& id) {
   StoredRun run;
   Status s = store.Read([&](Db& db) -> Status {
@@ -362,6 +377,10 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
       if (!*row) return NotFound("no run '" + *resolved + "'");
       run = ReadRunRow(**st);
       if (Status p = LoadPlan(db, run); !p.ok()) return p;
+      Result<std::vector<StoredInterruption>> stops =
+          ReadInterruptions(db, run.id);
+      if (!stops.ok()) return stops.status();
+      run.interruptions = std::move(*stops);
 
       Status jobs = ForRunRows(
           db,

@@ -108,6 +108,15 @@ struct StoredJob {
   std::vector<StoredStep> steps;
 };
 
+// One interruption of a resumed run (`steps resume`).
+struct StoredInterruption {
+  int number = 1;
+  std::string status;   // How the run had stopped: "interrupted", "aborted".
+  int64_t died_ms = 0;  // The latest time its records held.
+  int64_t resumed_ms = 0;
+  std::string taken_by;  // Who resumed it.
+};
+
 struct StoredRun {
   std::string id;
   std::string file;
@@ -126,6 +135,9 @@ struct StoredRun {
   // The outline of its plan as it started; empty in ListRuns, and for runs
   // recorded before the store kept it.
   std::vector<PlannedJob> plan;
+  // Each time it stopped early and was resumed, in order; empty in
+  // ListRuns.
+  std::vector<StoredInterruption> interruptions;
 };
 
 // Runs, newest first; at most `limit` (0: all). Jobs are not loaded.
@@ -135,6 +147,10 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit = 0);
 // a unique prefix of one, or empty for the newest run. NotFound when there
 // is no such run (or none at all).
 Result<StoredRun> LoadRun(Store& store, const std::string& id);
+
+// The interruptions of run `run_id` (exact id), in order.
+Result<std::vector<StoredInterruption>> ReadInterruptions(
+    Db& db, const std::string& run_id);
 
 // One line a step wrote: its stdout or stderr, or a log line about it
 // ("log": an agent's request retries, its fallback cascades).

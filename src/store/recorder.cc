@@ -170,30 +170,103 @@ std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
                   *t - clock_.Now()));
 }
 
+void RunRecorder::SetFile(std::string hash, std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  file_hash_ = std::move(hash);
+  file_text_ = std::move(text);
+}
+
+void RunRecorder::SetResume(std::string status, int64_t died_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  resume_status_ = std::move(status);
+  died_ms_ = died_ms;
+}
+
 std::string RunRecorder::StoredId(const pipeline::StepRef& step,
                                   bool starting) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = current_id_.find(step.id);
   if (!starting && it != current_id_.end()) return it->second;
+  if (reopen_.erase(step.id) > 0) {
+    current_id_[step.id] = step.id;
+    return step.id;
+  }
   int n = ++runs_of_id_[step.id];
   std::string id = n == 1 ? step.id : step.id + "~" + std::to_string(n);
   current_id_[step.id] = id;
   return id;
 }
 
+Status RunRecorder::ReopenRun(Db& db, const pipeline::RunRecord& run) {
+  Result<StatementUse> st = db.Prepared(
+      "UPDATE runs SET status = 'running', duration_ms = NULL, host = ?2,"
+      " pid = ?3, pid_start = ?4 WHERE id = ?1");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, run.id);
+  (*st)->Bind(2, HostName());
+  (*st)->Bind(3, int64_t{getpid()});
+  (*st)->Bind(4, ProcessStartTime(getpid()));
+  if (Status s = (*st)->Run(); !s.ok()) return s;
+  Result<StatementUse> in = db.Prepared(
+      "INSERT INTO run_interruptions (run_id, number, status, died_ms,"
+      " resumed_ms, taken_by) VALUES (?1, (SELECT count(*) + 1 FROM"
+      " run_interruptions WHERE run_id = ?1), ?2, ?3, ?4, ?5)");
+  if (!in.ok()) return in.status();
+  (*in)->Bind(1, run.id);
+  (*in)->Bind(2, *resume_status_);
+  (*in)->Bind(3, died_ms_);
+  (*in)->Bind(4, ToMs(clock_.WallNow()));
+  (*in)->Bind(5, run.taken_by);
+  if (Status s = (*in)->Run(); !s.ok()) return s;
+  return LoadCounters(db);
+}
+
+// Sequence numbers, output lines and checkpoints continue from the stored
+// ones; "ID~N" ids count as runs of ID.
+Status RunRecorder::LoadCounters(Db& db) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT s.step_id, s.status, max(s.start_seq, coalesce(s.end_seq, 0)),"
+      " (SELECT count(*) FROM output_lines o WHERE o.run_id = s.run_id AND"
+      "   o.step_id = s.step_id),"
+      " (SELECT coalesce(max(seq), 0) FROM conversation_log c WHERE"
+      "   c.run_id = s.run_id AND c.step_id = s.step_id)"
+      " FROM steps s WHERE s.run_id = ?1");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, run_id_);
+  return (*st)->EachRow([&](const Statement& s) {
+    const std::string id = s.Text(0);
+    const std::string status = s.Text(1);
+    seq_ = std::max(seq_, s.Int(2));
+    output_lines_[id] = static_cast<int>(s.Int(3));
+    checkpoints_[id] = s.Int(4);
+    ++runs_of_id_[id.substr(0, id.find('~'))];
+    if (status != "succeeded" && status != "failed" && status != "errored")
+      reopen_.insert(id);
+  });
+}
+
 void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
   std::string plan;
+  bool resuming;
   {
     std::lock_guard<std::mutex> lock(mu_);
     run_id_ = run.id;
     taken_by_ = run.taken_by;
     plan = DumpJson(OutlineJson(outline_));
+    resuming = resume_status_.has_value();
+  }
+  if (resuming) {
+    Check(store_.Write([&](Db& db) -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      return ReopenRun(db, run);
+    }));
+    return;
   }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO runs (id, file, status, started_ms, taken_by,"
-        " host, pid, pid_start, plan) VALUES (?1, ?2, 'running', ?3, ?4, ?5,"
-        " ?6, ?7, ?8)");
+        " host, pid, pid_start, plan, file_hash, file_text) VALUES (?1, ?2,"
+        " 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     s.Bind(1, run.id);
@@ -204,6 +277,8 @@ void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
     s.Bind(6, int64_t{getpid()});
     s.Bind(7, ProcessStartTime(getpid()));
     s.Bind(8, plan);
+    s.Bind(9, file_hash_);
+    s.Bind(10, file_text_);
     return s.Run();
   }));
 }
@@ -212,8 +287,10 @@ void RunRecorder::OnJobStart(const std::string& job,
                              std::optional<SteadyTime> deadline) {
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
-        "INSERT OR REPLACE INTO jobs (run_id, name, status, started_ms,"
-        " deadline_ms) VALUES (?1, ?2, 'running', ?3, ?4)");
+        "INSERT INTO jobs (run_id, name, status, started_ms, deadline_ms)"
+        " VALUES (?1, ?2, 'running', ?3, ?4) ON CONFLICT (run_id, name) DO"
+        " UPDATE SET status = 'running', deadline_ms = ?4,"
+        " duration_ms = NULL");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     s.Bind(1, run_id_);
@@ -234,10 +311,12 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
   }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
-        "INSERT OR REPLACE INTO steps (run_id, step_id, job, name, kind, hook,"
+        "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
         " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11,"
-        " ?12)");
+        " ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
+        " status = 'running', error = '', deadline_ms = ?10, end_seq = NULL,"
+        " duration_ms = NULL");
     if (!st.ok()) return st.status();
     Statement& s = **st;
     s.Bind(1, run_id_);
@@ -354,6 +433,7 @@ void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
 }
 
 void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
+  if (step.resumed) return;  // The stored record stands.
   const std::string id = StoredId(step.ref, false);
   int64_t seq;
   {

@@ -5,6 +5,8 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "core/clock.h"
@@ -31,6 +33,20 @@ class RunRecorder : public pipeline::RunObserver {
   // row at OnRunStart (runs.plan). Call before the run starts; a run
   // without one records an empty outline.
   void SetPlan(std::vector<PlannedJob> outline);
+
+  // The pipeline file the run starts from: its SHA-256 (hex) and bytes,
+  // recorded with the run's row (runs.file_hash, runs.file_text) so that
+  // `steps resume` can tell whether it changed. Call before the run starts.
+  void SetFile(std::string hash, std::string text);
+
+  // Makes this recorder continue the stored run of the same id instead of
+  // writing a new one (`steps resume`): OnRunStart puts its row back to
+  // running with this process's pid and records an interruption (how the
+  // run had ended, `status`, when it died, `died_ms`, and now); sequence
+  // numbers, output lines and checkpoints continue from the stored ones; a
+  // step that was in flight keeps its stored id and rows; replayed records
+  // (StepRecord::resumed) are not written again. Call before the run starts.
+  void SetResume(std::string status, int64_t died_ms);
 
   void OnRunStart(const pipeline::RunRecord& run) override;
   void OnJobStart(const std::string& job,
@@ -68,6 +84,9 @@ class RunRecorder : public pipeline::RunObserver {
   void AddLine(const pipeline::StepRef& step, std::string_view stream,
                std::string_view line);
   void Check(const Status& s);
+  // Resume mode's OnRunStart: the run row, the interruption, the counters.
+  Status ReopenRun(Db& db, const pipeline::RunRecord& run);
+  Status LoadCounters(Db& db);
 
   Store& store_;
   Clock& clock_;
@@ -81,6 +100,13 @@ class RunRecorder : public pipeline::RunObserver {
   std::map<std::string, int> output_lines_;
   std::map<std::string, int64_t> checkpoints_;  // Rows per stored step id.
   bool warned_ = false;
+  std::string file_hash_;
+  std::string file_text_;
+  std::optional<std::string> resume_status_;  // Set in resume mode.
+  int64_t died_ms_ = 0;
+  // Resume mode: stored steps that did not end; the first start of each
+  // id reuses its stored id (and rows) rather than making "ID~2".
+  std::set<std::string> reopen_;
 };
 
 // This process's start time as the kernel counts it (/proc/self/stat), so

@@ -267,6 +267,15 @@ json RunToJson(const StoredRun& run) {
     if (!started) jobs.push_back(WaitingJobJson(p, run));
   }
   j["jobs"] = jobs;
+  json stops = json::array();
+  for (const StoredInterruption& i : run.interruptions) {
+    stops.push_back({{"number", i.number},
+                     {"outcome", i.status},
+                     {"died", Time(i.died_ms)},
+                     {"resumed", Time(i.resumed_ms)},
+                     {"resumed_by", i.taken_by}});
+  }
+  j["interruptions"] = stops;
   return j;
 }
 

@@ -120,6 +120,15 @@ CREATE TABLE IF NOT EXISTS conversation_log (
   FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
     ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS run_interruptions (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  number INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  died_ms INTEGER NOT NULL,
+  resumed_ms INTEGER NOT NULL,
+  taken_by TEXT NOT NULL,
+  PRIMARY KEY (run_id, number)
+);
 CREATE TABLE IF NOT EXISTS output_lines (
   run_id TEXT NOT NULL,
   step_id TEXT NOT NULL,
@@ -160,6 +169,10 @@ CREATE TABLE IF NOT EXISTS cache (
 // steps not started yet; '[]' for runs recorded before), when each agent
 // turn's answer arrived (agent_turns.at_ms) and when an agent step's
 // deadline nudge was sent (steps.nudge_ms).
+// Version 6 keeps the pipeline file a run started from (runs.file_hash, the
+// SHA-256 of its bytes, and runs.file_text, the bytes; '' and NULL for runs
+// recorded before, which `steps resume` refuses) and the interruptions of a
+// resumed run (run_interruptions).
 struct AddedColumn {
   const char* table;
   const char* column;
@@ -177,6 +190,8 @@ constexpr AddedColumn kAddedColumns[] = {
     {"agent_turns", "at_ms", "INTEGER"},
     {"steps", "nudge_ms", "INTEGER"},
     {"steps", "cell", "TEXT NOT NULL DEFAULT ''"},
+    {"runs", "file_hash", "TEXT NOT NULL DEFAULT ''"},
+    {"runs", "file_text", "TEXT"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

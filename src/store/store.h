@@ -15,8 +15,10 @@
 namespace steps::store {
 
 // The schema's version, kept in PRAGMA user_version.
-// Version 5 adds conversation_log (store/conversation_log.h).
-inline constexpr int kSchemaVersion = 5;
+// Version 5 adds conversation_log (store/conversation_log.h); version 6 the
+// run's pipeline file (runs.file_hash, runs.file_text) and
+// run_interruptions (store/resume.h).
+inline constexpr int kSchemaVersion = 6;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

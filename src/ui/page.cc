@@ -71,6 +71,8 @@ const std::string& PageHtml() {
   .tl-bar { position: absolute; top: 3px; height: 12px; border-radius: 3px; min-width: 2px; }
   .tl-wait { position: absolute; top: 7px; height: 4px; min-width: 2px;
              background: repeating-linear-gradient(90deg, var(--err) 0 4px, transparent 4px 7px); }
+  .tl-down { position: absolute; top: 0; bottom: 0; min-width: 2px; opacity: .5;
+             background: repeating-linear-gradient(135deg, var(--muted) 0 3px, transparent 3px 7px); }
   .tl-deadline { position: absolute; top: -1px; bottom: -1px; width: 0;
                  border-left: 2px solid var(--fail); }
   .tl-deadline-later { position: absolute; right: 0; top: 15px; font-size: 10px; line-height: 11px;
@@ -311,7 +313,10 @@ function runHtml(r) {
   let h = tabsHtml(r) +
           `<div class="card"><div class="row">${badge(r.outcome)}<strong>run ${esc(r.id)}</strong>` +
           `<span class="muted">${esc(r.file)}</span><span>${when(tms(r.started))}</span>` +
-          `<span>${clock(r)}</span>${spend(r)}<span class="muted">Taken by: ${esc(r.taken_by)}</span></div></div>`;
+          `<span>${clock(r)}</span>${spend(r)}<span class="muted">Taken by: ${esc(r.taken_by)}</span></div>` +
+          (r.interruptions || []).map(i => `<div class="muted interruption">interrupted ${when(tms(i.died))} ` +
+            `(${esc(i.outcome)}), resumed ${when(tms(i.resumed))} by ${esc(i.resumed_by)}</div>`).join("") +
+          `</div>`;
   if (view === "timeline") return h + timelineHtml(r);
   for (const j of r.jobs) {
     h += `<div class="card" data-job="${esc(j.name)}"><div class="row">${badge(j.outcome)}` +
@@ -341,11 +346,15 @@ function timelineHtml(r) {
   for (let i = 0; i <= 4; i++) {
     axis += `<span class="tl-tick" style="left:${i * 25}%">${i === 0 ? "0" : dur(Math.round(span * i / 4))}</span>`;
   }
+  // Each interruption of a resumed run: a hatched band across every row.
+  const down = (r.interruptions || []).map(i =>
+    `<div class="tl-down" style="${pos(tms(i.died), tms(i.resumed))}" title="interrupted ` +
+    `${esc(when(tms(i.died)))}, resumed ${esc(when(tms(i.resumed)))}"></div>`).join("");
   let h = `<div class="card timeline"><div class="tl-axis"><div class="tl-label"></div>` +
-          `<div class="tl-track">${axis}</div></div>`;
+          `<div class="tl-track">${axis}${down}</div></div>`;
   for (const j of r.jobs) {
     h += `<div class="tl-row tl-job"><div class="tl-label"><strong>job ${esc(j.name)}</strong></div>` +
-         `<div class="tl-track">${j.started ? `<div class="tl-bar ${esc(j.outcome)}" style="${pos(
+         `<div class="tl-track">${down}${j.started ? `<div class="tl-bar ${esc(j.outcome)}" style="${pos(
            tms(j.started), j.duration_ms != null ? tms(j.started) + j.duration_ms : t1)};opacity:.35"></div>` : ""}</div></div>`;
     for (const e of ordered(j)) {
       const s = e.step, p = e.planned;
@@ -353,14 +362,15 @@ function timelineHtml(r) {
                        (s.cell ? " [" + s.cell + "]" : "")
                      : (p.hook ? p.hook + " " : "") + p.name;
       h += `<div class="tl-row${s ? "" : " planned"}" data-step="${esc(s ? s.id : p.id)}">` +
-           `<div class="tl-label" title="${esc(name)}">${esc(name)}</div><div class="tl-track">`;
+           `<div class="tl-label" title="${esc(name)}">${esc(name)}</div><div class="tl-track">${down}`;
       if (s) h += stepBars(s, j, pos, x, t1);
       h += `</div></div>`;
     }
   }
   h += `<div class="tl-legend"><span><i class="succeeded"></i>attempt</span>` +
        `<span><i class="tl-wait"></i>retry wait</span><span><i class="tl-deadline"></i>deadline</span>` +
-       `<span>│ agent turn</span><span class="tl-nudge" style="position:static">▼</span><span>nudge</span></div>`;
+       `<span>│ agent turn</span><span class="tl-nudge" style="position:static">▼</span><span>nudge</span>` +
+       (down ? `<span><i class="tl-down" style="position:static"></i>interrupted</span>` : "") + `</div>`;
   return h + `</div>`;
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/resume.h"
 #include "agent_test_util.h"
 
 namespace steps::agent {
@@ -158,6 +159,71 @@ w:
   EXPECT_EQ(history[1].tool_calls.at(0).name, "write_file");
   EXPECT_EQ(history[2].tool_call_id, history[1].tool_calls[0].id);
   EXPECT_EQ(history.back().content, "all done");
+}
+
+// The checkpoints of a conversation cut where its run died (after the
+// `keep` first ones), for a resumed run to continue from.
+std::vector<ConversationCheckpoint> CheckpointsOf(AgentRunner& runner,
+                                                  const AgentInvocation& inv,
+                                                  AgentContext ctx,
+                                                  size_t keep) {
+  std::vector<ConversationCheckpoint> kept;
+  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
+    if (kept.size() < keep) kept.push_back(cp);
+  };
+  runner.Run(inv, ctx);
+  return kept;
+}
+
+constexpr char kWriteReadDone[] = R"(
+w:
+  - call: {name: write_file, arguments: {path: out.txt, content: hello}}
+  - {say: "checking", call: {name: read_file, arguments: {path: out.txt}}}
+  - say: all done
+)";
+
+// Died while read_file ran (its start stored, not its result): the resumed
+// conversation runs it again, then sends only the third request.
+TEST_F(ConversationTest, AResumedConversationRerunsTheUnfinishedCallOnly) {
+  auto first = MockRunner(kWriteReadDone);
+  ResumedConversation resumed =
+      RebuildConversation(CheckpointsOf(*first, Inv(), ctx_, 7));
+  ASSERT_EQ(resumed.restarted,
+            std::vector<std::string>{resumed.unfinished_calls.at(0).id});
+  auto second = MockRunner("w:\n  - say: all done\n");
+  AgentInvocation inv = Inv();
+  inv.resume_from = resumed;
+  std::vector<std::string> logs;
+  ctx_.events.on_log = [&](const std::string& line) { logs.push_back(line); };
+  AgentResult r = second->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "all done");
+  EXPECT_EQ(r.turns, 3);
+  EXPECT_EQ(r.provider_requests, 3);
+  auto requests = second->MockRequests();
+  ASSERT_EQ(requests.size(), 1u);
+  auto last = RequestMessages(requests[0]);
+  // user, assistant(call), tool, assistant(text + call), tool: as sent by
+  // an uninterrupted run.
+  ASSERT_EQ(last.size(), 5u);
+  EXPECT_EQ(last[0]["content"], "Do the task.");
+  EXPECT_EQ(last[3]["content"], "checking");
+  EXPECT_NE(ContentOf(last[4]).find("hello"), std::string::npos);
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_NE(logs[0].find("agent.tool_rerun"), std::string::npos) << logs[0];
+}
+
+// Died after the final answer was stored: it is the answer, no request.
+TEST_F(ConversationTest, AResumedConversationWithItsAnswerStoredSendsNothing) {
+  auto first = MockRunner(kWriteReadDone);
+  AgentInvocation inv = Inv();
+  inv.resume_from = RebuildConversation(CheckpointsOf(*first, Inv(), ctx_, 10));
+  auto second = MockRunner("w: []\n");
+  AgentResult r = second->Run(inv, ctx_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.answer, "all done");
+  EXPECT_EQ(r.turns, 3);
+  EXPECT_TRUE(second->MockRequests().empty());
 }
 
 TEST_F(ConversationTest, ToolErrorsGoBackToTheModel) {

@@ -71,7 +71,8 @@ TEST(StoreTest, OpenCreatesTheFileTheFolderAndTheSchema) {
   EXPECT_EQ(Names(**store, "table"),
             (std::set<std::string>{"agent_turns", "attempts", "cache",
                                    "conversation_log", "jobs", "output_lines",
-                                   "process_groups", "runs", "steps"}));
+                                   "process_groups", "run_interruptions",
+                                   "runs", "steps"}));
   EXPECT_EQ(Names(**store, "view"), std::set<std::string>{"hooks"});
   EXPECT_EQ(PragmaText(**store, "journal_mode"), "wal");
   EXPECT_EQ(PragmaText(**store, "user_version"),
@@ -207,7 +208,7 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
   }
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(PragmaText(**store, "user_version"), "5");
+  EXPECT_EQ(PragmaText(**store, "user_version"), "6");
   EXPECT_EQ(Count(**store,
                   "SELECT count(*) FROM sqlite_master"
                   " WHERE name = 'conversation_log'"),
@@ -216,6 +217,15 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
                   "SELECT count(*) FROM pragma_table_info('steps')"
                   " WHERE name LIKE 'cached_from_%' OR name = 'cell'"),
             3);
+  // Version 6: the run's pipeline file, and its interruptions.
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM pragma_table_info('runs')"
+                  " WHERE name IN ('file_hash', 'file_text')"),
+            2);
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM sqlite_master"
+                  " WHERE name = 'run_interruptions'"),
+            1);
   StoreStepCache cache(**store, CacheDir(dir.path()), "new-run", true);
   EXPECT_FALSE(cache.Find(key).has_value());
   auto entries = ListCacheEntries(**store);

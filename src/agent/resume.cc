@@ -1,0 +1,50 @@
+#include "agent/resume.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace steps::agent {
+
+ResumedConversation RebuildConversation(
+    const std::vector<ConversationCheckpoint>& checkpoints) {
+  using Kind = ConversationCheckpoint::Kind;
+  ResumedConversation out;
+  std::vector<ToolCall> last_calls;  // Of the last answer.
+  std::set<std::string> started, finished;
+  for (const ConversationCheckpoint& cp : checkpoints) {
+    out.messages.insert(out.messages.end(), cp.messages.begin(),
+                        cp.messages.end());
+    switch (cp.kind) {
+      case Kind::kRequest:
+        break;
+      case Kind::kAnswer:
+        out.turns = std::max(out.turns, cp.turn);
+        out.provider_requests += cp.provider_requests;
+        out.prompt_tokens += cp.prompt_tokens;
+        out.completion_tokens += cp.completion_tokens;
+        out.usd += cp.usd;
+        last_calls.clear();
+        started.clear();
+        finished.clear();
+        for (const Message& m : cp.messages) {
+          if (m.role == Role::kAssistant) last_calls = m.tool_calls;
+        }
+        break;
+      case Kind::kToolStarted:
+        started.insert(cp.call_id);
+        break;
+      case Kind::kToolFinished:
+        finished.insert(cp.call_id);
+        break;
+    }
+  }
+  for (const ToolCall& call : last_calls) {
+    if (finished.count(call.id) > 0) continue;
+    out.unfinished_calls.push_back(call);
+    if (started.count(call.id) > 0) out.restarted.push_back(call.id);
+  }
+  return out;
+}
+
+}  // namespace steps::agent

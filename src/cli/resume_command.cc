@@ -1,0 +1,134 @@
+// `steps resume [RUN] [--state-dir DIR] [--fresh-deadlines] [--mock]
+//   [--plain]`, and what `steps run --resume-if-interrupted` shares with it.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/run_support.h"
+#include "cli/terminal_printer.h"
+#include "pipeline/loader.h"
+#include "store/resume.h"
+#include "store/store.h"
+
+namespace steps::cli {
+
+Result<std::string> ReadPipelineBytes(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return NotFound("cannot read the pipeline file " + file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
+                                           const std::string& run,
+                                           const std::string& file,
+                                           bool fresh_deadlines) {
+  auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
+  if (!opened.ok()) return opened.status();
+  return store::LoadResumePoint(**opened, run, file, fresh_deadlines);
+}
+
+int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
+  Result<std::string> text = ReadPipelineBytes(point.file);
+  if (!text.ok()) {
+    std::cerr << "steps resume: run " << point.run_id << ": "
+              << text.status().message()
+              << " (resume runs from the folder the run started in)\n";
+    return kExitRefused;
+  }
+  if (std::string change = store::DescribeFileChange(point, *text);
+      !change.empty()) {
+    std::cerr << "steps resume: run " << point.run_id
+              << " cannot be resumed: its pipeline file changed since it "
+                 "started\n  "
+              << change
+              << "\nRestore the file to resume the run, or start a new run "
+                 "with `steps run "
+              << point.file << "`.\n";
+    return kExitRefused;
+  }
+  pipeline::LoadResult r = pipeline::LoadPipelineFile(point.file);
+  std::cerr << r.diagnostics.FormatAll();
+  if (!r.pipeline) return kExitRefused;
+  pipeline::ResolvedPlan plan(r.pipeline);
+  // What the dead run left running ends before its steps run again.
+  EndOrphanedRuns(opts.state_dir);
+  std::cerr << "steps resume: run " << point.run_id << " (" << point.status
+            << "): " << point.state.finished.size()
+            << (point.state.finished.size() == 1 ? " step" : " steps")
+            << " ended before and will not run again\n";
+  TerminalStyle style = StyleFor(STDOUT_FILENO, opts.plain);
+  TerminalPrinter printer(stdout, style.live, RealClock(), style.color);
+  RunSetup setup;
+  setup.state_dir = opts.state_dir;
+  setup.mock = opts.mock;
+  setup.jobs = point.jobs;
+  setup.observer = &printer;
+  setup.use_cache = false;
+  setup.file_text = *text;
+  setup.resume = &point;
+  RunOutcome outcome = RunPlan(plan, setup);
+  printer.Close();
+  for (const std::string& p : outcome.mock_problems)
+    std::cerr << "mock: " << p << "\n";
+  int code = ExitCodeFor(outcome);
+  if (!outcome.mock_problems.empty() && code == kExitOk) code = kExitJobFailed;
+  return code;
+}
+
+namespace {
+
+int RunResume(const ResumeOptions& opts, const std::string& run) {
+  Result<store::ResumePoint> point =
+      FindResumePoint(opts.state_dir, run, "", opts.fresh_deadlines);
+  if (!point.ok()) {
+    std::cerr << "steps resume: " << point.status().message() << "\n";
+    return point.status().code() == StatusCode::kNotFound ? kExitUsage
+                                                          : kExitRefused;
+  }
+  return ResumeRun(opts, *point);
+}
+
+}  // namespace
+
+Command ResumeCommand() {
+  return {
+      "resume", "Continue an interrupted or aborted run where it stopped",
+      [](CLI::App& app) -> std::function<int()> {
+        auto opts = std::make_shared<ResumeOptions>();
+        auto run = std::make_shared<std::string>();
+        app.add_option("run", *run,
+                       "The run id (or a unique prefix); default: the "
+                       "latest interrupted or aborted run");
+        app.add_option("--state-dir", opts->state_dir,
+                       "Where runs keep working folders and records")
+            ->envname("STEPS_STATE_DIR")
+            ->capture_default_str();
+        app.add_flag("--fresh-deadlines", opts->fresh_deadlines,
+                     "Give resumed jobs and steps their whole timeouts "
+                     "again; default: what the run already spent counts");
+        app.add_flag("--mock", opts->mock,
+                     "Serve every agent source from the file's mock: block, "
+                     "in-process (as `steps run --mock`)");
+        app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        app.footer(
+            "The run continues under its own id: steps that ended are not "
+            "run again, a\n"
+            "step in flight restarts, an agent conversation continues from "
+            "its last\n"
+            "stored point (docs/resume.md). The pipeline file must be "
+            "unchanged.\n"
+            "Exit codes: as `steps run`; 64 no such run, or none to resume; "
+            "65 the run\n"
+            "cannot be resumed (its pipeline file changed or is missing, or "
+            "it did not\n"
+            "stop early).");
+        return [opts, run] { return RunResume(*opts, *run); };
+      }};
+}
+
+}  // namespace steps::cli

@@ -1,0 +1,418 @@
+// `steps resume` through the real binary: a run killed with SIGKILL (by one
+// of its own tasks, at a chosen point) or aborted with SIGINT continues
+// under its own id; what ended is not run again; a changed pipeline file is
+// refused; the time already spent counts against deadlines.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sqlite3.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
+namespace steps {
+namespace {
+
+using nlohmann::json;
+using test_support::Has;
+using test_support::RunSteps;
+using test_support::TempDir;
+
+// Shell text that sends `signal` to the `steps` process running this task
+// (found by walking up the process tree), the first time only: `mark` is
+// created then, and later runs of the task go on.
+std::string SignalStepsOnce(const std::string& mark,
+                            const std::string& signal) {
+  return "if [ ! -e " + mark + " ]; then touch " + mark +
+         "; p=$PPID; while [ \"$(cat /proc/$p/comm)\" != steps ]; do "
+         "p=$(cut -d' ' -f4 /proc/$p/stat); done; kill -" +
+         signal + " $p; exec sleep 600; fi; echo went on";
+}
+
+// Runs `sql` on the store through a connection of its own; the first
+// column of the first row, or "" when there is none.
+std::string Sql(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open(db_path.c_str(), &db) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+class ResumeCliTest : public ::testing::Test {
+ protected:
+  // A job of three tasks: the first appends to lines.txt, the second kills
+  // (or interrupts) `steps` the first time it runs, the third appends.
+  void WritePipeline(const std::string& signal,
+                     const std::string& job_extra = "") {
+    dir_.Write("p.yaml",
+               "jobs:\n"
+               "- name: j\n" +
+                   job_extra +
+                   "  plan:\n"
+                   "  - task: first\n"
+                   "    run: echo one >> " +
+                   dir_.path() +
+                   "/lines.txt\n"
+                   "  - task: second\n"
+                   "    run: |\n"
+                   "      " +
+                   SignalStepsOnce(dir_.path() + "/mark", signal) +
+                   "\n"
+                   "  - task: third\n"
+                   "    run: echo three >> " +
+                   dir_.path() + "/lines.txt\n");
+  }
+  test_support::CliResult Steps(const std::string& args) {
+    return RunSteps(dir_.path(), args + " --plain --state-dir state",
+                    {.prefix = "",
+                     .streams = test_support::Streams::kMerged,
+                     .kill_after = std::chrono::seconds(60)});
+  }
+  test_support::CliResult Show(const std::string& run) {
+    return RunSteps(dir_.path(), "show " + run + " --state-dir state");
+  }
+  std::string Db() const { return dir_.path() + "/state/steps.db"; }
+
+  TempDir dir_;
+};
+
+TEST_F(ResumeCliTest, FinishedStepIsNotRunAgain) {
+  WritePipeline("KILL");
+  auto killed = Steps("run p.yaml");
+  EXPECT_EQ(killed.exit_code, 137) << killed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  auto shown = Show("");
+  EXPECT_TRUE(Has(shown.out, "interrupted")) << shown.out;
+
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "run " + id)) << resumed.out;
+  // `first` ended before the kill: its line is there once.
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM runs"), "1");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
+  EXPECT_EQ(Sql(Db(), "SELECT group_concat(status) FROM steps"),
+            "succeeded,succeeded,succeeded");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM run_interruptions"), "interrupted");
+  shown = Show(id);
+  EXPECT_TRUE(Has(shown.out, "(interrupted), resumed")) << shown.out;
+  EXPECT_EQ(Sql(Db(), "SELECT output FROM steps WHERE name = 'second'"),
+            "went on\n");
+
+  // Nothing is left to resume.
+  auto again = Steps("resume");
+  EXPECT_EQ(again.exit_code, 64) << again.out;
+  EXPECT_TRUE(Has(again.out, "no interrupted or aborted run")) << again.out;
+  auto ended = Steps("resume " + id);
+  EXPECT_EQ(ended.exit_code, 65) << ended.out;
+  EXPECT_TRUE(Has(ended.out, "is succeeded")) << ended.out;
+}
+
+TEST_F(ResumeCliTest, AbortedRunResumes) {
+  WritePipeline("INT");
+  auto aborted = Steps("run p.yaml");
+  EXPECT_EQ(aborted.exit_code, 130) << aborted.out;
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "aborted");
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM run_interruptions"), "aborted");
+}
+
+TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
+  WritePipeline("KILL");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  std::string text = dir_.Read("p.yaml");
+  text.replace(text.find("echo three"), 10, "echo four");
+  dir_.Write("p.yaml", text);
+  auto refused = Steps("resume");
+  EXPECT_EQ(refused.exit_code, 65) << refused.out;
+  EXPECT_TRUE(Has(refused.out, "pipeline file changed")) << refused.out;
+  EXPECT_TRUE(Has(refused.out, "p.yaml:10: was `    run: echo three >>"))
+      << refused.out;
+  EXPECT_TRUE(Has(refused.out, "now `    run: echo four >>")) << refused.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM run_interruptions"), "0");
+}
+
+TEST_F(ResumeCliTest, SpentTimeCountsAgainstTheJobDeadline) {
+  WritePipeline("KILL", "  timeout: 30m\n");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  // The job ran for an hour before it died (its start moved back).
+  Sql(Db(), "UPDATE jobs SET started_ms = started_ms - 3600000");
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "passed its timeout of 30m")) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
+}
+
+TEST_F(ResumeCliTest, FreshDeadlinesGiveTheWholeTimeoutAgain) {
+  WritePipeline("KILL", "  timeout: 30m\n");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  Sql(Db(), "UPDATE jobs SET started_ms = started_ms - 3600000");
+  auto resumed = Steps("resume --fresh-deadlines");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+}
+
+TEST_F(ResumeCliTest, SpentTimeCountsAgainstTheStepTimeout) {
+  WritePipeline("KILL");
+  std::string text = dir_.Read("p.yaml");
+  text.replace(text.find("  - task: second\n"), 17,
+               "  - task: second\n    timeout: 30m\n");
+  dir_.Write("p.yaml", text);
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  // `second` had run for an hour when the run died.
+  Sql(Db(),
+      "UPDATE steps SET started_ms = started_ms - 3600000"
+      " WHERE name = 'second'");
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM steps WHERE name = 'second'"),
+            "failed");
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
+}
+
+TEST_F(ResumeCliTest, RunResumeIfInterruptedContinuesTheSameRun) {
+  WritePipeline("KILL");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  auto resumed = Steps("run p.yaml --resume-if-interrupted");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "resuming run")) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM runs"), "1");
+  // Nothing interrupted now: a new run (not from the step cache).
+  auto fresh = Steps("run p.yaml --resume-if-interrupted --no-cache");
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.out;
+  EXPECT_FALSE(Has(fresh.out, "resuming run")) << fresh.out;
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM runs"), "2");
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\none\nthree\n");
+}
+
+json ChatAnswer(const json& message) {
+  return {{"id", "c"},
+          {"object", "chat.completion"},
+          {"created", 1},
+          {"model", "m"},
+          {"choices",
+           {{{"index", 0},
+             {"message", message},
+             {"finish_reason",
+              message.contains("tool_calls") ? "tool_calls" : "stop"}}}},
+          {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 2}}}};
+}
+
+json ShellCall(const std::string& id, const std::string& command) {
+  json function = {{"name", "run_shell"},
+                   {"arguments", json({{"command", command}}).dump()}};
+  json call = {{"id", id}, {"type", "function"}, {"function", function}};
+  return {{"role", "assistant"},
+          {"content", nullptr},
+          {"tool_calls", json::array({call})}};
+}
+
+// A model that calls run_shell twice, then answers "done"; it keeps every
+// request it receives. The second command kills `steps` (once).
+class ScriptedModel {
+ public:
+  explicit ScriptedModel(const std::string& dir) {
+    server_.Post("/v1/chat/completions", [this, dir](
+                                             const httplib::Request& req,
+                                             httplib::Response& res) {
+      json body = json::parse(req.body);
+      // Which answer this request asks for: one per tool result so far.
+      int results = 0;
+      for (const json& m : body["messages"]) results += m["role"] == "tool";
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(body);
+      }
+      json message =
+          results == 0 ? ShellCall("call_1", "echo a >> " + dir + "/calls.txt")
+          : results == 1
+              ? ShellCall("call_2", "echo b >> " + dir + "/calls.txt; " +
+                                        SignalStepsOnce(dir + "/mark", "KILL"))
+              : json{{"role", "assistant"}, {"content", "done"}};
+      res.set_content(ChatAnswer(message).dump(), "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    serving_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~ScriptedModel() {
+    server_.stop();
+    serving_.join();
+  }
+  int port() const { return port_; }
+  std::vector<json> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread serving_;
+  std::mutex mu_;
+  std::vector<json> requests_;
+};
+
+// Attempt 1 fails, attempt 2 is in flight when `steps` is killed: the
+// resumed step keeps attempt 1 and restarts attempt 2, which succeeds.
+TEST_F(ResumeCliTest, AttemptNumberingContinues) {
+  const std::string count = dir_.path() + "/count";
+  dir_.Write("p.yaml",
+             "jobs:\n"
+             "- name: j\n"
+             "  plan:\n"
+             "  - task: flaky\n"
+             "    attempts: 3\n"
+             "    run: |\n"
+             "      n=$(( $(cat " +
+                 count +
+                 " 2>/dev/null || echo 0) + 1 ))\n"
+                 "      echo $n > " +
+                 count +
+                 "\n"
+                 "      if [ $n = 1 ]; then exit 1; fi\n"
+                 "      " +
+                 SignalStepsOnce(dir_.path() + "/mark", "KILL") + "\n");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("count"), "3\n");
+  EXPECT_EQ(Sql(Db(),
+                "SELECT group_concat(number || ':' || status, ' ')"
+                " FROM (SELECT * FROM attempts ORDER BY number)"),
+            "1:failed 2:succeeded");
+}
+
+class ResumeAgentTest : public ResumeCliTest {
+ protected:
+  // One agent step of agent `a` served by `model`; `agent_extra` adds keys
+  // to the agent's entry.
+  void WriteAgentPipeline(const ScriptedModel& model,
+                          const std::string& agent_extra = "",
+                          const std::string& message = "go",
+                          const std::string& top = "") {
+    dir_.Write("p.yaml",
+               top +
+                   "agents:\n"
+                   "- name: a\n"
+                   "  source: {model: openai/m, base_url: http://127.0.0.1:" +
+                   std::to_string(model.port()) +
+                   "/v1}\n"
+                   "  tools: [run_shell]\n" +
+                   agent_extra +
+                   "jobs:\n"
+                   "- name: j\n"
+                   "  plan:\n"
+                   "  - agent: a\n"
+                   "    messages: [\"" +
+                   message + "\"]\n");
+  }
+  test_support::CliResult Run(const std::string& args) {
+    return RunSteps(dir_.path(), args + " --plain --state-dir state",
+                    {.prefix = "OPENAI_API_KEY=k TOKEN_X=supersecret1",
+                     .streams = test_support::Streams::kMerged,
+                     .kill_after = std::chrono::seconds(60)});
+  }
+};
+
+TEST_F(ResumeAgentTest, ConversationContinuesWithoutResending) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model);
+  auto killed = Run("run p.yaml");
+  EXPECT_EQ(killed.exit_code, 137) << killed.out;
+  ASSERT_EQ(model.requests().size(), 2u);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  // Requests 1 and 2 were answered before the kill: only the third is new.
+  const std::vector<json> requests = model.requests();
+  ASSERT_EQ(requests.size(), 3u) << resumed.out;
+  // It carries the whole conversation: system, user, then per turn an
+  // assistant message and its tool result.
+  const json& last = requests[2]["messages"];
+  ASSERT_EQ(last.size(), 6u) << last.dump();
+  EXPECT_EQ(last[1]["content"], "go");
+  EXPECT_EQ(last[3]["tool_call_id"], "call_1");
+  EXPECT_EQ(last[5]["tool_call_id"], "call_2");
+  EXPECT_EQ(last[5]["content"], "exit code: 0\nwent on\n");
+  // call_1 finished before the kill and did not run again; call_2 had
+  // started and had no result: it ran again, at least once.
+  EXPECT_EQ(dir_.Read("calls.txt"), "a\nb\nb\n");
+  EXPECT_EQ(Sql(Db(), "SELECT output FROM steps"), "done");
+  EXPECT_EQ(Sql(Db(), "SELECT agent_turns FROM steps"), "3");
+  EXPECT_EQ(Sql(Db(), "SELECT prompt_tokens FROM steps"), "15");
+  EXPECT_EQ(Sql(Db(),
+                "SELECT count(*) FROM output_lines WHERE stream = 'log'"
+                " AND line LIKE '%agent.tool_rerun%call=call_2%'"),
+            "1");
+}
+
+// Each answer costs 7 tokens: two answers spend a budget of 14 exactly. The
+// resumed conversation counts them, so no third request is sent.
+TEST_F(ResumeAgentTest, BudgetCountsWhatWasSpentBefore) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "  budget: {tokens: 14}\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  ASSERT_EQ(model.requests().size(), 2u);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_EQ(model.requests().size(), 2u);
+  EXPECT_TRUE(Has(resumed.out, "token budget of 14 spent (14 used)"))
+      << resumed.out;
+  // The unfinished call still ran again before the budget stopped it.
+  EXPECT_EQ(dir_.Read("calls.txt"), "a\nb\nb\n");
+}
+
+// The agent's timeout counts the time its step had run before: an hour
+// spent of 30 minutes ends the conversation at once, with no request.
+TEST_F(ResumeAgentTest, DeadlineCountsTheTimeSpentBefore) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "  timeout: 30m\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  Sql(Db(), "UPDATE steps SET started_ms = started_ms - 3600000");
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
+  EXPECT_EQ(model.requests().size(), 2u);
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM steps"), "failed");
+  EXPECT_TRUE(Has(Sql(Db(), "SELECT error FROM steps"), "deadline"))
+      << Sql(Db(), "SELECT error FROM steps");
+}
+
+// Secret values are never stored: the resumed conversation carries `***`
+// where the model had seen one.
+TEST_F(ResumeAgentTest, ASecretComesBackMasked) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  WriteAgentPipeline(model, "", "go supersecret1", "secrets: [TOKEN_X]\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  const std::vector<json> requests = model.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0]["messages"][1]["content"], "go supersecret1");
+  EXPECT_EQ(requests[2]["messages"][1]["content"], "go ***");
+}
+
+}  // namespace
+}  // namespace steps
