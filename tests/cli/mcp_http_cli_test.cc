@@ -266,7 +266,7 @@ class EverythingOverHttpTest : public McpHttpCliTest {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(kEverything)) {
-      GTEST_SKIP() << "server-everything is not installed under tests/mcp: "
+      GTEST_FAIL() << "server-everything is not installed under tests/mcp: "
                       "run scripts/install-deps";
     }
     port_ = FreePort();
