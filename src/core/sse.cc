@@ -11,8 +11,9 @@ std::vector<SseEvent> SseParser::Feed(std::string_view piece) {
   }
   partial_.append(piece);
   size_t start = 0;
+  size_t from = scanned_;
   while (true) {
-    size_t end = partial_.find_first_of("\r\n", start);
+    size_t end = partial_.find_first_of("\r\n", from);
     if (end == std::string::npos) break;
     Line(std::string_view(partial_.data() + start, end - start), out);
     if (partial_[end] == '\r') {
@@ -23,8 +24,10 @@ std::vector<SseEvent> SseParser::Feed(std::string_view piece) {
       }
     }
     start = end + 1;
+    from = start;
   }
   partial_.erase(0, start);
+  scanned_ = partial_.size();
   return out;
 }
 

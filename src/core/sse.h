@@ -37,6 +37,9 @@ class SseParser {
   bool has_fields_ = false;
   bool has_data_ = false;
   bool after_cr_ = false;  // The last piece ended with a CR.
+  // Bytes of partial_ already searched for a line end: each byte is
+  // searched once, however small the pieces.
+  size_t scanned_ = 0;
 };
 
 }  // namespace steps

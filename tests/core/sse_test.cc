@@ -51,5 +51,18 @@ TEST(SseParserTest, LinesEndAtCrLfLfOrALoneCr) {
   EXPECT_EQ(events[2].data, "three");
 }
 
+// A long line fed a byte at a time is searched once, not once per piece:
+// 1 MiB here would take minutes if every piece rescanned what is buffered.
+TEST(SseParserTest, ALongLineInTinyPiecesIsScannedOnce) {
+  SseParser parser;
+  const std::string line = "data: " + std::string(1 << 20, 'x');
+  for (char c : line) {
+    ASSERT_TRUE(parser.Feed(std::string_view(&c, 1)).empty());
+  }
+  std::vector<SseEvent> events = parser.Feed("\r\n\r\n");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].data.size(), size_t{1} << 20);
+}
+
 }  // namespace
 }  // namespace steps
