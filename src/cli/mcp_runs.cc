@@ -135,13 +135,16 @@ Result<pid_t> LaunchRun(const McpToolsOptions& options, const RunRequest& req,
 }
 
 McpToolResult StartRun(const McpToolsOptions& options, LaunchedRuns& launched,
-                       const nlohmann::json& args) {
+                       const nlohmann::json& args, const CancelToken& cancel) {
   Result<std::string> file =
       ResolveUnderRoot(options.root, args.at("file").get<std::string>());
   if (!file.ok()) return Failure(file.status().message());
   RunRequest req{*file, args.value("job", std::string()),
                  args.value("mock", false), args.value("no_cache", false)};
   if (std::string why = Preflight(req); !why.empty()) return Failure(why);
+  // A call cancelled while its file was checked gets no answer: starting
+  // the run then would leave one its client never hears of.
+  if (cancel.cancelled()) return Failure("cancelled: no run was started");
   const std::string run_id = pipeline::NewRunId(RealClock());
   const std::filesystem::path log_dir =
       std::filesystem::path(options.state_dir) / "mcp";
@@ -197,8 +200,8 @@ McpTool RunTool(const McpToolsOptions& options,
       {"required", {"file"}},
       {"additionalProperties", false}};
   tool.call = [options, launched](const nlohmann::json& args,
-                                  const CancelToken&) {
-    return StartRun(options, *launched, args);
+                                  const CancelToken& cancel) {
+    return StartRun(options, *launched, args, cancel);
   };
   return tool;
 }
