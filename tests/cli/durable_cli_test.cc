@@ -5,7 +5,6 @@
 // earlier tool result already there.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <sqlite3.h>
 
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -13,58 +12,26 @@
 #include <thread>
 #include <vector>
 
+#include "common/chat_completion.h"
 #include "common/steps_cli.h"
+#include "common/store_sql.h"
 #include "common/temp_dir.h"
 
 namespace steps {
 namespace {
 
 using nlohmann::json;
+using test_support::ChatAnswer;
 using test_support::RunSteps;
+using test_support::ShellCall;
 using test_support::TempDir;
 
 // Rows of conversation_log of `kind`, read through a connection of its own.
 int CountRows(const std::string& db_path, const std::string& kind) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) !=
-      SQLITE_OK) {
-    sqlite3_close(db);
-    return -1;
-  }
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  int n = -1;
-  if (sqlite3_prepare_v2(
-          db, "SELECT count(*) FROM conversation_log WHERE kind = ?1", -1, &st,
-          nullptr) == SQLITE_OK) {
-    sqlite3_bind_text(st, 1, kind.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
-
-json Answer(const json& message) {
-  return {{"id", "c"},
-          {"object", "chat.completion"},
-          {"created", 1},
-          {"model", "m"},
-          {"choices",
-           {{{"index", 0},
-             {"message", message},
-             {"finish_reason",
-              message.contains("tool_calls") ? "tool_calls" : "stop"}}}},
-          {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 2}}}};
-}
-
-json ShellCall(const std::string& id, const std::string& command) {
-  json function = {{"name", "run_shell"},
-                   {"arguments", json({{"command", command}}).dump()}};
-  json call = {{"id", id}, {"type", "function"}, {"function", function}};
-  return {{"role", "assistant"},
-          {"content", nullptr},
-          {"tool_calls", json::array({call})}};
+  const std::string n = test_support::StoreSql(
+      db_path,
+      "SELECT count(*) FROM conversation_log WHERE kind = '" + kind + "'");
+  return n.empty() ? -1 : std::stoi(n);
 }
 
 TEST(DurableCliTest, EachRequestIsStoredBeforeItIsSent) {
@@ -94,7 +61,7 @@ TEST(DurableCliTest, EachRequestIsStoredBeforeItIsSent) {
     json message = n <= 2 ? ShellCall("call_" + std::to_string(n),
                                       "echo turn " + std::to_string(n))
                           : json{{"role", "assistant"}, {"content", "done"}};
-    res.set_content(Answer(message).dump(), "application/json");
+    res.set_content(ChatAnswer(message).dump(), "application/json");
   });
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);

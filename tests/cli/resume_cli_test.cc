@@ -4,7 +4,6 @@
 // refused; the time already spent counts against deadlines.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <sqlite3.h>
 
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -12,15 +11,19 @@
 #include <thread>
 #include <vector>
 
+#include "common/chat_completion.h"
 #include "common/steps_cli.h"
+#include "common/store_sql.h"
 #include "common/temp_dir.h"
 
 namespace steps {
 namespace {
 
 using nlohmann::json;
+using test_support::ChatAnswer;
 using test_support::Has;
 using test_support::RunSteps;
+using test_support::ShellCall;
 using test_support::TempDir;
 
 // Shell text that sends `signal` to the `steps` process running this task
@@ -37,19 +40,7 @@ std::string SignalStepsOnce(const std::string& mark,
 // Runs `sql` on the store through a connection of its own; the first
 // column of the first row, or "" when there is none.
 std::string Sql(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::string out;
-  if (sqlite3_open(db_path.c_str(), &db) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close(db);
-  return out;
+  return test_support::StoreSql(db_path, sql);
 }
 
 class ResumeCliTest : public ::testing::Test {
@@ -203,28 +194,6 @@ TEST_F(ResumeCliTest, RunResumeIfInterruptedContinuesTheSameRun) {
   EXPECT_FALSE(Has(fresh.out, "resuming run")) << fresh.out;
   EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM runs"), "2");
   EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\none\nthree\n");
-}
-
-json ChatAnswer(const json& message) {
-  return {{"id", "c"},
-          {"object", "chat.completion"},
-          {"created", 1},
-          {"model", "m"},
-          {"choices",
-           {{{"index", 0},
-             {"message", message},
-             {"finish_reason",
-              message.contains("tool_calls") ? "tool_calls" : "stop"}}}},
-          {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 2}}}};
-}
-
-json ShellCall(const std::string& id, const std::string& command) {
-  json function = {{"name", "run_shell"},
-                   {"arguments", json({{"command", command}}).dump()}};
-  json call = {{"id", id}, {"type", "function"}, {"function", function}};
-  return {{"role", "assistant"},
-          {"content", nullptr},
-          {"tool_calls", json::array({call})}};
 }
 
 // A model that calls run_shell twice, then answers "done"; it keeps every
