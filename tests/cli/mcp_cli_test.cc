@@ -22,11 +22,14 @@
 
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
+#include "mcp_pipeline.h"
 
 namespace {
 
+using steps::test_support::Bounded;
 using steps::test_support::CliResult;
 using steps::test_support::Has;
+using steps::test_support::McpPipeline;
 using steps::test_support::RunSteps;
 using steps::test_support::SpawnSteps;
 using steps::test_support::StepsOptions;
@@ -35,12 +38,6 @@ using steps::test_support::TempDir;
 const std::string kHostile = HOSTILE_MCP_SERVER;
 const std::string kNodeModules =
     std::string(STEPS_SOURCE_DIR) + "/tests/mcp/node_modules";
-
-StepsOptions Bounded() {
-  StepsOptions o;
-  o.kill_after = std::chrono::seconds(120);
-  return o;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -51,24 +48,11 @@ std::string ReadFile(const std::string& path) {
 
 class McpCliTest : public ::testing::Test {
  protected:
-  // A pipeline with `servers` (the mcp_servers: block), agent `a` granting
-  // `grant`, one agent step, and `script` as a's mock script.
+  // McpPipeline, written as p.yaml.
   void Write(const std::string& servers, const std::string& grant,
              const std::string& script = "  a: [{say: done}]\n",
              const std::string& assert = "") {
-    dir_.Write("p.yaml", servers +
-                             "agents:\n"
-                             "- name: a\n"
-                             "  source: { model: mock/a }\n"
-                             "  tools: [" +
-                             grant +
-                             "]\n"
-                             "jobs:\n"
-                             "- name: j\n"
-                             "  plan:\n"
-                             "  - agent: a\n"
-                             "    messages: [hi]\n" +
-                             assert + "mock:\n" + script);
+    dir_.Write("p.yaml", McpPipeline(servers, grant, script, assert));
   }
 
   // The mcp_servers: block for one hostile server named h.

@@ -24,13 +24,16 @@
 
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
+#include "mcp_pipeline.h"
 #include "tools/mcp/hostile_mcp_http_server.h"
 
 namespace {
 
+using steps::test_support::Bounded;
 using steps::test_support::CliResult;
 using steps::test_support::Has;
 using steps::test_support::HostileMcpHttpServer;
+using steps::test_support::McpPipeline;
 using steps::test_support::RunSteps;
 using steps::test_support::StepsOptions;
 using steps::test_support::TempDir;
@@ -40,33 +43,12 @@ const std::string kEverything =
     "/tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/"
     "index.js";
 
-StepsOptions Bounded(const std::string& prefix = "") {
-  StepsOptions o;
-  o.prefix = prefix;
-  o.kill_after = std::chrono::seconds(120);
-  return o;
-}
-
 class McpHttpCliTest : public ::testing::Test {
  protected:
-  // A pipeline with `servers` (the mcp_servers: block), agent `a` granting
-  // `grant`, one agent step, and `script` as a's mock script.
+  // McpPipeline, written as p.yaml.
   void Write(const std::string& servers, const std::string& grant,
              const std::string& script = "  a: [{say: done}]\n") {
-    dir_.Write("p.yaml", servers +
-                             "agents:\n"
-                             "- name: a\n"
-                             "  source: { model: mock/a }\n"
-                             "  tools: [" +
-                             grant +
-                             "]\n"
-                             "jobs:\n"
-                             "- name: j\n"
-                             "  plan:\n"
-                             "  - agent: a\n"
-                             "    messages: [hi]\n"
-                             "mock:\n" +
-                             script);
+    dir_.Write("p.yaml", McpPipeline(servers, grant, script));
   }
 
   CliResult Steps(const std::string& args, const std::string& prefix = "") {
