@@ -244,7 +244,8 @@ class Conversation {
     call.log_give_up = false;  // One conversation_failed line, from here.
     call.on_log = ctx_.events.on_log;
 
-    Checkpoint(ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
+    Emit(NewCheckpoint(ConversationCheckpoint::Kind::kRequest,
+                       result_.turns + 1));
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
@@ -343,14 +344,14 @@ class Conversation {
     request_.messages.push_back(
         Message::Assistant(answer.text, answer.tool_calls));
     {
-      ConversationCheckpoint& cp =
-          Checkpoint(ConversationCheckpoint::Kind::kAnswer, record.turn);
+      ConversationCheckpoint cp =
+          NewCheckpoint(ConversationCheckpoint::Kind::kAnswer, record.turn);
       cp.source = record.source;
       cp.provider_requests = record.provider_requests;
       cp.prompt_tokens = record.prompt_tokens;
       cp.completion_tokens = record.completion_tokens;
       cp.usd = record.usd;
-      EmitCheckpoint();
+      Emit(cp);
     }
     if (answer.tool_calls.empty()) {
       EmitTurn(std::move(record));
@@ -578,32 +579,33 @@ class Conversation {
     return false;
   }
 
-  // The checkpoint being built: `kind`, with the messages added since the
-  // last one. Emitted by EmitCheckpoint (kRequest: at once).
-  ConversationCheckpoint& Checkpoint(ConversationCheckpoint::Kind kind,
-                                     int turn) {
-    checkpoint_ = ConversationCheckpoint();
-    checkpoint_.kind = kind;
-    checkpoint_.turn = turn;
-    checkpoint_.messages.assign(request_.messages.begin() + durable_messages_,
-                                request_.messages.end());
-    if (kind == ConversationCheckpoint::Kind::kRequest) EmitCheckpoint();
-    return checkpoint_;
+  // A checkpoint of `kind` holding the messages added since the last one
+  // emitted.
+  ConversationCheckpoint NewCheckpoint(ConversationCheckpoint::Kind kind,
+                                       int turn) const {
+    ConversationCheckpoint cp;
+    cp.kind = kind;
+    cp.turn = turn;
+    cp.messages.assign(request_.messages.begin() + durable_messages_,
+                       request_.messages.end());
+    return cp;
   }
 
-  void EmitCheckpoint() {
-    durable_messages_ = request_.messages.size();
-    if (ctx_.events.on_checkpoint) ctx_.events.on_checkpoint(checkpoint_);
+  // Hands `cp` to the caller (which stores it before this returns); its
+  // messages count as durable from here on.
+  void Emit(const ConversationCheckpoint& cp) {
+    durable_messages_ += cp.messages.size();
+    if (ctx_.events.on_checkpoint) ctx_.events.on_checkpoint(cp);
   }
 
   void ToolCheckpoint(ConversationCheckpoint::Kind kind, int turn,
                       const ToolCall& call, bool is_error) {
-    ConversationCheckpoint& cp = Checkpoint(kind, turn);
+    ConversationCheckpoint cp = NewCheckpoint(kind, turn);
     cp.call_id = call.id;
     cp.tool = call.name;
     cp.arguments = call.arguments;
     cp.is_error = is_error;
-    EmitCheckpoint();
+    Emit(cp);
   }
 
   void EmitTurn(AgentTurnRecord record) {
@@ -663,7 +665,6 @@ class Conversation {
   int turn_requests_ = 0;  // Requests of the turn under way, all sources.
   // Messages of request_ already in a checkpoint; the one being built.
   size_t durable_messages_ = 0;
-  ConversationCheckpoint checkpoint_;
   std::vector<std::string> failures_;  // One per source that failed.
   std::unique_ptr<LocalProcessLauncher> own_launcher_;
   std::unique_ptr<ToolContext> tool_context_;
