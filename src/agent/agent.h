@@ -107,6 +107,8 @@ struct ResumedConversation {
   // `restarted`: they run again (at least once, never exactly once).
   std::vector<ToolCall> unfinished_calls;
   std::vector<std::string> restarted;
+  // The deadline nudge was in a request already: it is not sent again.
+  bool nudged = false;
   // What the conversation had done and spent: turns and spending continue
   // from here, and budgets count it.
   int turns = 0;
@@ -130,6 +132,9 @@ struct AgentInvocation {
   bool required_tools = false;     // `required: tools`.
 
   std::optional<Millis> timeout;     // The one deadline; nullopt: none ("0").
+  // A resumed step's whole timeout, of which `timeout` is what is left: the
+  // nudge is due when a fifth of the whole remains. Unset: `timeout`.
+  std::optional<Millis> whole_timeout;
   int attempts = 3;                  // Provider requests per failing turn.
   std::optional<int64_t> max_turns;  // nullopt: no cap.
   std::optional<int64_t> max_context_bytes;  // nullopt: whole files.
@@ -213,6 +218,9 @@ struct ConversationCheckpoint {
   Kind kind = Kind::kRequest;
   int turn = 0;  // The turn this belongs to (1-based).
   std::vector<Message> messages;
+  // kRequest: its messages carry the deadline nudge (sent once per
+  // conversation, also across a resume).
+  bool nudge = false;
   // kAnswer: what answered and what it cost.
   std::string source;
   int provider_requests = 0;

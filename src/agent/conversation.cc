@@ -174,6 +174,7 @@ class Conversation {
     result_.completion_tokens = r.completion_tokens;
     result_.usd = r.usd;
     result_.deadline_disclosed = deadline_.is_set();
+    result_.nudge_sent = r.nudged;  // Once per conversation, not per process.
     // Over a cap already: the next Step says so before any request.
     spending_.Charge(r.prompt_tokens + r.completion_tokens, r.usd);
   }
@@ -231,7 +232,7 @@ class Conversation {
       return Fail(Outcome::kFailed,
                   "agent: " + spent + "; another request would exceed it");
     }
-    MaybeNudge();
+    const bool nudged = MaybeNudge();
 
     CallContext call;
     call.clock = &clock_;
@@ -244,8 +245,10 @@ class Conversation {
     call.log_give_up = false;  // One conversation_failed line, from here.
     call.on_log = ctx_.events.on_log;
 
-    Emit(NewCheckpoint(ConversationCheckpoint::Kind::kRequest,
-                       result_.turns + 1));
+    ConversationCheckpoint request =
+        NewCheckpoint(ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
+    request.nudge = nudged;
+    Emit(request);
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
@@ -303,18 +306,21 @@ class Conversation {
     return true;
   }
 
-  void MaybeNudge() {
-    if (!deadline_.is_set() || result_.nudge_sent) return;
+  // Adds the nudge when it is due and was never sent; says whether it did.
+  bool MaybeNudge() {
+    if (!deadline_.is_set() || result_.nudge_sent) return false;
     SteadyTime now = clock_.Now();
-    if (!NudgeDue(now, deadline_.at(), *inv_.timeout)) return;
+    const Millis whole = inv_.whole_timeout.value_or(*inv_.timeout);
+    if (!NudgeDue(now, deadline_.at(), whole)) return false;
     Millis remaining = std::chrono::duration_cast<Millis>(deadline_.at() - now);
     request_.messages.push_back(
-        Message::User(NudgeText(remaining, *inv_.timeout)));
+        Message::User(NudgeText(remaining, whole)));
     result_.nudge_sent = true;
     Log(LogLevel::kInfo, "agent.nudge",
         {{"agent", inv_.agent_name},
          {"remaining", FormatDuration(remaining)},
-         {"timeout", FormatDuration(*inv_.timeout)}});
+         {"timeout", FormatDuration(whole)}});
+    return true;
   }
 
   bool HandleAnswer(const AgentSource& source, ChatAnswer& answer) {

@@ -17,6 +17,7 @@ ResumedConversation RebuildConversation(
                         cp.messages.end());
     switch (cp.kind) {
       case Kind::kRequest:
+        out.nudged = out.nudged || cp.nudge;
         break;
       case Kind::kAnswer:
         out.turns = std::max(out.turns, cp.turn);

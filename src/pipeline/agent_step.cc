@@ -140,6 +140,7 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   inv.context_paths = step.context_paths;
   inv.critique = scope.critique;
   inv.timeout = timeout;
+  if (timeout != rs.dials.timeout.value) inv.whole_timeout = rs.dials.timeout.value;
   if (resume) {
     if (auto it = resume->conversations.find(ref.id);
         it != resume->conversations.end())

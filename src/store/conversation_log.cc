@@ -1,5 +1,7 @@
 #include "store/conversation_log.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
@@ -31,6 +33,23 @@ json MessageJson(const Message& m) {
 std::string Str(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// A stored number or flag, or `fallback` when it is missing or of another
+// type (a damaged row reads as zero, never throws).
+int64_t Int(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+double Real(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+bool Flag(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
 Result<Message> MessageFrom(const json& j) {
@@ -80,15 +99,17 @@ Result<agent::ConversationCheckpoint> CheckpointFrom(const std::string& kind,
       cp.messages.push_back(std::move(*message));
     }
   }
+  cp.nudge = Flag(j, "nudge");
   cp.source = Str(j, "source");
-  cp.provider_requests = j.value("provider_requests", 0);
-  cp.prompt_tokens = j.value("prompt_tokens", int64_t{0});
-  cp.completion_tokens = j.value("completion_tokens", int64_t{0});
-  cp.usd = j.value("usd", 0.0);
+  cp.provider_requests = static_cast<int>(
+      std::clamp<int64_t>(Int(j, "provider_requests"), 0, 1 << 30));
+  cp.prompt_tokens = Int(j, "prompt_tokens");
+  cp.completion_tokens = Int(j, "completion_tokens");
+  cp.usd = Real(j, "usd");
   cp.call_id = Str(j, "call_id");
   cp.tool = Str(j, "tool");
   cp.arguments = Str(j, "arguments");
-  cp.is_error = j.value("is_error", false);
+  cp.is_error = Flag(j, "is_error");
   return cp;
 }
 
@@ -112,6 +133,7 @@ std::string CheckpointJson(const agent::ConversationCheckpoint& cp) {
   json messages = json::array();
   for (const Message& m : cp.messages) messages.push_back(MessageJson(m));
   json j = {{"messages", std::move(messages)}};
+  if (cp.nudge) j["nudge"] = true;
   if (cp.kind == Kind::kAnswer) {
     j["source"] = cp.source;
     j["provider_requests"] = cp.provider_requests;

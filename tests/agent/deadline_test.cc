@@ -6,6 +6,7 @@
 
 #include "agent/conversation.h"
 #include "agent/deadline_notice.h"
+#include "agent/resume.h"
 #include "agent_test_util.h"
 
 namespace steps::agent {
@@ -138,6 +139,79 @@ w:
   ASSERT_TRUE(body.contains("tools"));
   EXPECT_EQ(body["tools"].size(), 1u);
   EXPECT_EQ(logs.LinesWith("agent.nudge").size(), 1u);
+}
+
+// A run killed after its nudged request was stored: the resumed
+// conversation re-sends that request (the nudge in it, once) and nudges
+// no more, though a fifth of its deadline still remains only.
+TEST(NudgeTest, AResumedConversationIsNotNudgedTwice) {
+  FakeClock clock(/*auto_advance=*/true);
+  auto first = MockRunner(R"(
+w:
+  - {delay: 81s, call: {name: read_file, arguments: {path: a.txt}}}
+  - say: done
+)");
+  AgentInvocation inv = Invocation({MockSource("w")});
+  inv.tools = {"read_file"};
+  inv.timeout = seconds(100);
+  AgentContext ctx;
+  ctx.clock = &clock;
+  std::vector<ConversationCheckpoint> kept;
+  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
+    if (kept.size() < 5) kept.push_back(cp);  // Through the 2nd request.
+  };
+  ASSERT_EQ(first->Run(inv, ctx).outcome, Outcome::kSucceeded);
+  ASSERT_EQ(kept.size(), 5u);
+  EXPECT_FALSE(kept[0].nudge);
+  EXPECT_TRUE(kept[4].nudge);  // 19s of 100s left when it was sent.
+
+  auto second = MockRunner(R"(
+w:
+  - {delay: 1s, call: {name: read_file, arguments: {path: b.txt}}}
+  - say: done
+)");
+  AgentInvocation resumed = inv;
+  resumed.timeout = seconds(19);  // What is left of the whole 100s.
+  resumed.whole_timeout = seconds(100);
+  resumed.resume_from = RebuildConversation(kept);
+  EXPECT_TRUE(resumed.resume_from->nudged);
+  AgentContext ctx2;
+  ctx2.clock = &clock;
+  AgentResult r = second->Run(resumed, ctx2);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  auto requests = second->MockRequests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(CountContaining(requests[0], kNudgeMark), 1);  // As stored.
+  EXPECT_EQ(CountContaining(requests[1], kNudgeMark), 1);  // Not a second.
+}
+
+// A resumed step has what is left of its timeout; the nudge is due at a
+// fifth of the whole timeout and says the whole, not at a fifth of the
+// rest.
+TEST(NudgeTest, AResumedStepIsNudgedAtAFifthOfItsWholeTimeout) {
+  FakeClock clock(/*auto_advance=*/true);
+  auto runner = MockRunner(R"(
+w:
+  - {delay: 10s, call: {name: read_file, arguments: {path: a.txt}}}
+  - {delay: 1ms, call: {name: read_file, arguments: {path: b.txt}}}
+  - say: done
+)");
+  AgentInvocation inv = Invocation({MockSource("w")});
+  inv.tools = {"read_file"};
+  inv.timeout = seconds(30);  // Left of 100s: 20s left after 10s.
+  inv.whole_timeout = seconds(100);
+  AgentContext ctx;
+  ctx.clock = &clock;
+  AgentResult r = runner->Run(inv, ctx);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+  auto requests = runner->MockRequests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(CountContaining(requests[0], kNudgeMark), 0);  // 30s of 100s.
+  EXPECT_EQ(CountContaining(requests[1], kNudgeMark), 0);  // Exactly 20s.
+  EXPECT_EQ(CountContaining(requests[2], kNudgeMark), 1);  // 19.999s.
+  auto messages = RequestMessages(requests[2]);
+  EXPECT_EQ(messages.back()["content"],
+            NudgeText(Millis(19999), seconds(100)));
 }
 
 TEST(NudgeTest, NotSentWhenTheConversationEndsBeforeTheLastFifth) {

@@ -256,6 +256,7 @@ TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
   written[0].turn = 1;
   written[0].messages = {Message::System("Be brief.\n\nDeadline: 30m"),
                          Message::User("Fix \"it\"\twith ünïcode")};
+  written[0].nudge = true;
   written[1].kind = Kind::kAnswer;
   written[1].turn = 1;
   written[1].messages = {
@@ -307,6 +308,60 @@ TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
   EXPECT_EQ((*back)[1].messages[0].tool_calls[0].arguments, R"({"path":"a"})");
   EXPECT_EQ((*back)[1].usd, 0.25);
   EXPECT_TRUE((*back)[3].is_error);
+  EXPECT_TRUE((*back)[0].nudge);
+  EXPECT_FALSE((*back)[1].nudge);
+}
+
+// A row whose numbers and flags have the wrong types reads as zeros and
+// false, never throws; a row that is not JSON is an error naming it.
+TEST_F(RecorderTest, DamagedCheckpointsReadAsZerosOrErrors) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef review = Ref("1", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, std::nullopt);
+  auto insert = [&](int seq, const std::string& text) {
+    return store_->Write([&](Db& db) -> Status {
+      Result<StatementUse> st = db.Prepared(
+          "INSERT INTO conversation_log (run_id, step_id, seq, kind, turn,"
+          " at_ms, checkpoint) VALUES (?1, 'build:1', ?2, 'answer', 1, 0,"
+          " ?3)");
+      if (!st.ok()) return st.status();
+      (*st)->Bind(1, run_.id);
+      (*st)->Bind(2, int64_t{seq});
+      (*st)->Bind(3, text);
+      return (*st)->Run();
+    });
+  };
+  ASSERT_TRUE(insert(1, R"({"messages":[],"prompt_tokens":"x","usd":[1],)"
+                        R"("provider_requests":1e300,"nudge":1,)"
+                        R"("is_error":"yes","completion_tokens":2.5})")
+                  .ok());
+  auto read = [&] {
+    Result<std::vector<agent::ConversationCheckpoint>> back =
+        std::vector<agent::ConversationCheckpoint>{};
+    EXPECT_TRUE(store_
+                    ->Read([&](Db& db) -> Status {
+                      back = ReadConversationLog(db, run_.id, "build:1");
+                      return Status::Ok();
+                    })
+                    .ok());
+    return back;
+  };
+  auto back = read();
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].prompt_tokens, 0);
+  EXPECT_EQ((*back)[0].completion_tokens, 0);
+  EXPECT_EQ((*back)[0].provider_requests, 0);
+  EXPECT_EQ((*back)[0].usd, 0);
+  EXPECT_FALSE((*back)[0].nudge);
+  EXPECT_FALSE((*back)[0].is_error);
+
+  ASSERT_TRUE(insert(2, "{not json").ok());
+  back = read();
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("row 2"), std::string::npos)
+      << back.status().message();
 }
 
 TEST_F(RecorderTest, TotalTimeoutFieldsAreKept) {
