@@ -97,6 +97,36 @@ class BudgetMeter {
   double usd_ = 0;
 };
 
+// One tool call of a turn, as recorded: its arguments and result cut to
+// kRecordToolBytes each (on a UTF-8 boundary), the cut said by a flag.
+struct ToolCallRecord {
+  static constexpr size_t kRecordToolBytes = 4000;
+
+  std::string name;
+  std::string arguments;  // As the model sent them (JSON text, usually).
+  bool arguments_truncated = false;
+  // Unset when the tool never ran (the run stopped first).
+  std::optional<std::string> result;
+  bool result_truncated = false;
+  int64_t result_bytes = 0;  // The whole result's size.
+  bool is_error = false;
+
+  // "read_file {\"path\":\"a\"}": a one-line label for logs.
+  std::string Label() const { return name + " " + arguments; }
+};
+
+// What a conversation did, for the step record, `steps show` and the UI.
+struct AgentTurnRecord {
+  int turn = 0;               // 1-based.
+  int provider_requests = 0;  // HTTP requests this turn took (retries).
+  std::string source;         // Model or CLI that answered.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+  std::vector<ToolCallRecord> tool_calls;
+  std::string text;  // Answer text (cut).
+};
+
 // A conversation picked up where its run was interrupted (`steps resume`),
 // rebuilt from its checkpoints (RebuildConversation, agent/resume.h). The
 // messages are the stored ones: a secret's value reads `***` in them.
@@ -109,6 +139,10 @@ struct ResumedConversation {
   std::vector<std::string> restarted;
   // The deadline nudge was in a request already: it is not sent again.
   bool nudged = false;
+  // A record of each turn that had an answer, as an uninterrupted run
+  // keeps them (its tool calls with stored results): the last one goes on
+  // with `unfinished_calls`.
+  std::vector<AgentTurnRecord> turn_records;
   // What the conversation had done and spent: turns and spending continue
   // from here, and budgets count it.
   int turns = 0;
@@ -156,36 +190,6 @@ struct AgentInvocation {
   // history replaces the one persona, messages and context files would
   // build, and no completed request is sent again.
   std::optional<ResumedConversation> resume_from;
-};
-
-// One tool call of a turn, as recorded: its arguments and result cut to
-// kRecordToolBytes each (on a UTF-8 boundary), the cut said by a flag.
-struct ToolCallRecord {
-  static constexpr size_t kRecordToolBytes = 4000;
-
-  std::string name;
-  std::string arguments;  // As the model sent them (JSON text, usually).
-  bool arguments_truncated = false;
-  // Unset when the tool never ran (the run stopped first).
-  std::optional<std::string> result;
-  bool result_truncated = false;
-  int64_t result_bytes = 0;  // The whole result's size.
-  bool is_error = false;
-
-  // "read_file {\"path\":\"a\"}": a one-line label for logs.
-  std::string Label() const { return name + " " + arguments; }
-};
-
-// What a conversation did, for the step record, `steps show` and the UI.
-struct AgentTurnRecord {
-  int turn = 0;               // 1-based.
-  int provider_requests = 0;  // HTTP requests this turn took (retries).
-  std::string source;         // Model or CLI that answered.
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  double usd = 0;
-  std::vector<ToolCallRecord> tool_calls;
-  std::string text;  // Answer text (cut).
 };
 
 struct AgentResult {

@@ -11,6 +11,7 @@
 #include "agent/deadline_notice.h"
 #include "agent/guards.h"
 #include "agent/spending.h"
+#include "agent/turn_record.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "process/local_launcher.h"
@@ -21,22 +22,6 @@ namespace {
 
 // The model a CLI source's request names when a mock script serves it.
 constexpr const char kMockedCli[] = "cli";
-
-// Bound on what a turn record keeps of an answer's text.
-constexpr size_t kRecordTextBytes = 4000;
-
-std::string Cut(const std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  return text.substr(0, Utf8PrefixLength(text, max_bytes)) + "...";
-}
-
-// `text` cut to ToolCallRecord::kRecordToolBytes (no ellipsis: the record
-// says it was cut); sets `truncated` when it was.
-std::string CutTool(const std::string& text, bool& truncated) {
-  constexpr size_t kMax = ToolCallRecord::kRecordToolBytes;
-  truncated = text.size() > kMax;
-  return truncated ? text.substr(0, Utf8PrefixLength(text, kMax)) : text;
-}
 
 ToolSchema FinishToolSchema() {
   return {kFinishToolName,
@@ -173,6 +158,7 @@ class Conversation {
     result_.prompt_tokens = r.prompt_tokens;
     result_.completion_tokens = r.completion_tokens;
     result_.usd = r.usd;
+    result_.turn_records = r.turn_records;
     result_.deadline_disclosed = deadline_.is_set();
     result_.nudge_sent = r.nudged;  // Once per conversation, not per process.
     // Over a cap already: the next Step says so before any request.
@@ -182,9 +168,13 @@ class Conversation {
   // What a resumed conversation does before its next request: the last
   // answer's tool calls that have no stored result run (those that had
   // started run again, said on the log); a stored final answer ends it.
+  // The last turn's record is written again, whole: the run may have died
+  // before it was.
   bool ContinueResumed() {
-    if (!inv_.resume_from) return false;
+    if (!inv_.resume_from || result_.turn_records.empty()) return false;
     const ResumedConversation& r = *inv_.resume_from;
+    AgentTurnRecord record = std::move(result_.turn_records.back());
+    result_.turn_records.pop_back();
     if (!r.unfinished_calls.empty()) {
       for (const std::string& id : r.restarted) {
         Log(LogLevel::kWarn, "agent.tool_rerun",
@@ -194,11 +184,9 @@ class Conversation {
               "it started before the run was interrupted and its result was "
               "not stored: it runs again (tool calls are at least once)"}});
       }
-      AgentTurnRecord record;
-      record.turn = result_.turns;
       return RunTools(r.unfinished_calls, record);
     }
-    if (request_.messages.empty()) return false;
+    EmitTurn(std::move(record));
     const Message& last = request_.messages.back();
     if (last.role == Role::kAssistant && last.tool_calls.empty() &&
         !inv_.required_tools) {
@@ -332,7 +320,7 @@ class Conversation {
     record.prompt_tokens = answer.usage.prompt_tokens;
     record.completion_tokens = answer.usage.completion_tokens;
     record.usd = AnswerUsd(answer.usage, source.price);
-    record.text = Cut(answer.text, kRecordTextBytes);
+    record.text = CutText(answer.text, kRecordTextBytes);
     result_.prompt_tokens += record.prompt_tokens;
     result_.completion_tokens += record.completion_tokens;
     result_.usd += record.usd;
@@ -391,7 +379,7 @@ class Conversation {
       ToolCallRecord& recorded = record.tool_calls.emplace_back();
       recorded.name = call.name;
       recorded.arguments =
-          CutTool(call.arguments, recorded.arguments_truncated);
+          CutToolText(call.arguments, recorded.arguments_truncated);
       ToolResult result;
       const bool is_finish =
           inv_.required_tools && call.name == kFinishToolName;
@@ -406,7 +394,7 @@ class Conversation {
       } else {
         result = RunTool(call);
       }
-      recorded.result = CutTool(result.content, recorded.result_truncated);
+      recorded.result = CutToolText(result.content, recorded.result_truncated);
       recorded.result_bytes = static_cast<int64_t>(result.content.size());
       recorded.is_error = result.is_error;
       request_.messages.push_back(
@@ -417,7 +405,7 @@ class Conversation {
           loop_guard_.Record(call.name, call.arguments, result.content)) {
         EmitTurn(std::move(record));
         return Fail(Outcome::kFailed,
-                    "agent: loop detected: " + Cut(shown, 200) +
+                    "agent: loop detected: " + CutText(shown, 200) +
                         " returned the same result " +
                         std::to_string(loop_guard_.repeats()) +
                         " times in a row");
@@ -489,7 +477,7 @@ class Conversation {
     AgentTurnRecord record;
     record.turn = ++result_.turns;
     record.source = SourceLabel(source);
-    record.text = Cut(run.out.text, kRecordTextBytes);
+    record.text = CutText(run.out.text, kRecordTextBytes);
     EmitTurn(std::move(record));
     result_.answer = run.out.text;
     switch (run.end) {

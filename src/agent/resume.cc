@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include "agent/turn_record.h"
+
 namespace steps::agent {
 
 ResumedConversation RebuildConversation(
@@ -19,7 +21,14 @@ ResumedConversation RebuildConversation(
       case Kind::kRequest:
         out.nudged = out.nudged || cp.nudge;
         break;
-      case Kind::kAnswer:
+      case Kind::kAnswer: {
+        AgentTurnRecord& record = out.turn_records.emplace_back();
+        record.turn = cp.turn;
+        record.provider_requests = cp.provider_requests;
+        record.source = cp.source;
+        record.prompt_tokens = cp.prompt_tokens;
+        record.completion_tokens = cp.completion_tokens;
+        record.usd = cp.usd;
         out.turns = std::max(out.turns, cp.turn);
         out.provider_requests += cp.provider_requests;
         out.prompt_tokens += cp.prompt_tokens;
@@ -29,14 +38,27 @@ ResumedConversation RebuildConversation(
         started.clear();
         finished.clear();
         for (const Message& m : cp.messages) {
-          if (m.role == Role::kAssistant) last_calls = m.tool_calls;
+          if (m.role != Role::kAssistant) continue;
+          last_calls = m.tool_calls;
+          record.text = RecordedText(m.content);
         }
         break;
+      }
       case Kind::kToolStarted:
         started.insert(cp.call_id);
         break;
       case Kind::kToolFinished:
         finished.insert(cp.call_id);
+        if (!out.turn_records.empty()) {
+          ToolCall call{cp.call_id, cp.tool, cp.arguments};
+          for (const ToolCall& c : last_calls) {
+            if (c.id == cp.call_id) call = c;
+          }
+          const std::string& result =
+              cp.messages.empty() ? std::string() : cp.messages.back().content;
+          out.turn_records.back().tool_calls.push_back(
+              RecordedCall(call, result, cp.is_error));
+        }
         break;
     }
   }

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -224,6 +225,106 @@ TEST_F(ConversationTest, AResumedConversationWithItsAnswerStoredSendsNothing) {
   EXPECT_EQ(r.answer, "all done");
   EXPECT_EQ(r.turns, 3);
   EXPECT_TRUE(second->MockRequests().empty());
+}
+
+// The turn records a store holds when the run dies after `keep`
+// checkpoints and is resumed: the turn rows written before the death,
+// then those of the resumed conversation (a row written again replaces
+// the earlier one, as agent_turns does); and the resumed result's own.
+struct ResumedTurns {
+  std::map<int, AgentTurnRecord> stored;
+  std::vector<AgentTurnRecord> in_result;
+  int requests = 0;
+};
+
+std::string Describe(const AgentTurnRecord& t) {
+  std::string out = std::to_string(t.turn) + " " + t.source + " " +
+                    std::to_string(t.provider_requests) + " " +
+                    std::to_string(t.prompt_tokens) + "/" +
+                    std::to_string(t.completion_tokens) + " [" + t.text + "]";
+  for (const ToolCallRecord& c : t.tool_calls) {
+    out += " " + c.Label() + " -> " + c.result.value_or("(none)") +
+           (c.is_error ? " (error)" : "") + " " +
+           std::to_string(c.result_bytes);
+  }
+  return out;
+}
+
+// Entries of one mock script, so a resumed run is served the rest of it.
+const std::vector<std::string> kTwoCallTurns = {
+    "{say: writing, call: [{name: write_file, arguments: {path: a.txt, "
+    "content: one}}, {name: write_file, arguments: {path: b.txt, content: "
+    "two}}]}",
+    "{call: [{name: read_file, arguments: {path: a.txt}}, {name: read_file, "
+    "arguments: {path: nope.txt}}]}",
+    "{say: all done}"};
+
+std::string ScriptFrom(const std::vector<std::string>& entries, size_t from) {
+  std::string yaml = "w:\n";
+  if (from >= entries.size()) return yaml + "  []\n";
+  for (size_t i = from; i < entries.size(); ++i)
+    yaml += "  - " + entries[i] + "\n";
+  return yaml;
+}
+
+// Every point a run can die at, for a conversation with two tool calls per
+// turn: the resumed run ends with the turn records of an uninterrupted
+// one, in the store and in its result; no turn is lost or cut to the
+// calls that ran after the resume.
+TEST_F(ConversationTest, TurnRecordsOfAResumedRunAreThoseOfAnUninterruptedOne) {
+  auto whole = MockRunner(ScriptFrom(kTwoCallTurns, 0));
+  std::vector<ConversationCheckpoint> all;
+  AgentContext ctx = ctx_;
+  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
+    all.push_back(cp);
+  };
+  AgentResult expected = whole->Run(Inv(), ctx);
+  ASSERT_EQ(expected.outcome, Outcome::kSucceeded) << expected.error;
+  ASSERT_EQ(expected.turn_records.size(), 3u);
+  ASSERT_EQ(all.size(), 3u + 3u + 4u + 4u);  // Requests, answers, tools.
+
+  for (size_t keep = 0; keep <= all.size(); ++keep) {
+    SCOPED_TRACE("died after checkpoint " + std::to_string(keep));
+    std::filesystem::remove_all(dir_.path());
+    std::filesystem::create_directories(dir_.path());
+    // The first run, cut after `keep` checkpoints: what it stored.
+    std::map<int, AgentTurnRecord> stored;
+    size_t seen = 0;
+    AgentContext first_ctx = ctx_;
+    first_ctx.events.on_checkpoint = [&](const ConversationCheckpoint&) {
+      ++seen;
+    };
+    first_ctx.events.on_turn = [&](const AgentTurnRecord& t) {
+      if (seen <= keep) stored[t.turn] = t;
+    };
+    auto first = MockRunner(ScriptFrom(kTwoCallTurns, 0));
+    first->Run(Inv(), first_ctx);
+    std::vector<ConversationCheckpoint> kept(all.begin(), all.begin() + keep);
+    // A turn row written after the last stored checkpoint did not survive.
+    ResumedConversation resumed = RebuildConversation(kept);
+    size_t answers = 0;
+    for (const auto& cp : kept)
+      answers += cp.kind == ConversationCheckpoint::Kind::kAnswer;
+
+    auto second = MockRunner(ScriptFrom(kTwoCallTurns, answers));
+    AgentInvocation inv = Inv();
+    if (keep > 0) inv.resume_from = resumed;
+    AgentContext second_ctx = ctx_;
+    second_ctx.events.on_turn = [&](const AgentTurnRecord& t) {
+      stored[t.turn] = t;
+    };
+    AgentResult r = second->Run(inv, second_ctx);
+    ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
+    EXPECT_EQ(second->MockRequests().size(), 3u - answers);
+    ASSERT_EQ(r.turn_records.size(), 3u);
+    ASSERT_EQ(stored.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(Describe(r.turn_records[i]),
+                Describe(expected.turn_records[i]));
+      EXPECT_EQ(Describe(stored[static_cast<int>(i) + 1]),
+                Describe(expected.turn_records[i]));
+    }
+  }
 }
 
 TEST_F(ConversationTest, ToolErrorsGoBackToTheModel) {
