@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,6 @@
 #include "core/log.h"
 #include "process/guardian.h"
 #include "store/process_groups.h"
-#include "store/run_lock.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -45,8 +43,8 @@ int RunGuardianCommand(int argc, char** argv) {
   const std::string state_dir = argv[2];
   const std::string run_id = argv[3];
   const pid_t starter = static_cast<pid_t>(std::atol(argv[4]));
-  // Descriptor 3 is the run's lock only when the run got one.
-  const bool holds_lock = std::string(argv[5]) == "locked";
+  // argv[5] says whether descriptor 3 is the run's lock ("locked"): held
+  // until we exit, either way nothing more to do with it.
   // In a session of its own already; a stray SIGINT or SIGHUP sent to it
   // by name still must not leave a dead run's processes running.
   signal(SIGINT, SIG_IGN);
@@ -73,12 +71,10 @@ int RunGuardianCommand(int argc, char** argv) {
               {"groups", std::to_string(end.groups_killed)},
               {"escaped", std::to_string(end.escaped_killed)}});
   }
-  // The run is over and nothing of it runs: its lock (descriptor 3, held
-  // until we exit) has no more use.
-  if (holds_lock) {
-    std::error_code ec;
-    std::filesystem::remove(store::RunLockPath(state_dir, run_id), ec);
-  }
+  // The run is over and nothing of it runs: its lock (descriptor 3) goes
+  // when we exit. The lock file stays, free: it says the run died, also to
+  // another machine that finds this folder restored from a cache
+  // (docs/resume.md); a resumed run takes it again.
   return kExitOk;
 }
 

@@ -3,11 +3,13 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "store/recorder.h"
+#include "store/run_lock.h"
 
 namespace steps::store {
 
@@ -76,7 +78,12 @@ const std::string& RunColumns() {
   return kColumns;
 }
 
-StoredRun ReadRunRow(const Statement& s) {
+// The state folder a store lives in (its runs' lock files are there).
+std::string StateDirOf(const Store& store) {
+  return std::filesystem::path(store.path()).parent_path().string();
+}
+
+StoredRun ReadRunRow(const Statement& s, const std::string& state_dir) {
   StoredRun r;
   r.id = s.Text(0);
   r.file = s.Text(1);
@@ -89,7 +96,8 @@ StoredRun ReadRunRow(const Statement& s) {
   r.prompt_tokens = s.OptionalInt(9).value_or(0);
   r.completion_tokens = s.OptionalInt(10).value_or(0);
   if (!s.IsNull(11)) r.usd = s.Real(11);
-  if (r.status == "running" && !RunProcessAlive(r.host, r.pid, s.Text(8)))
+  if (r.status == "running" &&
+      !RunProcessAlive(state_dir, r.id, r.host, r.pid, s.Text(8)))
     r.status = "interrupted";
   return r;
 }
@@ -283,9 +291,17 @@ Status LoadSteps(Db& db, StoredRun& run) {
 
 }  // namespace
 
-bool RunProcessAlive(const std::string& host, int64_t pid,
+bool RunProcessAlive(const std::string& state_dir, const std::string& run_id,
+                     const std::string& host, int64_t pid,
                      const std::string& pid_start) {
-  if (host != HostName()) return true;
+  if (host != HostName()) {
+    // Its process cannot be checked from here; its lock can, where the
+    // folder is shared. A missing lock file cannot be told from a live run.
+    std::error_code ec;
+    if (!std::filesystem::exists(RunLockPath(state_dir, run_id), ec))
+      return true;
+    return RunIsLocked(state_dir, run_id);
+  }
   if (pid <= 0) return false;
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
   // The pid exists: is it still the run's process?
@@ -301,7 +317,7 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
     if (!st.ok()) return st.status();
     (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
     return (*st)->EachRow(
-        [&](const Statement& row) { runs.push_back(ReadRunRow(row)); });
+        [&](const Statement& row) { runs.push_back(ReadRunRow(row, StateDirOf(store))); });
   });
   if (!s.ok()) return s;
   return runs;
@@ -375,7 +391,7 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
       Result<bool> row = (*st)->Step();
       if (!row.ok()) return row.status();
       if (!*row) return NotFound("no run '" + *resolved + "'");
-      run = ReadRunRow(**st);
+      run = ReadRunRow(**st, StateDirOf(store));
       if (Status p = LoadPlan(db, run); !p.ok()) return p;
       Result<std::vector<StoredInterruption>> stops =
           ReadInterruptions(db, run.id);

@@ -174,10 +174,14 @@ Result<StoredLog> LoadStepLog(Store& store, const std::string& run_id,
                               const std::string& step_id, int64_t after_seq,
                               int limit);
 
-// Whether the process that wrote a "running" row is still that run: same
-// host and a live process with the same pid and start time. Another host's
-// process cannot be checked and counts as alive.
-bool RunProcessAlive(const std::string& host, int64_t pid,
+// Whether the process that wrote a "running" row of run `run_id` is still
+// that run. On this host: a live process with the same pid and start time.
+// Another host's process cannot be checked: its run lock in `state_dir`
+// decides (held over a shared folder by a live run; free in a folder
+// restored from a dead runner's cache), and without a lock file the run
+// counts as alive.
+bool RunProcessAlive(const std::string& state_dir, const std::string& run_id,
+                     const std::string& host, int64_t pid,
                      const std::string& pid_start);
 
 }  // namespace steps::store

@@ -3,6 +3,8 @@
 // under its own id; what ended is not run again; a changed pipeline file is
 // refused; the time already spent counts against deadlines.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <httplib.h>
 
 #include <mutex>
@@ -196,6 +198,33 @@ TEST_F(ResumeCliTest, RunResumeIfInterruptedContinuesTheSameRun) {
   EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\none\nthree\n");
 }
 
+// A state folder restored on another machine (a CI cache): the run's row
+// still says `running`, on a host that is not this one, and its lock file
+// is free. `--resume-if-interrupted` takes it as interrupted and resumes
+// it without being told its id.
+TEST_F(ResumeCliTest, ARunRestoredFromAnotherMachineResumes) {
+  WritePipeline("KILL");
+  EXPECT_EQ(Steps("run p.yaml").exit_code, 137);
+  std::filesystem::rename(dir_.path() + "/state", dir_.path() + "/restored");
+  const std::string db = dir_.path() + "/restored/steps.db";
+  Sql(db, "UPDATE runs SET host = 'runner-7'");
+  ASSERT_EQ(Sql(db, "SELECT status || ' ' || host FROM runs"),
+            "running runner-7");
+  auto listed = RunSteps(dir_.path(), "runs --state-dir restored");
+  EXPECT_TRUE(Has(listed.out, "interrupted")) << listed.out;
+  auto resumed =
+      RunSteps(dir_.path(),
+               "run p.yaml --resume-if-interrupted --plain --state-dir restored",
+               {.prefix = "",
+                .streams = test_support::Streams::kMerged,
+                .kill_after = std::chrono::seconds(60)});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "resuming run")) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(db, "SELECT count(*) || ' ' || status FROM runs"),
+            "1 succeeded");
+}
+
 // A model that calls run_shell twice, then answers "done"; it keeps every
 // request it receives. The second command kills `steps` (once).
 class ScriptedModel {
@@ -333,6 +362,37 @@ TEST_F(ResumeAgentTest, ConversationContinuesWithoutResending) {
                 "SELECT count(*) FROM output_lines WHERE stream = 'log'"
                 " AND line LIKE '%agent.tool_rerun%call=call_2%'"),
             "1");
+}
+
+// The checks of the step's assert see the whole conversation: the call
+// made before the kill counts with the one made again after it, and the
+// turn the run died in is recorded with its calls.
+TEST_F(ResumeAgentTest, AssertCountsToolCallsFromBeforeTheInterruption) {
+  ScriptedModel model(dir_.path());
+  ASSERT_GT(model.port(), 0);
+  dir_.Write("p.yaml",
+             "agents:\n"
+             "- name: a\n"
+             "  source: {model: openai/m, base_url: http://127.0.0.1:" +
+                 std::to_string(model.port()) +
+                 "/v1}\n"
+                 "  tools: [run_shell]\n"
+                 "jobs:\n"
+                 "- name: j\n"
+                 "  plan:\n"
+                 "  - agent: a\n"
+                 "    messages: [go]\n"
+                 "    assert: {tool_called: {name: run_shell, count: 2},"
+                 " max_turns_used: 3}\n");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM steps"), "succeeded");
+  EXPECT_EQ(Sql(Db(),
+                "SELECT group_concat(turn || ':' || json_array_length("
+                "tool_calls), ' ') FROM (SELECT * FROM agent_turns"
+                " ORDER BY turn)"),
+            "1:1 2:1 3:0");
 }
 
 // Each answer costs 7 tokens: two answers spend a budget of 14 exactly. The

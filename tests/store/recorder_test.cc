@@ -11,6 +11,7 @@
 #include "store/conversation_log.h"
 #include "store/listing.h"
 #include "store/reader.h"
+#include "store/run_lock.h"
 #include "store/run_json.h"
 #include "store_test_util.h"
 
@@ -457,14 +458,32 @@ TEST_F(RecorderTest, ARunWhoseProcessIsGoneReadsAsInterrupted) {
 }
 
 TEST(RunProcessAliveTest, PidStartTimeAndHostDecide) {
+  TempDir dir;
   const int64_t self = getpid();
   const std::string start = ProcessStartTime(self);
   ASSERT_FALSE(start.empty());
-  EXPECT_TRUE(RunProcessAlive(HostName(), self, start));
+  EXPECT_TRUE(RunProcessAlive(dir.path(), "r1", HostName(), self, start));
   // Same pid, another process (the pid was reused).
-  EXPECT_FALSE(RunProcessAlive(HostName(), self, start + "0"));
-  // Another machine's process cannot be checked: it counts as alive.
-  EXPECT_TRUE(RunProcessAlive(HostName() + "-elsewhere", 1, "x"));
+  EXPECT_FALSE(
+      RunProcessAlive(dir.path(), "r1", HostName(), self, start + "0"));
+}
+
+// Another machine's process cannot be checked; its run's lock decides:
+// held (a live run over a shared folder), free (a folder restored from a
+// dead runner), or missing (cannot be told: alive).
+TEST(RunProcessAliveTest, AnotherHostsRunIsAliveWhileItsLockIsHeld) {
+  TempDir dir;
+  const std::string elsewhere = HostName() + "-elsewhere";
+  EXPECT_TRUE(RunProcessAlive(dir.path(), "r1", elsewhere, 1, "x"));
+  {
+    auto lock = RunLock::Acquire(dir.path(), "r1");
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    EXPECT_TRUE(RunProcessAlive(dir.path(), "r1", elsewhere, 1, "x"));
+    // The lock file as a dead process leaves it: there, and free.
+    std::filesystem::copy_file(RunLockPath(dir.path(), "r1"),
+                               RunLockPath(dir.path(), "r2"));
+  }
+  EXPECT_FALSE(RunProcessAlive(dir.path(), "r2", elsewhere, 1, "x"));
 }
 
 TEST_F(RecorderTest, RunsAreFoundByIdOrUniquePrefix) {
