@@ -300,13 +300,17 @@ async function long(o, tools) {
     const requests = (await getJson(`${mock.url}/_requests`)).filter((r) => r.agent === 'capture');
     if (requests.length !== o.turns) fail(`the capture sent ${requests.length} requests, not ${o.turns}`);
     const bodies = join(tools.work, 'long.bodies');
-    writeFileSync(bodies, Buffer.concat(requests.map((r) => {
-      const b = Buffer.from(r.body);
+    // The mock hands bodies back parsed; written compactly again they are
+    // the same JSON (keys in sorted order) and, all text here being ASCII,
+    // the same length.
+    const texts = requests.map((r) => (typeof r.body === 'string' ? r.body : JSON.stringify(r.body)));
+    writeFileSync(bodies, Buffer.concat(texts.map((t) => {
+      const b = Buffer.from(t);
       return Buffer.concat([Buffer.from(`${b.length}\n`), b]);
     })));
     const toolsFile = join(tools.work, 'tools.json');
-    writeFileSync(toolsFile, JSON.stringify(JSON.parse(requests[0].body).tools));
-    const bytes = requests.reduce((n, r) => n + Buffer.byteLength(r.body), 0);
+    writeFileSync(toolsFile, JSON.stringify(JSON.parse(texts[0]).tools));
+    const bytes = texts.reduce((n, t) => n + Buffer.byteLength(t), 0);
 
     const runs = { steps: [], openai_node: [], floor: [] };
     for (let r = 1; r <= o.repeat; ++r) {
