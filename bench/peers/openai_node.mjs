@@ -3,12 +3,13 @@
 //
 //   node openai_node.mjs long   --base-url URL --model M --dir DIR --tools FILE --turns N
 //   node openai_node.mjs fanout --base-url URL --dir DIR --tools FILE --width N --turns 3
+//   node openai_node.mjs startup --base-url URL
 //
 // long: one conversation, "Read the files.", answering every read_file call
 // with the file's text, until an answer without tool calls.
 // fanout: N such conversations at once in this one process (one async loop
 // each), the i-th opening with "conversation i" (what the fan-out mock keys
-// them by).
+// them by). startup: the client made, no request sent (the fixed cost).
 // Both check that every conversation took exactly --turns requests and
 // ended with the answer "done", and print one JSON line:
 // {"conversations":N,"requests":R,"ok":true}. Exit 0 only when ok.
@@ -55,7 +56,7 @@ async function converse(client, model, tools, dir, opening, turns) {
 async function main() {
   const o = options(process.argv.slice(2));
   const turns = Number(o.turns);
-  const tools = JSON.parse(readFileSync(o.tools, 'utf8'));
+  const tools = o.tools ? JSON.parse(readFileSync(o.tools, 'utf8')) : [];
   const client = new OpenAI({
     apiKey: 'mock', baseURL: o['base-url'], maxRetries: 0,
   });
@@ -63,6 +64,10 @@ async function main() {
   let results;
   if (o.mode === 'long') {
     results = [await converse(client, o.model, tools, o.dir, 'Read the files.', turns)];
+  } else if (o.mode === 'startup') {
+    // The fixed cost: node, the package loaded, a client made; no request.
+    console.log(JSON.stringify({ conversations: 0, requests: 0, ok: client !== null }));
+    return;
   } else if (o.mode === 'fanout') {
     width = Number(o.width);
     const loops = [];

@@ -191,8 +191,10 @@ async function getJson(url, init) {
 // A contender's run: its usage when it exited 0 and `check` passed, else
 // the run is reported and the whole bench fails (a failing contender must
 // not look fast).
-async function contender(tools, label, cmd, args, check) {
+async function contender(tools, label, cmd, args, check, mock) {
+  const mockBefore = processCpu(mock.child.pid);
   const run = await measured(tools, label, cmd, args);
+  const mockCpu = processCpu(mock.child.pid) - mockBefore;
   const problem = run.code !== 0 || !run.usage
     ? `exit ${run.code}` : await check(run);
   if (problem) {
@@ -200,8 +202,20 @@ async function contender(tools, label, cmd, args, check) {
       `\n--- stderr\n${run.stderr.slice(-2000)}`);
   }
   log(`${label}: wall ${run.usage.wall_s.toFixed(3)} s, CPU ${run.usage.cpu_s.toFixed(3)} s, ` +
-    `peak RSS ${(run.usage.max_rss_kib / 1024).toFixed(1)} MB`);
-  return run.usage;
+    `peak RSS ${(run.usage.max_rss_kib / 1024).toFixed(1)} MB (the mock: CPU ${mockCpu.toFixed(2)} s)`);
+  return { ...run.usage, mock_cpu_s: mockCpu };
+}
+
+// User + system CPU seconds a running process has used so far.
+const TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+function processCpu(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+  } catch {
+    return NaN;
+  }
 }
 
 // --- Pipelines and scripts -------------------------------------------------
@@ -230,6 +244,15 @@ jobs:
 ${copyFilesTask(filesDir)}  - agent: ${key}
     messages: ["Read the files."]
 `;
+}
+
+// The same run without its conversation: what steps costs before any
+// request (start, the store, the files task).
+function startupPipeline(filesDir) {
+  return `jobs:
+- name: long
+  plan:
+${copyFilesTask(filesDir)}`;
 }
 
 function fanoutPipeline(width, baseUrl, filesDir) {
@@ -296,7 +319,7 @@ async function long(o, tools) {
     // One steps run, not measured, whose requests the floor replays.
     const [cmd, args] = await runSteps(tools, 'long-capture',
       longPipeline('capture', base, tools.files));
-    await contender(tools, 'long capture (steps, not counted)', cmd, args, noNewFailures);
+    await contender(tools, 'long capture (steps, not counted)', cmd, args, noNewFailures, mock);
     const requests = (await getJson(`${mock.url}/_requests`)).filter((r) => r.agent === 'capture');
     if (requests.length !== o.turns) fail(`the capture sent ${requests.length} requests, not ${o.turns}`);
     const bodies = join(tools.work, 'long.bodies');
@@ -312,18 +335,23 @@ async function long(o, tools) {
     writeFileSync(toolsFile, JSON.stringify(JSON.parse(texts[0]).tools));
     const bytes = texts.reduce((n, t) => n + Buffer.byteLength(t), 0);
 
-    const runs = { steps: [], openai_node: [], floor: [] };
+    const runs = { steps: [], openai_node: [], floor: [], steps_startup: [], openai_node_startup: [] };
     for (let r = 1; r <= o.repeat; ++r) {
+      const [bc, ba] = await runSteps(tools, `startup-s${r}`, startupPipeline(tools.files));
+      runs.steps_startup.push(await contender(tools, `startup steps #${r}`, bc, ba, noNewFailures, mock));
+      runs.openai_node_startup.push(await contender(tools, `startup openai-node #${r}`, 'node',
+        [join(here, 'openai_node.mjs'), 'startup', '--base-url', base],
+        async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : null), mock));
       const [sc, sa] = await runSteps(tools, `long-s${r}`, longPipeline(`s${r}`, base, tools.files));
-      runs.steps.push(await contender(tools, `long steps #${r}`, sc, sa, noNewFailures));
+      runs.steps.push(await contender(tools, `long steps #${r}`, sc, sa, noNewFailures, mock));
       runs.openai_node.push(await contender(tools, `long openai-node #${r}`, 'node',
         [join(here, 'openai_node.mjs'), 'long', '--base-url', base, '--model', `n${r}`,
           '--dir', tools.files, '--tools', toolsFile, '--turns', String(o.turns)],
-        async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : noNewFailures())));
+        async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : noNewFailures()), mock));
       runs.floor.push(await contender(tools, `long floor #${r}`, tools.bench_peers_floor,
         [`${base}/chat/completions`, bodies, `f${r}`],
         async (run) => (!run.stdout.includes(`"requests":${o.turns},"answer_ok":true`)
-          ? 'wrong request count or answer' : noNewFailures())));
+          ? 'wrong request count or answer' : noNewFailures()), mock));
     }
     return { runs, request_bytes: bytes };
   } finally {
@@ -358,11 +386,11 @@ async function fanout(o, tools) {
     const runs = { steps: [], openai_node: [] };
     for (let r = 1; r <= o.repeat; ++r) {
       const [sc, sa] = await runSteps(tools, `fanout-s${r}`, fanoutPipeline(o.width, base, tools.files));
-      runs.steps.push(await contender(tools, `fanout steps #${r}`, sc, sa, served));
+      runs.steps.push(await contender(tools, `fanout steps #${r}`, sc, sa, served, mock));
       runs.openai_node.push(await contender(tools, `fanout openai-node #${r}`, 'node',
         [join(here, 'openai_node.mjs'), 'fanout', '--base-url', base, '--dir', tools.files,
           '--tools', toolsFile, '--width', String(o.width), '--turns', String(FANOUT_TURNS)],
-        async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : served())));
+        async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : served()), mock));
     }
     return { runs };
   } finally {
@@ -385,6 +413,7 @@ function medians(runs) {
       wall_s: round(median(list.map((u) => u.wall_s))),
       cpu_s: round(median(list.map((u) => u.cpu_s))),
       max_rss_mb: round(median(list.map((u) => u.max_rss_kib)) / 1024, 1),
+      mock_cpu_s: round(median(list.map((u) => u.mock_cpu_s)), 2),
     };
   }
   return out;
@@ -396,10 +425,10 @@ function round(x, digits = 3) {
 }
 
 function table(title, m) {
-  const rows = [`${title}`, '  contender        wall s    CPU s   peak RSS MB'];
+  const rows = [`${title}`, '  contender              wall s    CPU s   peak RSS MB   (mock CPU s)'];
   for (const [name, v] of Object.entries(m)) {
-    rows.push(`  ${name.padEnd(14)} ${v.wall_s.toFixed(3).padStart(8)} ${v.cpu_s.toFixed(3).padStart(8)}` +
-      ` ${v.max_rss_mb.toFixed(1).padStart(11)}`);
+    rows.push(`  ${name.padEnd(20)} ${v.wall_s.toFixed(3).padStart(8)} ${v.cpu_s.toFixed(3).padStart(8)}` +
+      ` ${v.max_rss_mb.toFixed(1).padStart(11)}   ${v.mock_cpu_s.toFixed(2).padStart(12)}`);
   }
   return rows.join('\n');
 }
@@ -426,6 +455,8 @@ async function main() {
       steps_cpu_over_floor: round(m.steps.cpu_s / m.floor.cpu_s, 2),
       steps_cpu_over_openai_node: round(m.steps.cpu_s / m.openai_node.cpu_s, 3),
       openai_node_cpu_over_floor: round(m.openai_node.cpu_s / m.floor.cpu_s, 2),
+      steps_conversation_cpu_over_floor:
+        round((m.steps.cpu_s - m.steps_startup.cpu_s) / m.floor.cpu_s, 2),
     };
     summary.long = { ...m, ratios, request_mb: round(bytes / 1e6, 1) };
     lines.push(table(`long: one ${o.turns}-request tool conversation (${round(bytes / 1e6, 1)} MB of requests), ` +
@@ -433,6 +464,7 @@ async function main() {
     lines.push(`  steps CPU / floor CPU          ${ratios.steps_cpu_over_floor.toFixed(2)}  (target <= 2)`);
     lines.push(`  steps CPU / openai-node CPU    ${ratios.steps_cpu_over_openai_node.toFixed(3)} (target <= 0.1)`);
     lines.push(`  openai-node CPU / floor CPU    ${ratios.openai_node_cpu_over_floor.toFixed(2)}`);
+    lines.push(`  (steps CPU - its startup) / floor CPU  ${ratios.steps_conversation_cpu_over_floor.toFixed(2)}`);
     lines.push(`  steps peak RSS                 ${m.steps.max_rss_mb.toFixed(1)} MB (target <= 20)`);
   }
   if (o.only !== 'long') {
