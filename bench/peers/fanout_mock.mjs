@@ -8,9 +8,10 @@
 // TURNS-1 tool results so far, one read_file call (f0.txt, f1.txt, ...);
 // then the answer "done". A conversation is known by its first message
 // ("conversation 17"), and the mock counts the requests of each:
-// GET /_stats says {"requests":R,"conversations":C,"bad":B}, B counting the
-// conversations that did not take exactly TURNS requests or sent a request
-// the mock could not read; POST /_reset clears the counts.
+// GET /_stats says {"requests":R,"conversations":C,"bad":B,"max_in_flight":M},
+// B counting the conversations that did not take exactly TURNS requests or
+// sent a request the mock could not read, M the most requests it held
+// waiting at once; POST /_reset clears the counts.
 //
 // Why not mock_provider: its scripts are picked by agent, step and model,
 // which every cell of an `across` shares, and its HTTP server holds one of
@@ -28,6 +29,8 @@ const delayMs = option('delay-ms', 1000);
 
 let requests = 0;
 let unreadable = 0;
+let inFlight = 0;
+let maxInFlight = 0;
 let counts = new Map();
 
 function answer(body) {
@@ -63,7 +66,7 @@ function answer(body) {
 function stats() {
   let bad = unreadable;
   for (const n of counts.values()) if (n !== turns) ++bad;
-  return { requests, conversations: counts.size, bad };
+  return { requests, conversations: counts.size, bad, max_in_flight: maxInFlight };
 }
 
 const server = http.createServer((req, res) => {
@@ -78,6 +81,7 @@ const server = http.createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/_reset') {
       requests = 0;
       unreadable = 0;
+      maxInFlight = inFlight;
       counts = new Map();
       res.end('{}');
       return;
@@ -97,7 +101,9 @@ const server = http.createServer((req, res) => {
       res.end(JSON.stringify({ error: { message: `fanout mock: ${e.message}` } }));
       return;
     }
+    maxInFlight = Math.max(maxInFlight, ++inFlight);
     setTimeout(() => {
+      --inFlight;
       res.setHeader('Content-Type', 'application/json');
       res.end(reply);
     }, delayMs);

@@ -373,9 +373,11 @@ async function fanout(o, tools) {
       } }]));
     }
     // Every conversation took exactly its turns; then the counts start over.
+    let inFlight = 0;
     const served = async () => {
       const s = await getJson(`${mock.url}/_stats`);
       await fetch(`${mock.url}/_reset`, { method: 'POST' });
+      inFlight = s.max_in_flight;
       const want = o.width * FANOUT_TURNS;
       if (s.requests !== want || s.conversations !== o.width || s.bad !== 0) {
         return `the mock served ${s.requests} requests (want ${want}) in ${s.conversations} ` +
@@ -386,11 +388,13 @@ async function fanout(o, tools) {
     const runs = { steps: [], openai_node: [] };
     for (let r = 1; r <= o.repeat; ++r) {
       const [sc, sa] = await runSteps(tools, `fanout-s${r}`, fanoutPipeline(o.width, base, tools.files));
-      runs.steps.push(await contender(tools, `fanout steps #${r}`, sc, sa, served, mock));
+      runs.steps.push({ ...await contender(tools, `fanout steps #${r}`, sc, sa, served, mock),
+        max_in_flight: inFlight });
       runs.openai_node.push(await contender(tools, `fanout openai-node #${r}`, 'node',
         [join(here, 'openai_node.mjs'), 'fanout', '--base-url', base, '--dir', tools.files,
           '--tools', toolsFile, '--width', String(o.width), '--turns', String(FANOUT_TURNS)],
         async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : served()), mock));
+      runs.openai_node.at(-1).max_in_flight = inFlight;
     }
     return { runs };
   } finally {
@@ -415,6 +419,9 @@ function medians(runs) {
       max_rss_mb: round(median(list.map((u) => u.max_rss_kib)) / 1024, 1),
       mock_cpu_s: round(median(list.map((u) => u.mock_cpu_s)), 2),
     };
+    if (list[0].max_in_flight !== undefined) {
+      out[name].max_in_flight = Math.min(...list.map((u) => u.max_in_flight));
+    }
   }
   return out;
 }
@@ -482,6 +489,8 @@ async function main() {
     lines.push(`  steps wall / ${floor} s floor        ${ratios.steps_wall_over_scripted_floor.toFixed(2)}  (target <= 1.1)`);
     lines.push(`  openai-node wall / ${floor} s floor  ${ratios.openai_node_wall_over_scripted_floor.toFixed(2)}`);
     lines.push(`  steps CPU / openai-node CPU    ${ratios.steps_cpu_over_openai_node.toFixed(3)}`);
+    lines.push(`  requests the mock held at once (fewest over the runs): steps ${m.steps.max_in_flight}, ` +
+      `openai-node ${m.openai_node.max_in_flight} of ${o.width}`);
   }
   const end = machine();
   summary.machine = { nproc: start.nproc, cpu: start.cpu, load_start: start.load, load_end: end.load,
