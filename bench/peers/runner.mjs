@@ -3,7 +3,7 @@
 // See bench/peers/README.md for what is measured and how.
 import { execFileSync, spawn } from 'node:child_process';
 import {
-  existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync,
+  existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync,
 } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -198,7 +198,7 @@ async function contender(tools, label, cmd, args, check, mock) {
   const problem = run.code !== 0 || !run.usage
     ? `exit ${run.code}` : await check(run);
   if (problem) {
-    fail(`${label} failed: ${problem}\n--- stdout\n${run.stdout.slice(-2000)}` +
+    fail(`${label} failed: ${problem} (its files are in ${tools.work})\n--- stdout\n${run.stdout.slice(-2000)}` +
       `\n--- stderr\n${run.stderr.slice(-2000)}`);
   }
   log(`${label}: wall ${run.usage.wall_s.toFixed(3)} s, CPU ${run.usage.cpu_s.toFixed(3)} s, ` +
@@ -501,6 +501,9 @@ async function main() {
   const json = JSON.stringify(summary);
   console.log(json);
   if (o.json) writeFileSync(o.json, `${json}\n`);
+  // A folder of its own making goes; one given with --work stays. On a
+  // failure (fail() exits before this) it stays too, for a look.
+  if (!o.work) rmSync(work, { recursive: true, force: true });
 }
 
 main().catch((e) => fail(e.stack || e.message));
