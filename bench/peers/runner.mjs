@@ -130,7 +130,8 @@ function filesystem(dir) {
 // Runs `cmd` under the measure helper; resolves to its usage, output and
 // exit status.
 function measured(tools, label, cmd, args) {
-  const out = join(tools.work, `usage-${label}.json`);
+  const name = label.replace(/\W+/g, '-').replace(/-$/, '');
+  const out = join(tools.work, `usage-${name}.json`);
   return new Promise((resolveRun) => {
     const child = spawn(tools.bench_peers_measure, [out, cmd, ...args],
       { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -139,6 +140,8 @@ function measured(tools, label, cmd, args) {
     child.stdout.on('data', (d) => { stdout += d; });
     child.stderr.on('data', (d) => { stderr += d; });
     child.on('close', (code) => {
+      writeFileSync(join(tools.work, `output-${name}.txt`),
+        `--- stdout\n${stdout}--- stderr\n${stderr}`);
       let usage = null;
       try {
         usage = JSON.parse(readFileSync(out, 'utf8'));
