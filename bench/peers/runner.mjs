@@ -72,7 +72,9 @@ function binaries(o) {
     const dir = join(root, 'build-release');
     steps ??= join(dir, 'src/cli/steps');
     mock ??= join(dir, 'mock_provider/mock_provider');
-    if (!existsSync(steps) || !existsSync(mock)) {
+    const missing = [[o.steps, steps], [o['mock-provider'], mock]]
+      .some(([given, path]) => !given && !existsSync(path));
+    if (missing) {
       log('building steps and mock_provider (scripts/build --release)');
       execFileSync(join(root, 'scripts/build'),
         ['--release', '--target', 'steps', '--target', 'mock_provider'],
