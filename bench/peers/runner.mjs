@@ -451,6 +451,8 @@ async function main() {
   const bins = binaries(o);
   installOpenAi();
   const work = o.work ? resolve(o.work) : mkdtempSync(join(tmpdir(), 'steps-peers-'));
+  // The folder is written into the pipelines (a task's script, quoted).
+  if (!/^[\w./-]+$/.test(work)) fail(`--work: '${work}' may hold only letters, digits, _ . / and -`, 64);
   mkdirSync(work, { recursive: true });
   const fs = filesystem(work);
   if (fs === 'tmpfs') log(`warning: ${work} is on tmpfs; steps' state folder belongs on a disk (--work DIR)`);
