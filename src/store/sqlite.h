@@ -88,6 +88,8 @@ class Db {
 
   // Runs one or more statements that return no rows.
   Status Exec(std::string_view sql);
+  // Runs one statement that returns no rows, prepared once (Prepared).
+  Status Run(const std::string& sql);
   // A statement prepared once per connection and reused. The use must end
   // before the Db does.
   Result<StatementUse> Prepared(const std::string& sql);
