@@ -58,6 +58,7 @@ struct Usage {
   double wall = 0;
   double cpu = 0;
   int64_t checkpoints = 0;
+  int64_t writes = 0;  // Transactions: durable points.
   double write_cpu = 0;  // Inside the checkpoint writes (this thread).
 };
 
@@ -130,12 +131,13 @@ Usage RunOnce(const std::string& parent, int turns, bool checkpoints) {
     recorder.OnAgentTurn(ref, t);
   };
   if (checkpoints) {
-    ctx.events.on_checkpoint =
-        [&](const steps::agent::ConversationCheckpoint& cp) {
+    ctx.events.on_checkpoints =
+        [&](const std::vector<steps::agent::ConversationCheckpoint>& cps) {
           const double before = ThreadCpuSeconds();
-          recorder.OnCheckpoint(ref, cp);
+          recorder.OnCheckpoints(ref, cps);
           u.write_cpu += ThreadCpuSeconds() - before;
-          ++u.checkpoints;
+          u.checkpoints += static_cast<int64_t>(cps.size());
+          ++u.writes;
         };
   }
   const double cpu0 = CpuSeconds();
@@ -193,7 +195,7 @@ int main(int argc, char** argv) {
   RunOnce(parent, 10, true);  // Warm up: libcurl, the page cache.
   std::vector<double> cpu_with, cpu_without, wall_with, wall_without,
       writes;
-  int64_t checkpoints = 0;
+  int64_t checkpoints = 0, transactions = 0;
   for (int i = 0; i < repeat; ++i) {
     Usage with = RunOnce(parent, turns, true);
     Usage without = RunOnce(parent, turns, false);
@@ -203,6 +205,7 @@ int main(int argc, char** argv) {
     wall_without.push_back(without.wall);
     writes.push_back(with.write_cpu);
     checkpoints = with.checkpoints;
+    transactions = with.writes;
   }
   const double wc = Median(writes);
   const double cw = Median(cpu_with), co = Median(cpu_without);
@@ -211,15 +214,20 @@ int main(int argc, char** argv) {
       "durability: %d-turn conversation over loopback HTTP, recorded in %s, "
       "medians of %d runs each\n",
       turns, parent.c_str(), repeat);
-  std::printf("  with checkpoints (%lld)  cpu %7.3f s  wall %7.3f s\n",
-              static_cast<long long>(checkpoints), cw, ww);
-  std::printf("  without                cpu %7.3f s  wall %7.3f s\n", co, wo);
+  std::printf(
+      "  with checkpoints (%lld in %lld transactions)  cpu %7.3f s  wall "
+      "%7.3f s\n",
+      static_cast<long long>(checkpoints), static_cast<long long>(transactions),
+      cw, ww);
+  std::printf("  without checkpoints                          cpu %7.3f s  "
+              "wall %7.3f s\n",
+              co, wo);
   std::printf("  checkpoints cost %+.1f%% cpu, %+.1f%% wall\n",
               (cw - co) / co * 100, (ww - wo) / wo * 100);
   std::printf(
-      "  inside the checkpoint writes: %.3f s cpu, %.1f us per write, "
+      "  inside the checkpoint writes: %.3f s cpu, %.1f us per transaction, "
       "%.1f%% of the run without them\n",
-      wc, checkpoints ? wc / checkpoints * 1e6 : 0.0, wc / co * 100);
+      wc, transactions ? wc / transactions * 1e6 : 0.0, wc / co * 100);
   std::printf("{\"turns\":%d,\"repeat\":%d,\"cpu_with\":%.4f,"
               "\"cpu_without\":%.4f,\"wall_with\":%.4f,\"wall_without\":%.4f,"
               "\"cpu_cost\":%.4f,\"wall_cost\":%.4f,\"write_cpu\":%.4f}\n",

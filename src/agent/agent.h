@@ -244,9 +244,12 @@ struct AgentEvents {
   std::function<void(const AgentTurnRecord&)> on_turn;
   std::function<void(const std::string& line)> on_log;
   // At each durable point, before what follows it happens (the request is
-  // sent, the tools run): the conversation waits for it to return, so a
-  // caller that stores the checkpoint has it stored first.
-  std::function<void(const ConversationCheckpoint&)> on_checkpoint;
+  // sent, a tool runs, the conversation returns): the checkpoints since the
+  // last call, in order. The conversation waits for it to return, so a
+  // caller that stores them (together: they are one durable point) has
+  // them stored first.
+  std::function<void(const std::vector<ConversationCheckpoint>&)>
+      on_checkpoints;
 };
 
 // Where time, cancellation, processes and shared budgets come from.

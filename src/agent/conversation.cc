@@ -58,6 +58,7 @@ class Conversation {
       while (!Step()) {
       }
     }
+    Flush();  // What the conversation ended on is stored before it returns.
     return std::move(result_);
   }
 
@@ -236,7 +237,7 @@ class Conversation {
     ConversationCheckpoint request =
         NewCheckpoint(ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
     request.nudge = nudged;
-    Emit(request);
+    Emit(std::move(request));
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
@@ -345,7 +346,13 @@ class Conversation {
       cp.prompt_tokens = record.prompt_tokens;
       cp.completion_tokens = record.completion_tokens;
       cp.usd = record.usd;
-      Emit(cp);
+      // With tool calls, it is stored with the first call's start, before
+      // that runs.
+      if (answer.tool_calls.empty()) {
+        Emit(std::move(cp));
+      } else {
+        Defer(std::move(cp));
+      }
     }
     if (answer.tool_calls.empty()) {
       EmitTurn(std::move(record));
@@ -585,11 +592,28 @@ class Conversation {
     return cp;
   }
 
-  // Hands `cp` to the caller (which stores it before this returns); its
-  // messages count as durable from here on.
-  void Emit(const ConversationCheckpoint& cp) {
+  // Hands `cp` and the checkpoints deferred before it to the caller, which
+  // stores them together (one transaction) before this returns.
+  void Emit(ConversationCheckpoint cp) {
+    Defer(std::move(cp));
+    Flush();
+  }
+
+  // Keeps `cp` to be handed over with the next Emit (or when the
+  // conversation ends): only for a checkpoint after which nothing with an
+  // effect outside the conversation happens before that next one (an
+  // answer's tool calls start with a checkpoint of their own; a tool's
+  // result is followed by the next call's start or the next request). Its
+  // messages count as checkpointed from here on.
+  void Defer(ConversationCheckpoint cp) {
     durable_messages_ += cp.messages.size();
-    if (ctx_.events.on_checkpoint) ctx_.events.on_checkpoint(cp);
+    pending_.push_back(std::move(cp));
+  }
+
+  void Flush() {
+    if (pending_.empty()) return;
+    if (ctx_.events.on_checkpoints) ctx_.events.on_checkpoints(pending_);
+    pending_.clear();
   }
 
   void ToolCheckpoint(ConversationCheckpoint::Kind kind, int turn,
@@ -599,7 +623,11 @@ class Conversation {
     cp.tool = call.name;
     cp.arguments = call.arguments;
     cp.is_error = is_error;
-    Emit(cp);
+    if (kind == ConversationCheckpoint::Kind::kToolStarted) {
+      Emit(std::move(cp));
+    } else {
+      Defer(std::move(cp));
+    }
   }
 
   void EmitTurn(AgentTurnRecord record) {
@@ -658,7 +686,8 @@ class Conversation {
   std::unique_ptr<RetryingProvider> retrying_;
   int turn_requests_ = 0;  // Requests of the turn under way, all sources.
   // Messages of request_ already in a checkpoint; the one being built.
-  size_t durable_messages_ = 0;
+  size_t durable_messages_ = 0;  // Of request_.messages, in a checkpoint.
+  std::vector<ConversationCheckpoint> pending_;  // Deferred; see Defer.
   std::vector<std::string> failures_;  // One per source that failed.
   std::unique_ptr<LocalProcessLauncher> own_launcher_;
   std::unique_ptr<ToolContext> tool_context_;

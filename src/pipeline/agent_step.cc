@@ -181,9 +181,10 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
   ctx.events.on_log = [&](const std::string& line) {
     ex_.observer().OnLog(ref, line);
   };
-  ctx.events.on_checkpoint = [&](const agent::ConversationCheckpoint& cp) {
-    ex_.observer().OnCheckpoint(ref, cp);
-  };
+  ctx.events.on_checkpoints =
+      [&](const std::vector<agent::ConversationCheckpoint>& cps) {
+        ex_.observer().OnCheckpoints(ref, cps);
+      };
   agent::AgentResult ar;
   {
     // Every conversation holds a descriptor slot while it runs: a fan-out

@@ -58,13 +58,14 @@ class RunObserver {
     (void)turn;
   }
   // A durable point of an agent's conversation (agent::AgentEvents::
-  // on_checkpoint): the conversation waits until this returns, so an
-  // observer that stores it has it stored before the request is sent or
-  // the tool runs.
-  virtual void OnCheckpoint(const StepRef& step,
-                            const agent::ConversationCheckpoint& checkpoint) {
+  // on_checkpoints): its checkpoints since the last one, in order. The
+  // conversation waits until this returns, so an observer that stores them
+  // has them stored before the request is sent or the tool runs.
+  virtual void OnCheckpoints(
+      const StepRef& step,
+      const std::vector<agent::ConversationCheckpoint>& checkpoints) {
     (void)step;
-    (void)checkpoint;
+    (void)checkpoints;
   }
   virtual void OnAttemptEnd(const StepRef& step, const AttemptRecord& attempt) {
     (void)step;
@@ -108,9 +109,10 @@ class ObserverList : public RunObserver {
                    const agent::AgentTurnRecord& turn) override {
     Each("OnAgentTurn", [&](RunObserver* o) { o->OnAgentTurn(s, turn); });
   }
-  void OnCheckpoint(const StepRef& s,
-                    const agent::ConversationCheckpoint& cp) override {
-    Each("OnCheckpoint", [&](RunObserver* o) { o->OnCheckpoint(s, cp); });
+  void OnCheckpoints(
+      const StepRef& s,
+      const std::vector<agent::ConversationCheckpoint>& cps) override {
+    Each("OnCheckpoints", [&](RunObserver* o) { o->OnCheckpoints(s, cps); });
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
     Each("OnAttemptEnd", [&](RunObserver* o) { o->OnAttemptEnd(s, a); });

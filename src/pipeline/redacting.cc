@@ -95,17 +95,20 @@ void RedactingObserver::OnAgentTurn(const StepRef& step,
   next_.OnAgentTurn(step, masked);
 }
 
-void RedactingObserver::OnCheckpoint(
-    const StepRef& step, const agent::ConversationCheckpoint& checkpoint) {
-  if (redactor_->empty()) return next_.OnCheckpoint(step, checkpoint);
-  agent::ConversationCheckpoint masked = checkpoint;
-  for (Message& m : masked.messages) {
-    m.content = redactor_->Redact(m.content);
-    for (ToolCall& c : m.tool_calls)
-      c.arguments = redactor_->Redact(c.arguments);
+void RedactingObserver::OnCheckpoints(
+    const StepRef& step,
+    const std::vector<agent::ConversationCheckpoint>& checkpoints) {
+  if (redactor_->empty()) return next_.OnCheckpoints(step, checkpoints);
+  std::vector<agent::ConversationCheckpoint> masked = checkpoints;
+  for (agent::ConversationCheckpoint& cp : masked) {
+    for (Message& m : cp.messages) {
+      m.content = redactor_->Redact(m.content);
+      for (ToolCall& c : m.tool_calls)
+        c.arguments = redactor_->Redact(c.arguments);
+    }
+    cp.arguments = redactor_->Redact(cp.arguments);
   }
-  masked.arguments = redactor_->Redact(masked.arguments);
-  next_.OnCheckpoint(step, masked);
+  next_.OnCheckpoints(step, masked);
 }
 
 void RedactingObserver::OnAttemptEnd(const StepRef& step,

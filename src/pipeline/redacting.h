@@ -42,8 +42,9 @@ class RedactingObserver : public RunObserver {
   void OnOutput(const StepRef& step, OutputStream stream,
                 std::string_view line) override;
   void OnLog(const StepRef& step, std::string_view line) override;
-  void OnCheckpoint(const StepRef& step,
-                    const agent::ConversationCheckpoint& checkpoint) override;
+  void OnCheckpoints(
+      const StepRef& step,
+      const std::vector<agent::ConversationCheckpoint>& checkpoints) override;
   void OnAgentTurn(const StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
   void OnAttemptEnd(const StepRef& step, const AttemptRecord& attempt) override;

@@ -409,18 +409,24 @@ void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,
       [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn, at); }));
 }
 
-void RunRecorder::OnCheckpoint(
+void RunRecorder::OnCheckpoints(
     const pipeline::StepRef& step,
-    const agent::ConversationCheckpoint& checkpoint) {
+    const std::vector<agent::ConversationCheckpoint>& checkpoints) {
+  if (checkpoints.empty()) return;
   const std::string id = StoredId(step, false);
   int64_t seq;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    seq = ++checkpoints_[id];
+    seq = checkpoints_[id];
+    checkpoints_[id] += static_cast<int64_t>(checkpoints.size());
   }
   const int64_t at = ToMs(clock_.WallNow());
   Check(store_.Write([&](Db& db) -> Status {
-    return WriteCheckpoint(db, run_id_, id, seq, at, checkpoint);
+    for (const agent::ConversationCheckpoint& cp : checkpoints) {
+      if (Status s = WriteCheckpoint(db, run_id_, id, ++seq, at, cp); !s.ok())
+        return s;
+    }
+    return Status::Ok();
   }));
 }
 

@@ -63,10 +63,11 @@ class RunRecorder : public pipeline::RunObserver {
   // Stamps the turn with the time its answer arrived (agent_turns.at_ms).
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
-  // One row of conversation_log, committed before this returns: the
-  // request is sent, or the tool runs, only once it is stored.
-  void OnCheckpoint(const pipeline::StepRef& step,
-                    const agent::ConversationCheckpoint& checkpoint) override;
+  // Rows of conversation_log, committed together before this returns: the
+  // request is sent, or the tool runs, only once they are stored.
+  void OnCheckpoints(
+      const pipeline::StepRef& step,
+      const std::vector<agent::ConversationCheckpoint>& checkpoints) override;
   void OnAttemptEnd(const pipeline::StepRef& step,
                     const pipeline::AttemptRecord& attempt) override;
   void OnStepEnd(const pipeline::StepRecord& step) override;

@@ -110,30 +110,36 @@ w:
   using Kind = ConversationCheckpoint::Kind;
   std::vector<Message> history;
   std::vector<std::string> seen;
-  ctx_.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
-    const size_t sent = runner->MockRequests().size();
-    const bool written = std::filesystem::exists(dir_.path() + "/out.txt");
-    for (const Message& m : cp.messages) history.push_back(m);
-    std::string what;
-    switch (cp.kind) {
-      case Kind::kRequest:
-        what = "request";
-        break;
-      case Kind::kAnswer:
-        what = "answer " + cp.source;
-        break;
-      case Kind::kToolStarted:
-        what = "start " + cp.tool + " " + cp.arguments;
-        break;
-      case Kind::kToolFinished:
-        what = "finish " + cp.tool + (cp.is_error ? " error" : "");
-        break;
-    }
-    seen.push_back("turn " + std::to_string(cp.turn) + " " + what + " (" +
-                   std::to_string(cp.messages.size()) + " messages, " +
-                   std::to_string(sent) + " sent" +
-                   (written ? ", written)" : ")"));
-  };
+  std::vector<size_t> batches;
+  ctx_.events.on_checkpoints =
+      [&](const std::vector<ConversationCheckpoint>& batch) {
+        batches.push_back(batch.size());
+        for (const ConversationCheckpoint& cp : batch) {
+          const size_t sent = runner->MockRequests().size();
+          const bool written =
+              std::filesystem::exists(dir_.path() + "/out.txt");
+          for (const Message& m : cp.messages) history.push_back(m);
+          std::string what;
+          switch (cp.kind) {
+            case Kind::kRequest:
+              what = "request";
+              break;
+            case Kind::kAnswer:
+              what = "answer " + cp.source;
+              break;
+            case Kind::kToolStarted:
+              what = "start " + cp.tool + " " + cp.arguments;
+              break;
+            case Kind::kToolFinished:
+              what = "finish " + cp.tool + (cp.is_error ? " error" : "");
+              break;
+          }
+          seen.push_back("turn " + std::to_string(cp.turn) + " " + what +
+                         " (" + std::to_string(cp.messages.size()) +
+                         " messages, " + std::to_string(sent) + " sent" +
+                         (written ? ", written)" : ")"));
+        }
+      };
   AgentResult r = runner->Run(Inv(), ctx_);
   ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.error;
   EXPECT_EQ(seen, (std::vector<std::string>{
@@ -150,6 +156,9 @@ w:
                       "turn 2 finish read_file (1 messages, 2 sent, written)",
                       "turn 3 request (0 messages, 2 sent, written)",
                       "turn 3 answer mock/w (1 messages, 3 sent, written)"}));
+  // Stored together, as one durable point each: an answer with its first
+  // call's start; a result with what follows it (the next request).
+  EXPECT_EQ(batches, (std::vector<size_t>{1, 2, 2, 2, 2, 1}));
   // The history the checkpoints hold is what the last request carried,
   // and then the answer.
   auto last = RequestMessages(runner->MockRequests()[2]);
@@ -169,9 +178,12 @@ std::vector<ConversationCheckpoint> CheckpointsOf(AgentRunner& runner,
                                                   AgentContext ctx,
                                                   size_t keep) {
   std::vector<ConversationCheckpoint> kept;
-  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
-    if (kept.size() < keep) kept.push_back(cp);
-  };
+  ctx.events.on_checkpoints =
+      [&](const std::vector<ConversationCheckpoint>& batch) {
+        for (const ConversationCheckpoint& cp : batch) {
+          if (kept.size() < keep) kept.push_back(cp);
+        }
+      };
   runner.Run(inv, ctx);
   return kept;
 }
@@ -275,9 +287,10 @@ TEST_F(ConversationTest, TurnRecordsOfAResumedRunAreThoseOfAnUninterruptedOne) {
   auto whole = MockRunner(ScriptFrom(kTwoCallTurns, 0));
   std::vector<ConversationCheckpoint> all;
   AgentContext ctx = ctx_;
-  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
-    all.push_back(cp);
-  };
+  ctx.events.on_checkpoints =
+      [&](const std::vector<ConversationCheckpoint>& batch) {
+        all.insert(all.end(), batch.begin(), batch.end());
+      };
   AgentResult expected = whole->Run(Inv(), ctx);
   ASSERT_EQ(expected.outcome, Outcome::kSucceeded) << expected.error;
   ASSERT_EQ(expected.turn_records.size(), 3u);
@@ -291,9 +304,10 @@ TEST_F(ConversationTest, TurnRecordsOfAResumedRunAreThoseOfAnUninterruptedOne) {
     std::map<int, AgentTurnRecord> stored;
     size_t seen = 0;
     AgentContext first_ctx = ctx_;
-    first_ctx.events.on_checkpoint = [&](const ConversationCheckpoint&) {
-      ++seen;
-    };
+    first_ctx.events.on_checkpoints =
+        [&](const std::vector<ConversationCheckpoint>& batch) {
+          seen += batch.size();
+        };
     first_ctx.events.on_turn = [&](const AgentTurnRecord& t) {
       if (seen <= keep) stored[t.turn] = t;
     };

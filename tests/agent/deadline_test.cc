@@ -157,9 +157,12 @@ w:
   AgentContext ctx;
   ctx.clock = &clock;
   std::vector<ConversationCheckpoint> kept;
-  ctx.events.on_checkpoint = [&](const ConversationCheckpoint& cp) {
-    if (kept.size() < 5) kept.push_back(cp);  // Through the 2nd request.
-  };
+  ctx.events.on_checkpoints =
+      [&](const std::vector<ConversationCheckpoint>& batch) {
+        for (const ConversationCheckpoint& cp : batch) {
+          if (kept.size() < 5) kept.push_back(cp);  // Through the 2nd request.
+        }
+      };
   ASSERT_EQ(first->Run(inv, ctx).outcome, Outcome::kSucceeded);
   ASSERT_EQ(kept.size(), 5u);
   EXPECT_FALSE(kept[0].nudge);

@@ -277,7 +277,11 @@ TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
   written[3].is_error = true;
   written[3].messages = {
       Message::ToolResult("call_1", "no such file", "read_file")};
-  for (const auto& cp : written) recorder_->OnCheckpoint(review, cp);
+  // Each durable point in its own transaction, or several together.
+  recorder_->OnCheckpoints(review, {written[0]});
+  recorder_->OnCheckpoints(review, {written[1], written[2]});
+  recorder_->OnCheckpoints(review, {});
+  recorder_->OnCheckpoints(review, {written[3]});
 
   Result<std::vector<agent::ConversationCheckpoint>> back =
       Result<std::vector<agent::ConversationCheckpoint>>(
