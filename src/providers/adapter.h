@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "providers/chat.h"
+#include "providers/encoded_history.h"
 #include "providers/http.h"
 #include "providers/model_parameters.h"
 #include "providers/provider.h"
@@ -113,6 +114,18 @@ class Adapter {
   // request the provider cannot express.
   virtual Result<HttpRequest> BuildRequest(
       const ChatRequest& request, const AdapterConfig& config) const = 0;
+
+  // The same request, for a provider that keeps the conversation's
+  // messages encoded (`history`, one per conversation): an adapter whose
+  // requests carry the whole history may reuse the encodings of the
+  // messages earlier requests carried, and must send the same bytes as
+  // BuildRequest. Default: BuildRequest.
+  virtual Result<HttpRequest> BuildRequestReusing(
+      const ChatRequest& request, const AdapterConfig& config,
+      EncodedHistory& history) const {
+    (void)history;
+    return BuildRequest(request, config);
+  }
 
   // Reads a 2xx answer's whole body. Also called for a streamed request
   // that the server answered with one JSON body (Content-Type

@@ -54,10 +54,11 @@ bool IsJsonBody(const HttpResponse& response) {
 // final kConfig error (nothing sent) when the adapter could not build it.
 std::variant<HttpRequest, ProviderError> BuildHttpRequest(
     const Adapter& adapter, const ChatRequest& request,
-    const AdapterConfig& config, const CallContext& context) {
+    const AdapterConfig& config, const CallContext& context,
+    EncodedHistory& history) {
   std::optional<Result<HttpRequest>> built;
   try {
-    built.emplace(adapter.BuildRequest(request, config));
+    built.emplace(adapter.BuildRequestReusing(request, config, history));
   } catch (...) {
     ProviderError e = AdapterThrew(adapter.info(), "building the request",
                                    std::current_exception(), config.api_key);
@@ -114,7 +115,7 @@ ChatResult AdapterProvider::Send(const ChatRequest& request,
   const AdapterInfo& info = adapter_->info();
   const std::string& secret = config_.api_key;
   std::variant<HttpRequest, ProviderError> built =
-      BuildHttpRequest(*adapter_, request, config_, context);
+      BuildHttpRequest(*adapter_, request, config_, context, history_);
   if (auto* error = std::get_if<ProviderError>(&built)) return *error;
   const HttpRequest& http = std::get<HttpRequest>(built);
 

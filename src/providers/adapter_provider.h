@@ -48,6 +48,9 @@ class AdapterProvider : public Provider {
   AdapterConfig config_;
   HttpTransport& transport_;
   AdapterLimits limits_;
+  // This provider's conversation's messages, encoded once each (a provider
+  // is made per conversation; shared, it is still correct, only slower).
+  EncodedHistory history_;
 };
 
 }  // namespace steps

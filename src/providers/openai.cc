@@ -118,12 +118,16 @@ std::optional<std::string> EmbeddedError(const json& j) {
 
 }  // namespace
 
+// Stands for the messages in the body's JSON until they are spliced in
+// (EncodedHistory keeps them encoded); "messages" sorts before every key
+// but "max_tokens", a number, so the first match is the slot.
+constexpr char kMessagesSlot[] = "\x01steps:messages\x01";
+
 std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
-                                   bool request_cost) {
+                                   bool request_cost,
+                                   EncodedHistory* history) {
   json body{{"model", request.model}};
-  json messages = json::array();
-  for (const Message& m : request.messages) messages.push_back(MessageJson(m));
-  body["messages"] = std::move(messages);
+  body["messages"] = kMessagesSlot;
   if (!request.tools.empty()) {
     json tools = json::array();
     for (const ToolSchema& t : request.tools) {
@@ -157,7 +161,21 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
     body["stream_options"] = {{"include_usage", true}};
   }
   if (request_cost) body["usage"] = {{"include", true}};
-  return DumpJson(body);
+  const std::string rest = DumpJson(body);
+  static const std::string slot = DumpJson(json(kMessagesSlot));
+  const size_t at = rest.find(slot);
+  EncodedHistory fresh;
+  EncodedHistory& encoded = history != nullptr ? *history : fresh;
+  std::string out;
+  out.reserve(rest.size() + 64 * 1024);
+  out.append(rest, 0, at);
+  out += '[';
+  encoded.AppendJoined(
+      request.messages, "openai",
+      [](const Message& m) { return DumpJson(MessageJson(m)); }, out);
+  out += ']';
+  out.append(rest, at + slot.size());
+  return out;
 }
 
 ChatResult ParseOpenAiResponse(std::string_view body) {
@@ -309,8 +327,9 @@ ChatResult OpenAiStreamAssembler::Finish() {
 OpenAiAdapter::OpenAiAdapter(AdapterInfo info, bool request_cost)
     : info_(std::move(info)), request_cost_(request_cost) {}
 
-Result<HttpRequest> OpenAiAdapter::BuildRequest(
-    const ChatRequest& request, const AdapterConfig& config) const {
+namespace {
+
+HttpRequest OpenAiHttpRequest(const AdapterConfig& config, std::string body) {
   HttpRequest http;
   http.url = config.base_url + "/chat/completions";
   http.headers = {{"Content-Type", "application/json"}};
@@ -318,8 +337,24 @@ Result<HttpRequest> OpenAiAdapter::BuildRequest(
     http.headers.emplace_back("Authorization", "Bearer " + config.api_key);
   }
   if (config.stream) http.headers.emplace_back("Accept", "text/event-stream");
-  http.body = BuildOpenAiRequestBody(request, config.stream, request_cost_);
+  http.body = std::move(body);
   return http;
+}
+
+}  // namespace
+
+Result<HttpRequest> OpenAiAdapter::BuildRequest(
+    const ChatRequest& request, const AdapterConfig& config) const {
+  return OpenAiHttpRequest(
+      config, BuildOpenAiRequestBody(request, config.stream, request_cost_));
+}
+
+Result<HttpRequest> OpenAiAdapter::BuildRequestReusing(
+    const ChatRequest& request, const AdapterConfig& config,
+    EncodedHistory& history) const {
+  return OpenAiHttpRequest(
+      config, BuildOpenAiRequestBody(request, config.stream, request_cost_,
+                                     &history));
 }
 
 ChatResult OpenAiAdapter::ParseAnswer(const HttpResponse& response,

@@ -45,6 +45,9 @@ class OpenAiAdapter : public Adapter {
   const AdapterInfo& info() const override { return info_; }
   Result<HttpRequest> BuildRequest(const ChatRequest& request,
                                    const AdapterConfig& config) const override;
+  Result<HttpRequest> BuildRequestReusing(
+      const ChatRequest& request, const AdapterConfig& config,
+      EncodedHistory& history) const override;
   ChatResult ParseAnswer(const HttpResponse& response,
                          const AdapterConfig& config) const override;
   std::unique_ptr<StreamParser> NewStreamParser(
@@ -64,8 +67,11 @@ class OpenAiProvider : public AdapterProvider {
 };
 
 // The JSON body for `request` (exposed for tests and the mock provider).
+// With `history`, the messages' encodings kept there for earlier requests
+// of the conversation are reused (the body is the same either way).
 std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
-                                   bool request_cost);
+                                   bool request_cost,
+                                   EncodedHistory* history = nullptr);
 
 // Reads a non-streamed chat.completion body. kMalformed when it is not one.
 ChatResult ParseOpenAiResponse(std::string_view body);

@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "providers/anthropic.h"
+#include "providers/encoded_history.h"
 #include "providers/exchange.h"
 #include "providers/openai.h"
 #include "core/sse.h"
@@ -65,6 +67,59 @@ TEST(RetryAfterTest, ReadsSecondsMillisecondsAndDates) {
       Millis(0));
   EXPECT_EQ(ParseRetryAfter({{"Retry-After", "soon"}}, now), std::nullopt);
   EXPECT_EQ(ParseRetryAfter({}, now), std::nullopt);
+}
+
+// A body built reusing the encodings of earlier requests is byte for byte
+// the body built whole, and that is the canonical dump of its JSON; only
+// the messages no earlier request carried are encoded.
+TEST(EncodedHistoryTest, ReusedBodiesAreTheBodiesBuiltWhole) {
+  ChatRequest r = ToolConversation();
+  r.params.stop = {"\x01steps:messages\x01"};  // The slot's own text.
+  EncodedHistory history;
+  int64_t expect_reused = 0;
+  for (int turn = 0; turn < 6; ++turn) {
+    SCOPED_TRACE(turn);
+    const std::string whole = BuildOpenAiRequestBody(r, false, false);
+    const std::string reused = BuildOpenAiRequestBody(r, false, false, &history);
+    EXPECT_EQ(reused, whole);
+    EXPECT_EQ(DumpJson(json::parse(whole)), whole);
+    EXPECT_EQ(json::parse(whole)["messages"].size(), r.messages.size());
+    EXPECT_EQ(history.reused(), expect_reused);
+    expect_reused += static_cast<int64_t>(r.messages.size());
+    const std::string id = "call_" + std::to_string(turn + 2);
+    r.messages.push_back(Message::Assistant(
+        "a \"quoted\", comma\n", {{id, "read_file", R"({"path":"b"})"}}));
+    r.messages.push_back(Message::ToolResult(
+        id, std::string("bad \xff utf-8 and \x01steps:messages\x01"),
+        "read_file"));
+  }
+  EXPECT_EQ(history.encoded(), static_cast<int64_t>(r.messages.size()) - 2);
+}
+
+// A history that changed before its end (another conversation, an edited
+// message) is encoded again from the first message that differs; one that
+// got shorter keeps what it still has.
+TEST(EncodedHistoryTest, AChangedHistoryIsEncodedAgainFromTheChange) {
+  ChatRequest r = ToolConversation();
+  EncodedHistory history;
+  BuildOpenAiRequestBody(r, false, false, &history);
+  ASSERT_EQ(history.encoded(), 4);
+  r.messages[2].tool_calls[0].arguments = R"({"path":"c.txt"})";
+  EXPECT_EQ(BuildOpenAiRequestBody(r, false, false, &history),
+            BuildOpenAiRequestBody(r, false, false));
+  EXPECT_EQ(history.reused(), 2);
+  EXPECT_EQ(history.encoded(), 6);
+  r.messages.resize(3);
+  EXPECT_EQ(BuildOpenAiRequestBody(r, false, false, &history),
+            BuildOpenAiRequestBody(r, false, false));
+  EXPECT_EQ(history.reused(), 5);
+  EXPECT_EQ(history.encoded(), 6);
+  r.messages.clear();
+  EXPECT_EQ(BuildOpenAiRequestBody(r, false, false, &history),
+            BuildOpenAiRequestBody(r, false, false));
+  EXPECT_EQ(json::parse(BuildOpenAiRequestBody(r, false, false, &history))
+                ["messages"],
+            json::array());
 }
 
 TEST(RedactTest, RemovesEveryOccurrence) {

@@ -1,0 +1,51 @@
+// A conversation's messages encoded once each, for requests that carry the
+// whole history: the next request costs the encoding of its new messages
+// and a copy, not a re-encoding of everything before them.
+//
+// Each message's encoding is kept with a hash of the message; a request
+// whose messages do not begin with the ones kept (another conversation, a
+// history that was changed) is encoded from the first message that
+// differs. So reuse never changes what is sent, only what it costs.
+// Thread-safe; one per conversation (AdapterProvider keeps it).
+#ifndef STEPS_PROVIDERS_ENCODED_HISTORY_H_
+#define STEPS_PROVIDERS_ENCODED_HISTORY_H_
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "providers/chat.h"
+
+namespace steps {
+
+class EncodedHistory {
+ public:
+  using Encoder = std::function<std::string(const Message&)>;
+
+  // Appends to `out` the encodings of `messages`, in order, separated by
+  // commas, as `encode` makes them. `format` names the encoding (an
+  // adapter's wire format): what was kept for another format is dropped.
+  void AppendJoined(const std::vector<Message>& messages,
+                    std::string_view format, const Encoder& encode,
+                    std::string& out);
+
+  // Messages whose encoding was reused / made, since construction.
+  int64_t reused() const;
+  int64_t encoded() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string format_;
+  std::vector<uint64_t> hashes_;  // Of each message kept.
+  std::vector<size_t> ends_;      // Where each one's encoding ends in joined_.
+  std::string joined_;
+  int64_t reused_ = 0;
+  int64_t encoded_ = 0;
+};
+
+}  // namespace steps
+
+#endif  // STEPS_PROVIDERS_ENCODED_HISTORY_H_
