@@ -1,8 +1,10 @@
 // What durability costs a long conversation: the same TURNS-turn tool
 // conversation over loopback HTTP, recorded in a run store on disk the way
-// `steps run` records it (RunRecorder: the run, the step, every turn), once
-// with the conversation's checkpoints written before each request and each
-// tool call (what `steps resume` needs) and once without them.
+// `steps run` records it (RunRecorder: the run, the step, every turn, the
+// step's end), once with the conversation's checkpoints written before
+// each request and each tool call (what `steps resume` needs) and once
+// without them, each turn's row written as it comes (as runs were recorded
+// before conversations could be resumed).
 //
 //   durability_bench [TURNS] [--repeat N] [--state DIR]
 //
@@ -58,8 +60,8 @@ struct Usage {
   double wall = 0;
   double cpu = 0;
   int64_t checkpoints = 0;
-  int64_t writes = 0;  // Transactions: durable points.
-  double write_cpu = 0;  // Inside the checkpoint writes (this thread).
+  int64_t writes = 0;  // Transactions during the conversation.
+  double write_cpu = 0;  // Inside them (this thread's CPU time).
 };
 
 // TURNS - 1 turns that each write a small file, then an answer.
@@ -129,6 +131,15 @@ Usage RunOnce(const std::string& parent, int turns, bool checkpoints) {
   AgentContext ctx;
   ctx.events.on_turn = [&](const steps::agent::AgentTurnRecord& t) {
     recorder.OnAgentTurn(ref, t);
+    // Without checkpoints, each turn row is written as it comes, as runs
+    // were recorded before conversations could be resumed; with them, it
+    // goes with the next durable point.
+    if (!checkpoints) {
+      const double before = ThreadCpuSeconds();
+      recorder.WriteReportedTurns(ref);
+      u.write_cpu += ThreadCpuSeconds() - before;
+      ++u.writes;
+    }
   };
   if (checkpoints) {
     ctx.events.on_checkpoints =
@@ -146,6 +157,13 @@ Usage RunOnce(const std::string& parent, int turns, bool checkpoints) {
   recorder.OnJobStart("j", std::nullopt);
   recorder.OnStepStart(ref, std::nullopt);
   AgentResult result = runner->Run(inv, ctx);
+  steps::pipeline::StepRecord step;
+  step.ref = ref;
+  step.outcome = result.outcome;
+  step.output = result.answer;
+  step.started = run.started;
+  step.agent = result;
+  recorder.OnStepEnd(step);
   u.wall = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   u.cpu = CpuSeconds() - cpu0;
   server.Stop();
@@ -194,8 +212,8 @@ int main(int argc, char** argv) {
   }
   RunOnce(parent, 10, true);  // Warm up: libcurl, the page cache.
   std::vector<double> cpu_with, cpu_without, wall_with, wall_without,
-      writes;
-  int64_t checkpoints = 0, transactions = 0;
+      writes_with, writes_without;
+  int64_t checkpoints = 0, transactions = 0, transactions_without = 0;
   for (int i = 0; i < repeat; ++i) {
     Usage with = RunOnce(parent, turns, true);
     Usage without = RunOnce(parent, turns, false);
@@ -203,11 +221,13 @@ int main(int argc, char** argv) {
     wall_with.push_back(with.wall);
     cpu_without.push_back(without.cpu);
     wall_without.push_back(without.wall);
-    writes.push_back(with.write_cpu);
+    writes_with.push_back(with.write_cpu);
+    writes_without.push_back(without.write_cpu);
     checkpoints = with.checkpoints;
     transactions = with.writes;
+    transactions_without = without.writes;
   }
-  const double wc = Median(writes);
+  const double wc = Median(writes_with), wn = Median(writes_without);
   const double cw = Median(cpu_with), co = Median(cpu_without);
   const double ww = Median(wall_with), wo = Median(wall_without);
   std::printf(
@@ -225,13 +245,17 @@ int main(int argc, char** argv) {
   std::printf("  checkpoints cost %+.1f%% cpu, %+.1f%% wall\n",
               (cw - co) / co * 100, (ww - wo) / wo * 100);
   std::printf(
-      "  inside the checkpoint writes: %.3f s cpu, %.1f us per transaction, "
-      "%.1f%% of the run without them\n",
-      wc, transactions ? wc / transactions * 1e6 : 0.0, wc / co * 100);
+      "  writes during the conversation: %.4f s cpu in %lld transactions "
+      "with checkpoints, %.4f s in %lld without\n",
+      wc, static_cast<long long>(transactions), wn,
+      static_cast<long long>(transactions_without));
+  std::printf("  durability writes cost %.1f%% of the run without them\n",
+              (wc - wn) / co * 100);
   std::printf("{\"turns\":%d,\"repeat\":%d,\"cpu_with\":%.4f,"
               "\"cpu_without\":%.4f,\"wall_with\":%.4f,\"wall_without\":%.4f,"
-              "\"cpu_cost\":%.4f,\"wall_cost\":%.4f,\"write_cpu\":%.4f}\n",
+              "\"cpu_cost\":%.4f,\"wall_cost\":%.4f,\"writes_with\":%.4f,"
+              "\"writes_without\":%.4f,\"durability_cost\":%.4f}\n",
               turns, repeat, cw, co, ww, wo, (cw - co) / co, (ww - wo) / wo,
-              wc);
+              wc, wn, (wc - wn) / co);
   return 0;
 }

@@ -405,8 +405,35 @@ void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,
                               const agent::AgentTurnRecord& turn) {
   const std::string id = StoredId(step, false);
   const int64_t at = ToMs(clock_.WallNow());
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_turns_[id].push_back({turn, at});
+}
+
+void RunRecorder::WriteReportedTurns(const pipeline::StepRef& step) {
+  const std::string id = StoredId(step, false);
+  const std::vector<PendingTurn> turns = TakePendingTurns(id);
+  if (turns.empty()) return;
   Check(store_.Write(
-      [&](Db& db) -> Status { return WriteTurn(db, run_id_, id, turn, at); }));
+      [&](Db& db) -> Status { return WritePendingTurns(db, id, turns); }));
+}
+
+std::vector<RunRecorder::PendingTurn> RunRecorder::TakePendingTurns(
+    const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_turns_.find(id);
+  if (it == pending_turns_.end()) return {};
+  std::vector<PendingTurn> out = std::move(it->second);
+  pending_turns_.erase(it);
+  return out;
+}
+
+Status RunRecorder::WritePendingTurns(Db& db, const std::string& id,
+                                      const std::vector<PendingTurn>& turns) {
+  for (const PendingTurn& p : turns) {
+    if (Status s = WriteTurn(db, run_id_, id, p.turn, p.at_ms); !s.ok())
+      return s;
+  }
+  return Status::Ok();
 }
 
 void RunRecorder::OnCheckpoints(
@@ -421,12 +448,13 @@ void RunRecorder::OnCheckpoints(
     checkpoints_[id] += static_cast<int64_t>(checkpoints.size());
   }
   const int64_t at = ToMs(clock_.WallNow());
+  const std::vector<PendingTurn> turns = TakePendingTurns(id);
   Check(store_.Write([&](Db& db) -> Status {
     for (const agent::ConversationCheckpoint& cp : checkpoints) {
       if (Status s = WriteCheckpoint(db, run_id_, id, ++seq, at, cp); !s.ok())
         return s;
     }
-    return Status::Ok();
+    return WritePendingTurns(db, id, turns);
   }));
 }
 
@@ -446,7 +474,9 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++seq_;
   }
+  const std::vector<PendingTurn> turns = TakePendingTurns(id);
   Check(store_.Write([&](Db& db) -> Status {
+    if (Status w = WritePendingTurns(db, id, turns); !w.ok()) return w;
     Result<StatementUse> st = db.Prepared(
         "INSERT INTO steps (run_id, step_id, job, name, kind, hook, fixer,"
         " line, status, error, output, started_ms, duration_ms, identity,"

@@ -60,9 +60,15 @@ class RunRecorder : public pipeline::RunObserver {
   // Stored with the output lines, as stream "log". An agent's
   // "agent.nudge" line also stamps the step's nudge_ms.
   void OnLog(const pipeline::StepRef& step, std::string_view line) override;
-  // Stamps the turn with the time its answer arrived (agent_turns.at_ms).
+  // Stamps the turn with the time it is reported (agent_turns.at_ms) and
+  // writes it with the step's next checkpoints (OnCheckpoints), or at the
+  // step's end: a turn row is no durable point, and a resumed conversation
+  // writes its turns again from its checkpoints.
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
+  // Writes now the turn rows reported since the step's last durable point
+  // (benchmarks compare with a recording that writes each as it comes).
+  void WriteReportedTurns(const pipeline::StepRef& step);
   // Rows of conversation_log, committed together before this returns: the
   // request is sent, or the tool runs, only once they are stored.
   void OnCheckpoints(
@@ -100,6 +106,16 @@ class RunRecorder : public pipeline::RunObserver {
   std::map<std::string, std::string> current_id_;
   std::map<std::string, int> output_lines_;
   std::map<std::string, int64_t> checkpoints_;  // Rows per stored step id.
+  // Turn rows not written yet, by stored step id, with the time each was
+  // reported: they go with the step's next durable point or its end.
+  struct PendingTurn {
+    agent::AgentTurnRecord turn;
+    int64_t at_ms = 0;
+  };
+  std::map<std::string, std::vector<PendingTurn>> pending_turns_;
+  std::vector<PendingTurn> TakePendingTurns(const std::string& id);
+  Status WritePendingTurns(Db& db, const std::string& id,
+                           const std::vector<PendingTurn>& turns);
   bool warned_ = false;
   std::string file_hash_;
   std::string file_text_;

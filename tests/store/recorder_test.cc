@@ -214,6 +214,7 @@ TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
   agent::AgentTurnRecord turn;
   turn.turn = 1;
   recorder_->OnAgentTurn(review, turn);
+  recorder_->WriteReportedTurns(review);
   // As stores wrote them before calls kept their results: "NAME ARGS",
   // cut at 300 bytes with "...".
   const std::string cut =
