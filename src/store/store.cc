@@ -287,11 +287,56 @@ Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
 }
 
 Status Store::Write(const std::function<Status(Db&)>& fn) {
+  return group_.Submit(fn);
+}
+
+int64_t Store::commits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return commits_;
+}
+
+namespace {
+
+// A write's status; an exception it throws is an error of its own, never
+// the committing thread's (another writer's).
+Status RunWrite(const std::function<Status(Db&)>& write, Db& db) {
+  try {
+    return write(db);
+  } catch (const std::exception& e) {
+    return Internal(std::string("store write failed: ") + e.what());
+  } catch (...) {
+    return Internal("store write failed");
+  }
+}
+
+}  // namespace
+
+void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(*db_);
-  if (!tx.begun().ok()) return tx.begun();
-  if (Status s = fn(*db_); !s.ok()) return s;
-  return tx.Commit();
+  if (!tx.begun().ok()) {
+    for (GroupCommit::Item* item : batch) item->status = tx.begun();
+    return;
+  }
+  if (batch.size() == 1) {  // The usual case: no savepoint needed.
+    GroupCommit::Item& item = *batch[0];
+    item.status = RunWrite(*item.write, *db_);
+    if (item.status.ok()) item.status = tx.Commit();
+    if (item.status.ok()) ++commits_;
+    return;
+  }
+  for (GroupCommit::Item* item : batch) {
+    item->status = db_->Run("SAVEPOINT steps_write");
+    if (!item->status.ok()) continue;
+    item->status = RunWrite(*item->write, *db_);
+    if (!item->status.ok()) (void)db_->Run("ROLLBACK TO steps_write");
+    (void)db_->Run("RELEASE steps_write");
+  }
+  Status committed = tx.Commit();
+  if (committed.ok()) ++commits_;
+  for (GroupCommit::Item* item : batch) {
+    if (item->status.ok()) item->status = committed;
+  }
 }
 
 Status Store::Read(const std::function<Status(Db&)>& fn) {

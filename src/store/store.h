@@ -4,12 +4,14 @@
 #ifndef STEPS_STORE_STORE_H_
 #define STEPS_STORE_STORE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "core/status.h"
+#include "store/group_commit.h"
 #include "store/sqlite.h"
 
 namespace steps::store {
@@ -35,21 +37,35 @@ class Store {
 
   const std::string& path() const { return path_; }
 
-  // Runs `fn` under the lock in one transaction: everything `fn` wrote is
-  // committed together, or (when it returns an error) nothing is.
+  // Runs `fn` under the lock in a transaction: everything `fn` wrote is
+  // committed before this returns, or (when it returns an error) nothing
+  // is. Writes from other threads that arrive while one is committed are
+  // committed together in the next transaction (group commit), each in a
+  // savepoint of its own, so one's error undoes only its own writes.
   Status Write(const std::function<Status(Db&)>& fn);
+  // Transactions committed so far (a batch of writes is one).
+  int64_t commits() const;
+  // Blocks until `n` writes wait behind the one being committed (tests).
+  void WaitForQueuedWrites(size_t n) { group_.WaitForQueued(n); }
   // Runs `fn` under the lock, outside a write transaction.
   Status Read(const std::function<Status(Db&)>& fn);
 
  private:
   Store(std::string path, std::unique_ptr<Db> db)
-      : path_(std::move(path)), db_(std::move(db)) {}
+      : path_(std::move(path)),
+        db_(std::move(db)),
+        group_([this](std::vector<GroupCommit::Item*>& batch) {
+          CommitBatch(batch);
+        }) {}
+  void CommitBatch(std::vector<GroupCommit::Item*>& batch);
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
                                                bool create);
 
   std::string path_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unique_ptr<Db> db_;
+  int64_t commits_ = 0;  // Guarded by mu_.
+  GroupCommit group_;
 };
 
 }  // namespace steps::store

@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "store/cache.h"
 #include "store_test_util.h"
@@ -253,6 +258,115 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
   // A second open finds everything in place.
   store->reset();
   EXPECT_TRUE(Store::Open(path).ok());
+}
+
+}  // namespace
+}  // namespace steps::store
+
+namespace steps::store {
+namespace {
+
+// Inserts `x` into table t of `store`, then fails when `fail` is set.
+Status InsertInto(Db& db, int x, bool fail) {
+  Result<StatementUse> st = db.Prepared("INSERT INTO t (x) VALUES (?1)");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, int64_t{x});
+  if (Status s = (*st)->Run(); !s.ok()) return s;
+  return fail ? Internal("write " + std::to_string(x) + " refused") : Status::Ok();
+}
+
+// Writes that queue behind one being committed share the next
+// transaction; each returns only once its own write is committed, and one
+// that fails undoes only its own rows, not its batch's.
+TEST(GroupCommitTest, QueuedWritesShareOneTransactionEachUndoingOnlyItsOwn) {
+  TempDir dir;
+  auto opened = Store::Open(StorePath(dir.path()));
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Store& store = **opened;
+  ASSERT_TRUE(store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); })
+                  .ok());
+  const int64_t before = store.commits();
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::thread first([&] {
+    EXPECT_TRUE(store
+                    .Write([&](Db& db) {
+                      std::unique_lock<std::mutex> lock(mu);
+                      cv.wait(lock, [&] { return release; });
+                      return InsertInto(db, 0, false);
+                    })
+                    .ok());
+  });
+  // While the first write holds its transaction open, three more queue.
+  std::vector<Status> statuses(4);
+  std::vector<std::thread> queued;
+  for (int i = 1; i <= 3; ++i) {
+    queued.emplace_back([&, i] {
+      statuses[i] =
+          store.Write([i](Db& db) { return InsertInto(db, i, i == 2); });
+    });
+  }
+  store.WaitForQueuedWrites(3);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  first.join();
+  for (std::thread& t : queued) t.join();
+
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].message();
+  EXPECT_FALSE(statuses[2].ok());
+  EXPECT_EQ(statuses[2].message(), "write 2 refused");
+  EXPECT_TRUE(statuses[3].ok()) << statuses[3].message();
+  std::string rows;
+  ASSERT_TRUE(store
+                  .Read([&](Db& db) -> Status {
+                    Result<StatementUse> st = db.Prepared(
+                        "SELECT group_concat(x) FROM (SELECT x FROM t ORDER"
+                        " BY x)");
+                    if (!st.ok()) return st.status();
+                    Result<bool> row = (*st)->Step();
+                    if (!row.ok()) return row.status();
+                    rows = (*st)->Text(0);
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_EQ(rows, "0,1,3");
+  EXPECT_EQ(store.commits() - before, 2);  // The first, then one batch.
+}
+
+// Many writers at once: every write that succeeded is there, once.
+TEST(GroupCommitTest, ConcurrentWritersLoseNothing) {
+  TempDir dir;
+  auto opened = Store::Open(StorePath(dir.path()));
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Store& store = **opened;
+  ASSERT_TRUE(store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); })
+                  .ok());
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int w = 0; w < 8; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 100; ++i) {
+        const int x = w * 1000 + i;
+        if (!store.Write([x](Db& db) { return InsertInto(db, x, x % 7 == 0); })
+                 .ok())
+          ++failed;
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  int expected_failed = 0;
+  for (int w = 0; w < 8; ++w)
+    for (int i = 0; i < 100; ++i) expected_failed += (w * 1000 + i) % 7 == 0;
+  EXPECT_EQ(failed.load(), expected_failed);
+  EXPECT_EQ(Count(store, "SELECT count(*) FROM t"), 800 - expected_failed);
+  EXPECT_EQ(Count(store, "SELECT count(*) FROM t WHERE x % 7 = 0"), 0);
+  EXPECT_EQ(Count(store, "SELECT count(DISTINCT x) FROM t"),
+            800 - expected_failed);
 }
 
 }  // namespace
