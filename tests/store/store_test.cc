@@ -289,17 +289,25 @@ TEST(GroupCommitTest, QueuedWritesShareOneTransactionEachUndoingOnlyItsOwn) {
 
   std::mutex mu;
   std::condition_variable cv;
+  bool entered = false;
   bool release = false;
   std::thread first([&] {
     EXPECT_TRUE(store
                     .Write([&](Db& db) {
                       std::unique_lock<std::mutex> lock(mu);
+                      entered = true;
+                      cv.notify_all();
                       cv.wait(lock, [&] { return release; });
                       return InsertInto(db, 0, false);
                     })
                     .ok());
   });
-  // While the first write holds its transaction open, three more queue.
+  // Only once the first write holds its transaction open do three more
+  // arrive, so they queue behind it rather than lead a batch of their own.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
   std::vector<Status> statuses(4);
   std::vector<std::thread> queued;
   for (int i = 1; i <= 3; ++i) {
