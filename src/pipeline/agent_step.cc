@@ -294,11 +294,7 @@ agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
   return ar;
 }
 
-StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
-                               const StepRef& task_ref,
-                               const std::string& workdir,
-                               const AttemptRecord& failed) {
-  const ResolvedStep& rs = ex_.plan.For(task);
+StepRef JobRunner::FixerRef(const Step& task, const StepRef& task_ref) const {
   StepRef ref;
   ref.id = task_ref.id + "/fix";
   ref.job = job_.name;
@@ -307,13 +303,47 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
   ref.fixer = true;
   ref.line = task.fix->line;
   ref.cell = task_ref.cell;
+  return ref;
+}
+
+StepResult JobRunner::ReplayFixer(const StepRef& ref, const Scope& scope,
+                                  const StepRecord& stored) {
+  StepRecord rec = stored;
+  rec.ref = ref;
+  rec.resumed = true;
+  if (const std::optional<agent::AgentResult>& a = rec.agent) {
+    for (const auto* meters : {&scope.budgets, &scope.charge_only}) {
+      for (const auto& meter : *meters)
+        meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
+    }
+  }
+  StepResult r(rec.outcome, rec.error, rec.output);
+  Finish(std::move(rec), true);
+  return r;
+}
+
+StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
+                               const StepRef& task_ref,
+                               const std::string& workdir,
+                               const AttemptRecord& failed,
+                               const ResumedFixer* resumed) {
+  const ResolvedStep& rs = ex_.plan.For(task);
+  const StepRef ref = FixerRef(task, task_ref);
+  if (resumed && resumed->finished)
+    return ReplayFixer(ref, scope, *resumed->finished);
   StepRecord record;
   record.ref = ref;
-  record.started = clock_.WallNow();
-  const SteadyTime start = clock_.Now();
+  record.started = resumed ? resumed->started : clock_.WallNow();
+  // A resumed fixer's time so far counts: it started that long ago.
+  const Millis spent = resumed ? resumed->spent : Millis(0);
+  const SteadyTime start = clock_.Now() - spent;
   std::optional<SteadyTime> deadline;
+  std::optional<Millis> timeout;
   if (rs.fix_dials && rs.fix_dials->timeout.value) {
-    deadline = clock_.Now() + *rs.fix_dials->timeout.value;
+    timeout = *rs.fix_dials->timeout.value;
+    if (timeout->count() > 0 && spent.count() > 0)
+      timeout = std::max(*timeout - spent, Millis(1));
+    deadline = clock_.Now() + *timeout;
   }
   ex_.observer().OnStepStart(ref, deadline);
   StepResult r;
@@ -346,6 +376,13 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
         "when it runs "
         "again. Answer with a short summary of what you changed.");
     inv.working_dir = fs::absolute(workdir).string();
+    if (resumed && resumed->conversation) {
+      inv.resume_from = *resumed->conversation;
+      if (timeout != rs.fix_dials->timeout.value) {
+        inv.timeout = timeout;
+        inv.whole_timeout = rs.fix_dials->timeout.value;
+      }
+    }
     agent::AgentResult ar = Converse(inv, scope, ref);
     record.agent = ar;
     r = {ar.outcome, ar.error, ar.answer};

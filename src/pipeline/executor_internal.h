@@ -141,7 +141,10 @@ class JobRunner {
   // resume): its stored record handed to the observers as finished, and its
   // result; nullopt when the step is to run.
   // What an agent step spent is charged to `scope`'s budgets.
-  std::optional<StepResult> ReplayFinished(const StepRef& ref,
+  // A task's fix agents that had ended are replayed first, in order, so
+  // the job's execution lists them as before.
+  std::optional<StepResult> ReplayFinished(const Step& step,
+                                           const StepRef& ref,
                                            const Scope& scope);
   // When a step's time counts from: now, or for a resumed step in flight
   // as far back as the time it already spent (its deadline is the timeout
@@ -199,9 +202,32 @@ class JobRunner {
   // first (pipeline/mcp_step.h) and stopped once the conversation is over.
   agent::AgentResult ConverseWithMcp(const agent::AgentInvocation& inv,
                                      const agent::AgentContext& ctx);
+  // The fix agent of `task` after the attempt `failed`; `resumed` (not
+  // owned, may be null) is its run from before an interruption: replayed
+  // when it had ended, its conversation continued when it had not.
   StepResult RunFixer(const Step& task, const Scope& scope,
                       const StepRef& task_ref, const std::string& workdir,
-                      const AttemptRecord& failed);
+                      const AttemptRecord& failed,
+                      const ResumedFixer* resumed);
+  // The StepRef of `task`'s fix agent. REQUIRES: task.fix.
+  StepRef FixerRef(const Step& task, const StepRef& task_ref) const;
+  // A fix agent's run that ended before the interruption, replayed.
+  StepResult ReplayFixer(const StepRef& ref, const Scope& scope,
+                         const StepRecord& stored);
+  // One attempt of a task: its run, and when that fails (not by its
+  // timeout) and the task has `fix:`, the fix agent and the run again.
+  // An attempt resumed at its fixer (`resumed`, see ResumedFix) starts
+  // there.
+  AttemptRecord RunAttemptWithFix(const Step& step, const Scope& scope,
+                                  const StepRef& ref,
+                                  const std::string& workdir,
+                                  const Deadline& deadline, int attempt,
+                                  const ResumedFixer* resumed);
+  // The fixer's run of the resumed attempt in flight of `ref`, when it had
+  // begun (ended, or with a stored conversation); null otherwise. `rec`
+  // holds the attempts that ended before.
+  const ResumedFixer* ResumedFix(const StepRef& ref,
+                                 const StepRecord& rec) const;
 
   // Whether the job's deadline keeps work of `scope` from starting now
   // (never inside a hook).

@@ -5,6 +5,7 @@
 #define STEPS_PIPELINE_RESUME_STATE_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,16 @@
 #include "pipeline/run_record.h"
 
 namespace steps::pipeline {
+
+// A fix agent's run (`fix:`) inside a task's attempt that was in flight.
+struct ResumedFixer {
+  // It ended before the interruption: its record, replayed.
+  std::optional<StepRecord> finished;
+  // It was in flight with a stored conversation, which it continues.
+  std::optional<agent::ResumedConversation> conversation;
+  WallTime started;     // When it first started.
+  Millis spent{0};      // Time the run was alive since then.
+};
 
 struct ResumeState {
   // When the run first started; the resumed run keeps it.
@@ -41,6 +52,11 @@ struct ResumeState {
   // their checkpoints: the step continues its conversation rather than
   // starting a new one.
   std::map<std::string, agent::ResumedConversation> conversations;
+  // The fix agents that ran for each task step in flight, by the task's
+  // StepRef id, in the order they ran: one per attempt that ran its fixer.
+  // One past the attempts that ended with a fix belongs to the attempt in
+  // flight, which resumes at it rather than running the task first.
+  std::map<std::string, std::vector<ResumedFixer>> fixers;
 };
 
 }  // namespace steps::pipeline

@@ -254,12 +254,19 @@ int JobRunner::ResumedAttempts(const StepRef& ref, StepRecord& rec) const {
   return static_cast<int>(rec.attempts.size());
 }
 
-std::optional<StepResult> JobRunner::ReplayFinished(const StepRef& ref,
+std::optional<StepResult> JobRunner::ReplayFinished(const Step& step,
+                                                    const StepRef& ref,
                                                     const Scope& scope) {
   const ResumeState* resume = ex_.opts.resume;
   if (!resume) return std::nullopt;
   auto it = resume->finished.find(ref.id);
   if (it == resume->finished.end()) return std::nullopt;
+  if (auto fixers = resume->fixers.find(ref.id);
+      step.fix && fixers != resume->fixers.end()) {
+    for (const ResumedFixer& f : fixers->second) {
+      if (f.finished) ReplayFixer(FixerRef(step, ref), scope, *f.finished);
+    }
+  }
   StepRecord rec = it->second;
   rec.ref = ref;
   rec.resumed = true;
@@ -278,7 +285,7 @@ std::optional<StepResult> JobRunner::ReplayFinished(const StepRef& ref,
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
                               const StepRef& ref) {
-  if (std::optional<StepResult> replayed = ReplayFinished(ref, scope))
+  if (std::optional<StepResult> replayed = ReplayFinished(step, ref, scope))
     return *replayed;
   const ResolvedStep& rs = ex_.plan.For(step);
   StepRecord rec;
@@ -527,20 +534,9 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
                                       : std::nullopt);
     const Millis prepared =
         std::chrono::duration_cast<Millis>(clock_.Now() - from);
-    AttemptRecord a = RunAttempt(step, scope, ref, workdir, deadline, k);
-    if (a.outcome == Outcome::kFailed && !a.timed_out && step.fix &&
-        !scope.token.cancelled()) {
-      // attempt fails -> fix agent -> re-run, inside this attempt.
-      RunFixer(step, scope, ref, workdir, a);
-      if (!scope.token.cancelled()) {
-        AttemptRecord rerun =
-            RunAttempt(step, scope, ref, workdir, deadline, k);
-        rerun.started = a.started;
-        rerun.duration += a.duration;
-        rerun.fixed = true;
-        a = std::move(rerun);
-      }
-    }
+    AttemptRecord a =
+        RunAttemptWithFix(step, scope, ref, workdir, deadline, k,
+                          k == first ? ResumedFix(ref, rec) : nullptr);
     if (k == 1) {
       a.started = rec.started;
       a.duration += prepared;
@@ -569,6 +565,51 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
   return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
                        exhausted_by_total, last_limit);
+}
+
+AttemptRecord JobRunner::RunAttemptWithFix(const Step& step,
+                                           const Scope& scope,
+                                           const StepRef& ref,
+                                           const std::string& workdir,
+                                           const Deadline& deadline,
+                                           int attempt,
+                                           const ResumedFixer* resumed) {
+  AttemptRecord a;
+  if (resumed) {
+    // The run before the fixer failed before the interruption: the fixer
+    // already has what it printed.
+    a.started = clock_.WallNow();
+    a.outcome = Outcome::kFailed;
+    a.error = "failed before the run was interrupted; its fix went on";
+  } else {
+    a = RunAttempt(step, scope, ref, workdir, deadline, attempt);
+    if (a.outcome != Outcome::kFailed || a.timed_out || !step.fix ||
+        scope.token.cancelled())
+      return a;
+  }
+  // attempt fails -> fix agent -> re-run, inside this attempt.
+  RunFixer(step, scope, ref, workdir, a, resumed);
+  if (scope.token.cancelled()) return a;
+  AttemptRecord rerun = RunAttempt(step, scope, ref, workdir, deadline, attempt);
+  rerun.started = a.started;
+  rerun.duration += a.duration;
+  rerun.fixed = true;
+  return rerun;
+}
+
+const ResumedFixer* JobRunner::ResumedFix(const StepRef& ref,
+                                          const StepRecord& rec) const {
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume) return nullptr;
+  auto it = resume->fixers.find(ref.id);
+  if (it == resume->fixers.end()) return nullptr;
+  // Each attempt that ended after a fix ran one fixer; the next belongs to
+  // the attempt in flight.
+  size_t fixed = 0;
+  for (const AttemptRecord& a : rec.attempts) fixed += a.fixed;
+  if (it->second.size() <= fixed) return nullptr;
+  const ResumedFixer& f = it->second[fixed];
+  return f.finished || f.conversation ? &f : nullptr;
 }
 
 std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -187,9 +188,27 @@ std::string RunRecorder::StoredId(const pipeline::StepRef& step,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = current_id_.find(step.id);
   if (!starting && it != current_id_.end()) return it->second;
-  if (reopen_.erase(step.id) > 0) {
-    current_id_[step.id] = step.id;
-    return step.id;
+  // A resumed run's step that had not ended continues its row: the latest
+  // of the step's runs (ID, then ID~2, ...) that had not.
+  std::string reopened;
+  int reopened_run = 0;
+  for (const std::string& id : reopen_) {
+    if (id.compare(0, step.id.size(), step.id) != 0) continue;
+    int run = 0;
+    if (id.size() == step.id.size()) {
+      run = 1;
+    } else if (id[step.id.size()] == '~') {
+      run = std::atoi(id.c_str() + step.id.size() + 1);
+    }
+    if (run > reopened_run) {
+      reopened_run = run;
+      reopened = id;
+    }
+  }
+  if (reopened_run > 0) {
+    reopen_.erase(reopened);
+    current_id_[step.id] = reopened;
+    return reopened;
   }
   int n = ++runs_of_id_[step.id];
   std::string id = n == 1 ? step.id : step.id + "~" + std::to_string(n);

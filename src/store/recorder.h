@@ -121,8 +121,9 @@ class RunRecorder : public pipeline::RunObserver {
   std::string file_text_;
   std::optional<std::string> resume_status_;  // Set in resume mode.
   int64_t died_ms_ = 0;
-  // Resume mode: stored steps that did not end; the first start of each
-  // id reuses its stored id (and rows) rather than making "ID~2".
+  // Resume mode: stored steps that did not end (ID or ID~N); the first
+  // start of a step reuses the latest such row of its id (and its rows)
+  // rather than making a new "ID~N".
   std::set<std::string> reopen_;
 };
 

@@ -137,7 +137,7 @@ Status ReadAttempts(Db& db, ResumePoint& point,
                     const std::vector<std::string>& in_flight) {
   Result<StatementUse> st = db.Prepared(
       "SELECT number, of, status, started_ms, duration_ms, exit_code,"
-      " timed_out, error, output FROM attempts WHERE run_id = ?1 AND"
+      " timed_out, error, output, fixed FROM attempts WHERE run_id = ?1 AND"
       " step_id = ?2 ORDER BY number");
   if (!st.ok()) return st.status();
   for (const std::string& id : in_flight) {
@@ -163,6 +163,7 @@ Status ReadAttempts(Db& db, ResumePoint& point,
       a.timed_out = row.Int(6) != 0;
       a.error = row.Text(7);
       a.output = row.Text(8);
+      a.fixed = row.Int(9) != 0;
     });
     if (!s.ok()) return s;
     if (!ended.empty()) point.state.attempts[id] = std::move(ended);
@@ -179,6 +180,54 @@ Status ReadConversations(Db& db, ResumePoint& point,
     if (!log.ok()) return log.status();
     if (log->empty()) continue;
     point.state.conversations[id] = agent::RebuildConversation(*log);
+  }
+  return Status::Ok();
+}
+
+// The columns FinishedRecord reads, for the step rows a query picks.
+constexpr const char* kStepColumns =
+    "SELECT step_id, status, started_ms, duration_ms, error, output,"
+    " identity, cached, start_seq, end_seq, NULL, agent_turns,"
+    " provider_requests, prompt_tokens, completion_tokens, usd FROM steps";
+
+// The fix agents' runs of each of `tasks` (TASK/fix, then TASK/fix~2, ...
+// as the recorder names them), in the order they started.
+Status ReadFixers(Db& db, ResumePoint& point,
+                  const std::vector<StoredInterruption>& earlier,
+                  const std::vector<std::string>& tasks) {
+  Result<StatementUse> st = db.Prepared(
+      std::string(kStepColumns) +
+      " WHERE run_id = ?1 AND fixer = 1 AND (step_id = ?2 OR"
+      " substr(step_id, 1, length(?2) + 1) = ?2 || '~') ORDER BY start_seq");
+  if (!st.ok()) return st.status();
+  for (const std::string& task : tasks) {
+    (*st)->Reset();
+    (*st)->Bind(1, point.run_id);
+    (*st)->Bind(2, task + "/fix");
+    std::vector<pipeline::ResumedFixer> runs;
+    std::vector<std::string> unfinished;
+    Status s = (*st)->EachRow([&](const Statement& row) {
+      pipeline::ResumedFixer& f = runs.emplace_back();
+      f.started = FromMs(row.Int(2));
+      f.spent = AliveSince(row.Int(2), point.died_ms, earlier);
+      std::optional<Outcome> outcome = ParseOutcome(row.Text(1));
+      if (Ended(row.Text(1)) && outcome)
+        f.finished = FinishedRecord(row, *outcome);
+      else
+        unfinished.push_back(row.Text(0));
+    });
+    if (!s.ok()) return s;
+    if (runs.empty()) continue;
+    // Each run that had not ended continues its stored conversation.
+    size_t u = 0;
+    for (pipeline::ResumedFixer& f : runs) {
+      if (f.finished) continue;
+      Result<std::vector<agent::ConversationCheckpoint>> log =
+          ReadConversationLog(db, point.run_id, unfinished[u++]);
+      if (!log.ok()) return log.status();
+      if (!log->empty()) f.conversation = agent::RebuildConversation(*log);
+    }
+    point.state.fixers[task] = std::move(runs);
   }
   return Status::Ok();
 }
@@ -243,6 +292,10 @@ Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
     if (Status r = ReadSteps(db, point, earlier, in_flight); !r.ok()) return r;
     if (Status r = ReadAttempts(db, point, in_flight); !r.ok()) return r;
     if (Status r = ReadConversations(db, point, in_flight); !r.ok()) return r;
+    // The fixers of the tasks that ended, too: they are replayed with them.
+    std::vector<std::string> tasks = in_flight;
+    for (const auto& [id, rec] : point.state.finished) tasks.push_back(id);
+    if (Status r = ReadFixers(db, point, earlier, tasks); !r.ok()) return r;
     return ReadJobs(db, point, earlier);
   });
   if (!s.ok()) return s;
@@ -254,6 +307,9 @@ Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
   if (fresh_deadlines) {
     point.state.job_spent.clear();
     point.state.step_spent.clear();
+    for (auto& [task, runs] : point.state.fixers) {
+      for (pipeline::ResumedFixer& f : runs) f.spent = Millis(0);
+    }
   }
   return point;
 }
