@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <filesystem>
 
 #include "agent/runner.h"
@@ -25,6 +28,31 @@
 #include "store/store.h"
 
 namespace steps::cli {
+
+namespace {
+
+// Fault injection for chaos tests of resuming (docs/resume.md): with
+// STEPS_CHAOS_KILL_AFTER_COMMITS=N, this process kills itself with SIGKILL
+// right after its N-th store transaction is committed, before anything that
+// waits for it goes on.
+void InstallChaosKill(store::Store& db) {
+  const char* text = std::getenv("STEPS_CHAOS_KILL_AFTER_COMMITS");
+  if (text == nullptr || *text == '\0') return;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || n <= 0) {
+    LogEvent(LogLevel::kWarn, "chaos.ignored",
+             {{"STEPS_CHAOS_KILL_AFTER_COMMITS", text},
+              {"error", "not a whole number of commits above 0"}});
+    return;
+  }
+  db.SetAfterCommit([n](int64_t commits) {
+    if (commits == n) raise(SIGKILL);
+  });
+}
+
+}  // namespace
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   // Secrets (docs/secrets.md): the values of the pipeline's secret
@@ -84,6 +112,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
       opened.ok()) {
     db = std::move(*opened);
+    InstallChaosKill(*db);
     recorder = std::make_unique<store::RunRecorder>(*db);
     recorder->SetPlan(store::OutlinePlan(plan, setup.jobs));
     if (!setup.file_text.empty())

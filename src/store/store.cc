@@ -322,7 +322,7 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
     GroupCommit::Item& item = *batch[0];
     item.status = RunWrite(*item.write, *db_);
     if (item.status.ok()) item.status = tx.Commit();
-    if (item.status.ok()) ++commits_;
+    if (item.status.ok()) Committed();
     return;
   }
   for (GroupCommit::Item* item : batch) {
@@ -333,10 +333,20 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
     (void)db_->Run("RELEASE steps_write");
   }
   Status committed = tx.Commit();
-  if (committed.ok()) ++commits_;
+  if (committed.ok()) Committed();
   for (GroupCommit::Item* item : batch) {
     if (item->status.ok()) item->status = committed;
   }
+}
+
+void Store::Committed() {
+  ++commits_;
+  if (after_commit_) after_commit_(commits_);
+}
+
+void Store::SetAfterCommit(std::function<void(int64_t)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  after_commit_ = std::move(hook);
 }
 
 Status Store::Read(const std::function<Status(Db&)>& fn) {

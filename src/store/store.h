@@ -45,6 +45,12 @@ class Store {
   Status Write(const std::function<Status(Db&)>& fn);
   // Transactions committed so far (a batch of writes is one).
   int64_t commits() const;
+  // Calls `hook` with the count of transactions committed so far after
+  // each commit, before any write in it returns (under the store's lock:
+  // it must not touch the store). For fault injection: `steps run` kills
+  // itself there when STEPS_CHAOS_KILL_AFTER_COMMITS says so
+  // (docs/resume.md). Default: none.
+  void SetAfterCommit(std::function<void(int64_t commits)> hook);
   // Blocks until `n` writes wait behind the one being committed (tests).
   void WaitForQueuedWrites(size_t n) { group_.WaitForQueued(n); }
   // Runs `fn` under the lock, outside a write transaction.
@@ -58,6 +64,7 @@ class Store {
           CommitBatch(batch);
         }) {}
   void CommitBatch(std::vector<GroupCommit::Item*>& batch);
+  void Committed();  // REQUIRES: mu_ held.
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
                                                bool create);
 
@@ -65,6 +72,7 @@ class Store {
   mutable std::mutex mu_;
   std::unique_ptr<Db> db_;
   int64_t commits_ = 0;  // Guarded by mu_.
+  std::function<void(int64_t)> after_commit_;  // Guarded by mu_.
   GroupCommit group_;
 };
 
