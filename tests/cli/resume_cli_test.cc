@@ -445,3 +445,126 @@ TEST_F(ResumeAgentTest, ASecretComesBackMasked) {
 
 }  // namespace
 }  // namespace steps
+
+namespace steps {
+namespace {
+
+// A fix agent `fixer` on loopback: it calls run_shell once with `command`,
+// then answers "fixed it"; it keeps every request.
+class FixerModel {
+ public:
+  explicit FixerModel(std::string command) : command_(std::move(command)) {
+    server_.Post("/v1/chat/completions", [this](const httplib::Request& req,
+                                                httplib::Response& res) {
+      json body = json::parse(req.body);
+      int results = 0;
+      for (const json& m : body["messages"]) results += m["role"] == "tool";
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(body);
+      }
+      json message = results == 0
+                         ? ShellCall("fix_1", command_)
+                         : json{{"role", "assistant"}, {"content", "fixed it"}};
+      res.set_content(ChatAnswer(message).dump(), "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    serving_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FixerModel() {
+    server_.stop();
+    serving_.join();
+  }
+  int port() const { return port_; }
+  size_t requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_.size();
+  }
+
+ private:
+  std::string command_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread serving_;
+  std::mutex mu_;
+  std::vector<json> requests_;
+};
+
+class ResumeFixerTest : public ResumeCliTest {
+ protected:
+  // Task `checked` appends to runs.txt and fails until `fixed` exists;
+  // `extra` runs in it first. Its fixer is served by `model`.
+  void WriteFixPipeline(const FixerModel& model, const std::string& extra) {
+    const std::string d = dir_.path();
+    dir_.Write("p.yaml",
+               "agents:\n"
+               "- name: fixer\n"
+               "  source: {model: openai/m, base_url: http://127.0.0.1:" +
+                   std::to_string(model.port()) +
+                   "/v1}\n"
+                   "  tools: [run_shell]\n"
+                   "jobs:\n"
+                   "- name: j\n"
+                   "  plan:\n"
+                   "  - task: checked\n"
+                   "    run: |\n"
+                   "      echo run >> " +
+                   d + "/runs.txt\n      " + extra + "\n      test -e " + d +
+                   "/fixed\n"
+                   "    fix: fixer\n");
+  }
+  test_support::CliResult Run(const std::string& args) {
+    return RunSteps(dir_.path(), args + " --plain --state-dir state",
+                    {.prefix = "OPENAI_API_KEY=k",
+                     .streams = test_support::Streams::kMerged,
+                     .kill_after = std::chrono::seconds(60)});
+  }
+};
+
+// The fixer's tool call kills `steps` (once): the resumed run continues
+// the fixer's conversation without asking its first question again and
+// without running the task before it, then re-runs the task.
+TEST_F(ResumeFixerTest, AFixerInFlightContinuesItsConversation) {
+  const std::string d = dir_.path();
+  FixerModel model("touch " + d + "/fixed; echo f >> " + d + "/calls.txt; " +
+                   SignalStepsOnce(d + "/mark", "KILL"));
+  ASSERT_GT(model.port(), 0);
+  WriteFixPipeline(model, "");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  EXPECT_EQ(model.requests(), 1u);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(model.requests(), 2u);
+  EXPECT_EQ(dir_.Read("runs.txt"), "run\nrun\n");
+  EXPECT_EQ(dir_.Read("calls.txt"), "f\nf\n");  // Started, no result: again.
+  EXPECT_EQ(Sql(Db(), "SELECT execution FROM jobs"), "[\"fixer\",\"checked\"]");
+  EXPECT_EQ(Sql(Db(),
+                "SELECT group_concat(step_id || ':' || status, ' ') FROM"
+                " (SELECT * FROM steps ORDER BY step_id)"),
+            "j:1:succeeded j:1/fix:succeeded");
+  EXPECT_EQ(Sql(Db(), "SELECT output FROM steps WHERE fixer = 1"), "fixed it");
+  EXPECT_EQ(Sql(Db(), "SELECT number || ':' || fixed FROM attempts"), "1:1");
+}
+
+// The fixer had ended and the task's run after it was in flight: the
+// fixer's record is replayed (no request), the task runs again.
+TEST_F(ResumeFixerTest, AFixerThatEndedIsReplayed) {
+  const std::string d = dir_.path();
+  FixerModel model("touch " + d + "/fixed");
+  ASSERT_GT(model.port(), 0);
+  WriteFixPipeline(model, "if [ -e " + d + "/fixed ]; then " +
+                              SignalStepsOnce(d + "/mark", "KILL") + "; fi");
+  EXPECT_EQ(Run("run p.yaml").exit_code, 137);
+  EXPECT_EQ(model.requests(), 2u);
+  auto resumed = Run("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(model.requests(), 2u);
+  // Failed, killed after the fix, run again after the resume.
+  EXPECT_EQ(dir_.Read("runs.txt"), "run\nrun\nrun\n");
+  EXPECT_EQ(Sql(Db(), "SELECT execution FROM jobs"), "[\"fixer\",\"checked\"]");
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM steps WHERE fixer = 1"), "1");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM steps WHERE fixer = 0"), "succeeded");
+}
+
+}  // namespace
+}  // namespace steps
