@@ -223,6 +223,10 @@ class JobRunner {
                                   const std::string& workdir,
                                   const Deadline& deadline, int attempt,
                                   const ResumedFixer* resumed);
+  // The fixers of the attempts of a resumed step that ended before the
+  // interruption (in `rec`), replayed in order.
+  void ReplayEndedFixers(const Step& step, const Scope& scope,
+                         const StepRef& ref, const StepRecord& rec);
   // The fixer's run of the resumed attempt in flight of `ref`, when it had
   // begun (ended, or with a stored conversation); null otherwise. `rec`
   // holds the attempts that ended before.

@@ -37,9 +37,11 @@ struct ResumeState {
   std::map<std::string, StepRecord> finished;
   // Steps that were in flight, by StepRef id: when each first started.
   std::map<std::string, WallTime> step_started;
-  // Their attempts that ended (failed or errored) before the interruption,
-  // numbered 1, 2, ...: a task, get or put continues with the next number,
-  // restarting the attempt that was in flight.
+  // Their attempts that ended before the interruption, numbered 1, 2, ...:
+  // those that failed or errored, and a last one that succeeded. A task,
+  // get or put continues with the next number, restarting the attempt
+  // that was in flight; after a succeeded one (or one whose timeout ended
+  // the step) it runs none.
   std::map<std::string, std::vector<AttemptRecord>> attempts;
   // Time the run was alive since each job / in-flight step started (the
   // downtime of interruptions not counted): its deadline is its timeout

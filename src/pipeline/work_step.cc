@@ -492,8 +492,18 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   bool stopped_by_timeout = false;
   Millis last_limit{0};
   const int first = ResumedAttempts(ref, rec) + 1;
+  // A resumed step whose attempts had ended it (a success, or a timeout
+  // that is not retried) only had its end left to store.
+  bool ended = false;
+  if (first > 1) {
+    ReplayEndedFixers(step, scope, ref, rec);
+    const AttemptRecord& last = rec.attempts.back();
+    stopped_by_timeout = last.timed_out && !retry_on_timeout;
+    ended = last.outcome == Outcome::kSucceeded || stopped_by_timeout;
+    if (ended) last_limit = timeout.value_or(Millis(0));
+  }
 
-  for (int k = first; k <= attempts; ++k) {
+  for (int k = first; !ended && k <= attempts; ++k) {
     if (k > first) {
       Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
                         ? rs.retry_waits[k - 2]
@@ -595,6 +605,20 @@ AttemptRecord JobRunner::RunAttemptWithFix(const Step& step,
   rerun.duration += a.duration;
   rerun.fixed = true;
   return rerun;
+}
+
+void JobRunner::ReplayEndedFixers(const Step& step, const Scope& scope,
+                                  const StepRef& ref, const StepRecord& rec) {
+  const ResumeState* resume = ex_.opts.resume;
+  if (!resume || !step.fix) return;
+  auto it = resume->fixers.find(ref.id);
+  if (it == resume->fixers.end()) return;
+  size_t fixed = 0;
+  for (const AttemptRecord& a : rec.attempts) fixed += a.fixed;
+  for (size_t i = 0; i < fixed && i < it->second.size(); ++i) {
+    if (it->second[i].finished)
+      ReplayFixer(FixerRef(step, ref), scope, *it->second[i].finished);
+  }
 }
 
 const ResumedFixer* JobRunner::ResumedFix(const StepRef& ref,

@@ -132,7 +132,8 @@ Status ReadSteps(Db& db, ResumePoint& point,
 }
 
 // The attempts of each step in flight that ended before it was
-// interrupted: 1, 2, ... up to the first that did not fail or error.
+// interrupted: 1, 2, ... up to the first that did not fail or error, and a
+// succeeded one after them.
 Status ReadAttempts(Db& db, ResumePoint& point,
                     const std::vector<std::string>& in_flight) {
   Result<StatementUse> st = db.Prepared(
@@ -149,10 +150,14 @@ Status ReadAttempts(Db& db, ResumePoint& point,
     Status s = (*st)->EachRow([&](const Statement& row) {
       const std::string status = row.Text(2);
       if (gap || row.Int(0) != static_cast<int64_t>(ended.size()) + 1 ||
-          (status != "failed" && status != "errored")) {
+          (status != "failed" && status != "errored" &&
+           status != "succeeded")) {
         gap = true;
         return;
       }
+      // A succeeded attempt is the step's last: the step ended with it,
+      // only its own end was not stored.
+      gap = status == "succeeded";
       pipeline::AttemptRecord& a = ended.emplace_back();
       a.number = static_cast<int>(row.Int(0));
       a.of = static_cast<int>(row.Int(1));

@@ -568,3 +568,57 @@ TEST_F(ResumeFixerTest, AFixerThatEndedIsReplayed) {
 
 }  // namespace
 }  // namespace steps
+
+namespace steps {
+namespace {
+
+// `steps` killed after each of its store commits in turn
+// (STEPS_CHAOS_KILL_AFTER_COMMITS) until one leaves the task's attempt
+// stored as succeeded and the step itself still running: the resumed run
+// ends the step with that attempt instead of running the task again.
+TEST_F(ResumeCliTest, AnAttemptThatSucceededIsNotRunAgain) {
+  dir_.Write("p.yaml",
+             "jobs:\n- name: j\n  plan:\n  - task: once\n    run: echo ran >> " +
+                 dir_.path() + "/lines.txt; echo out\n");
+  bool found = false;
+  for (int n = 1; n <= 30 && !found; ++n) {
+    std::filesystem::remove_all(dir_.path() + "/state");
+    std::filesystem::remove(dir_.path() + "/lines.txt");
+    auto killed = RunSteps(
+        dir_.path(), "run p.yaml --plain --state-dir state",
+        {.prefix = "STEPS_CHAOS_KILL_AFTER_COMMITS=" + std::to_string(n),
+         .streams = test_support::Streams::kMerged,
+         .kill_after = std::chrono::seconds(60)});
+    if (killed.exit_code != 137) break;  // Past the run's last commit.
+    found = Sql(Db(), "SELECT status FROM attempts") == "succeeded" &&
+            Sql(Db(), "SELECT status FROM steps") == "running";
+  }
+  ASSERT_TRUE(found) << "no commit left the attempt ended and the step not";
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "ran\n");
+  EXPECT_EQ(Sql(Db(), "SELECT status || ' ' || output FROM steps"),
+            "succeeded out\n");
+  EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM attempts"), "1");
+}
+
+// A value that is not a count of commits is ignored, with a warning.
+TEST_F(ResumeCliTest, ABadChaosKillCountIsIgnoredWithAWarning) {
+  WritePipeline("KILL");
+  for (const char* bad : {"0", "-3", "x", "99999999999999999999"}) {
+    std::filesystem::remove_all(dir_.path() + "/state");
+    std::filesystem::remove(dir_.path() + "/mark");
+    auto run = RunSteps(dir_.path(),
+                        "run p.yaml --plain --state-dir state",
+                        {.prefix = std::string("STEPS_CHAOS_KILL_AFTER_COMMITS=") +
+                                   bad,
+                         .streams = test_support::Streams::kMerged,
+                         .kill_after = std::chrono::seconds(60)});
+    // Killed by its own second task, as without the variable.
+    EXPECT_EQ(run.exit_code, 137) << bad << "\n" << run.out;
+    EXPECT_TRUE(Has(run.out, "chaos.ignored")) << bad << "\n" << run.out;
+  }
+}
+
+}  // namespace
+}  // namespace steps
