@@ -306,11 +306,12 @@ StepRef JobRunner::FixerRef(const Step& task, const StepRef& task_ref) const {
   return ref;
 }
 
-StepResult JobRunner::ReplayFixer(const StepRef& ref, const Scope& scope,
-                                  const StepRecord& stored) {
+StepResult JobRunner::ReplayStored(const StepRef& ref, const Scope& scope,
+                                   const StepRecord& stored) {
   StepRecord rec = stored;
   rec.ref = ref;
   rec.resumed = true;
+  // What an agent step spent still counts toward the budgets around it.
   if (const std::optional<agent::AgentResult>& a = rec.agent) {
     for (const auto* meters : {&scope.budgets, &scope.charge_only}) {
       for (const auto& meter : *meters)
@@ -318,6 +319,7 @@ StepResult JobRunner::ReplayFixer(const StepRef& ref, const Scope& scope,
     }
   }
   StepResult r(rec.outcome, rec.error, rec.output);
+  r.caused_by_error = rec.outcome == Outcome::kErrored;
   Finish(std::move(rec), true);
   return r;
 }
@@ -330,7 +332,7 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
   const ResolvedStep& rs = ex_.plan.For(task);
   const StepRef ref = FixerRef(task, task_ref);
   if (resumed && resumed->finished)
-    return ReplayFixer(ref, scope, *resumed->finished);
+    return ReplayStored(ref, scope, *resumed->finished);
   StepRecord record;
   record.ref = ref;
   record.started = resumed ? resumed->started : clock_.WallNow();

@@ -211,9 +211,11 @@ class JobRunner {
                       const ResumedFixer* resumed);
   // The StepRef of `task`'s fix agent. REQUIRES: task.fix.
   StepRef FixerRef(const Step& task, const StepRef& task_ref) const;
-  // A fix agent's run that ended before the interruption, replayed.
-  StepResult ReplayFixer(const StepRef& ref, const Scope& scope,
-                         const StepRecord& stored);
+  // A step (or fix agent's run) that ended before the interruption: its
+  // stored record handed to the observers as finished, with what it spent
+  // charged to `scope`'s budgets; its result.
+  StepResult ReplayStored(const StepRef& ref, const Scope& scope,
+                          const StepRecord& stored);
   // One attempt of a task: its run, and when that fails (not by its
   // timeout) and the task has `fix:`, the fix agent and the run again.
   // An attempt resumed at its fixer (`resumed`, see ResumedFix) starts

@@ -264,23 +264,10 @@ std::optional<StepResult> JobRunner::ReplayFinished(const Step& step,
   if (auto fixers = resume->fixers.find(ref.id);
       step.fix && fixers != resume->fixers.end()) {
     for (const ResumedFixer& f : fixers->second) {
-      if (f.finished) ReplayFixer(FixerRef(step, ref), scope, *f.finished);
+      if (f.finished) ReplayStored(FixerRef(step, ref), scope, *f.finished);
     }
   }
-  StepRecord rec = it->second;
-  rec.ref = ref;
-  rec.resumed = true;
-  // What an agent step spent still counts toward the budgets around it.
-  if (const std::optional<agent::AgentResult>& a = rec.agent) {
-    for (const auto* meters : {&scope.budgets, &scope.charge_only}) {
-      for (const auto& meter : *meters)
-        meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
-    }
-  }
-  StepResult r(rec.outcome, rec.error, rec.output);
-  r.caused_by_error = rec.outcome == Outcome::kErrored;
-  Finish(std::move(rec), true);
-  return r;
+  return ReplayStored(ref, scope, it->second);
 }
 
 StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
@@ -617,7 +604,7 @@ void JobRunner::ReplayEndedFixers(const Step& step, const Scope& scope,
   for (const AttemptRecord& a : rec.attempts) fixed += a.fixed;
   for (size_t i = 0; i < fixed && i < it->second.size(); ++i) {
     if (it->second[i].finished)
-      ReplayFixer(FixerRef(step, ref), scope, *it->second[i].finished);
+      ReplayStored(FixerRef(step, ref), scope, *it->second[i].finished);
   }
 }
 
