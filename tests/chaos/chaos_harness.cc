@@ -132,15 +132,16 @@ void Harness::CheckIncarnation(Trial& trial, int n, const Snapshot& before,
     if (a.incarnation != n) continue;
     if (before.stored_answers.count(a.tag))
       Problem(trial, counts_.duplicate_requests,
-              at + "request for '" + a.tag + "' sent again after its answer"
-                   " was stored");
+              at + "request for '" + a.tag +
+                  "' sent again after its answer"
+                  " was stored");
     else if (!sent.insert(a.tag).second)
       Problem(trial, counts_.duplicate_requests,
               at + "request for '" + a.tag + "' sent twice");
-    else if (n > 1 && std::any_of(log.begin(), log.end(),
-                                  [&](const Answered& b) {
-                                    return b.incarnation < n && b.tag == a.tag;
-                                  }))
+    else if (n > 1 &&
+             std::any_of(log.begin(), log.end(), [&](const Answered& b) {
+               return b.incarnation < n && b.tag == a.tag;
+             }))
       ++counts_.resent_unstored;
   }
   for (const auto& [line, now] : after.appended) {
@@ -149,8 +150,9 @@ void Harness::CheckIncarnation(Trial& trial, int n, const Snapshot& before,
     if (now <= was) continue;
     if (before.finished_calls.count(line))
       Problem(trial, counts_.duplicate_tool_calls,
-              at + "tool call " + line + " ran again after its result was"
-                   " stored");
+              at + "tool call " + line +
+                  " ran again after its result was"
+                  " stored");
     else if (now - was > 1)
       Problem(trial, counts_.duplicate_tool_calls,
               at + "tool call " + line + " ran " + std::to_string(now - was) +
@@ -188,8 +190,8 @@ void Harness::CheckFinal(Trial& trial) {
     if (it == final.end()) {
       Problem(trial, counts_.lost, key + ": missing at the end");
     } else if (it->second != value) {
-      trial.problems.push_back(key + ": `" + it->second +
-                               "`, uninterrupted `" + value + "`");
+      trial.problems.push_back(key + ": `" + it->second + "`, uninterrupted `" +
+                               value + "`");
       divergent = true;
     }
   }
@@ -214,9 +216,8 @@ bool Harness::RunTrial(std::vector<KillPlan> plans) {
   Snapshot before;
   bool ended = false;
   for (int n = 1; n <= 12 && !ended; ++n) {
-    const KillPlan plan = n <= static_cast<int>(plans.size())
-                              ? plans[n - 1]
-                              : KillPlan{};
+    const KillPlan plan =
+        n <= static_cast<int>(plans.size()) ? plans[n - 1] : KillPlan{};
     model_.SetIncarnation(n);
     const Incarnation inc = RunIncarnation(options_.steps, trial.out, n, plan,
                                            std::chrono::seconds(120));
@@ -229,7 +230,8 @@ bool Harness::RunTrial(std::vector<KillPlan> plans) {
         ++(plan.kind == KillPlan::Kind::kAfterTime ? counts_.time_kills
                                                    : counts_.commit_kills);
         if (plan.kind == KillPlan::Kind::kNone)
-          Problem(trial, counts_.faults, "incarnation died unasked: " + inc.log);
+          Problem(trial, counts_.faults,
+                  "incarnation died unasked: " + inc.log);
         // Killed after the run's end was stored: the run is over, and
         // running the pipeline again would start a new one.
         ended = RunEnded(trial.out);
@@ -263,7 +265,8 @@ bool Harness::RunTrial(std::vector<KillPlan> plans) {
     for (size_t i = 0; i < plans.size(); ++i)
       std::printf("%s%s", i ? ", " : "", plans[i].Describe().c_str());
     std::printf("):\n");
-    for (const std::string& p : trial.problems) std::printf("  %s\n", p.c_str());
+    for (const std::string& p : trial.problems)
+      std::printf("  %s\n", p.c_str());
     if (!options_.keep.empty()) {
       std::error_code ec;
       const std::string to =
@@ -285,16 +288,17 @@ bool Harness::RunBaseline() {
   model_.StartTrial(out);
   WritePipeline(out, model_.port());
   const auto start = std::chrono::steady_clock::now();
-  const Incarnation inc = RunIncarnation(options_.steps, out, 1, {},
-                                         std::chrono::seconds(120));
+  const Incarnation inc =
+      RunIncarnation(options_.steps, out, 1, {}, std::chrono::seconds(120));
   baseline_time_ = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
   baseline_ = FinalRecords(out);
   if (inc.end != Incarnation::End::kExited || inc.exit_code != 0 ||
       baseline_["runs"] != "1 | succeeded | p.yaml") {
-    std::printf("chaos: the uninterrupted run did not succeed; its output is"
-                " in %s\n",
-                inc.log.c_str());
+    std::printf(
+        "chaos: the uninterrupted run did not succeed; its output is"
+        " in %s\n",
+        inc.log.c_str());
     return false;
   }
   return true;
@@ -308,9 +312,9 @@ KillPlan Harness::RandomPlan() {
         1, std::max<int64_t>(commit_points_, 1))(random_);
   } else {
     plan.kind = KillPlan::Kind::kAfterTime;
-    plan.time = std::chrono::microseconds(
-        std::uniform_int_distribution<int64_t>(0, baseline_time_.count())(
-            random_));
+    plan.time =
+        std::chrono::microseconds(std::uniform_int_distribution<int64_t>(
+            0, baseline_time_.count())(random_));
   }
   return plan;
 }
@@ -329,9 +333,10 @@ void Harness::Report() const {
   std::printf("  divergent final states          %d\n", c.divergent);
   std::printf("  lost records                    %d\n", c.lost);
   std::printf("  faults (hangs, failed resumes)  %d\n", c.faults);
-  std::printf("  allowed: unanswered requests sent again %d, unfinished tool "
-              "calls run again %d\n",
-              c.resent_unstored, c.rerun_unfinished);
+  std::printf(
+      "  allowed: unanswered requests sent again %d, unfinished tool "
+      "calls run again %d\n",
+      c.resent_unstored, c.rerun_unfinished);
 }
 
 int Harness::Run() {
@@ -375,12 +380,18 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return steps::chaos::Usage();
     const std::string value = argv[++i];
-    if (arg == "--steps") options.steps = std::filesystem::absolute(value);
-    else if (arg == "--kills") options.kills = std::atoi(value.c_str());
-    else if (arg == "--seed") options.seed = static_cast<unsigned>(std::atol(value.c_str()));
-    else if (arg == "--latency-ms") options.latency_ms = std::atoi(value.c_str());
-    else if (arg == "--keep") options.keep = value;
-    else return steps::chaos::Usage();
+    if (arg == "--steps")
+      options.steps = std::filesystem::absolute(value);
+    else if (arg == "--kills")
+      options.kills = std::atoi(value.c_str());
+    else if (arg == "--seed")
+      options.seed = static_cast<unsigned>(std::atol(value.c_str()));
+    else if (arg == "--latency-ms")
+      options.latency_ms = std::atoi(value.c_str());
+    else if (arg == "--keep")
+      options.keep = value;
+    else
+      return steps::chaos::Usage();
   }
   if (options.steps.empty() || options.kills < 1 || options.latency_ms < 0)
     return steps::chaos::Usage();

@@ -14,7 +14,8 @@ ChaosModel::ChaosModel(std::chrono::milliseconds latency) : latency_(latency) {
                  Answer(req, res);
                });
   port_ = server_.bind_to_any_port("127.0.0.1");
-  if (port_ > 0) serving_ = std::thread([this] { server_.listen_after_bind(); });
+  if (port_ > 0)
+    serving_ = std::thread([this] { server_.listen_after_bind(); });
 }
 
 ChaosModel::~ChaosModel() {
@@ -50,7 +51,8 @@ void ChaosModel::Answer(const httplib::Request& req, httplib::Response& res) {
   int results = 0;
   if (body.is_object() && body.contains("messages") &&
       body["messages"].is_array()) {
-    for (const json& m : body["messages"]) results += m.value("role", "") == "tool";
+    for (const json& m : body["messages"])
+      results += m.value("role", "") == "tool";
   }
   json message;
   std::string tag;

@@ -71,9 +71,10 @@ bool ExitsWithin(int pidfd, std::chrono::milliseconds wait) {
     if (n > 0) return true;
     if (n == 0) return false;
     if (errno != EINTR) return false;
-    left -= static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count());
+    left -=
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
     if (left <= 0) return false;
   }
 }
@@ -114,8 +115,9 @@ std::string KillPlan::Describe() const {
 }
 
 void WritePipeline(const std::string& out, int port) {
-  const std::string source = "{model: openai/chaos, base_url: http://127.0.0.1:" +
-                             std::to_string(port) + "/v1}";
+  const std::string source =
+      "{model: openai/chaos, base_url: http://127.0.0.1:" +
+      std::to_string(port) + "/v1}";
   auto task = [&](const std::string& name, const std::string& indent) {
     return indent + "- task: " + name + "\n" + indent + "  run: echo " + name +
            " >> " + out + "/tasks.txt; echo " + name + " done\n";
@@ -123,21 +125,25 @@ void WritePipeline(const std::string& out, int port) {
   std::ofstream(out + "/p.yaml")
       << "agents:\n"
          "- name: worker\n"
-         "  source: " << source << "\n"
+         "  source: "
+      << source
+      << "\n"
          "  tools: [run_shell]\n"
          "- name: fixer\n"
-         "  source: " << source << "\n"
+         "  source: "
+      << source
+      << "\n"
          "  tools: [run_shell]\n"
          "jobs:\n"
          "- name: chaos\n"
          "  plan:\n"
          "  - in_parallel:\n"
-      << task("left", "    ") << task("middle", "    ")
-      << task("right", "    ")
+      << task("left", "    ") << task("middle", "    ") << task("right", "    ")
       << "  - agent: worker\n"
          "    messages: [\"Append your lines.\"]\n"
          "  - task: checked\n"
-         "    run: echo checked >> " << out << "/tasks.txt; test -e " << out
+         "    run: echo checked >> "
+      << out << "/tasks.txt; test -e " << out
       << "/fixed && echo fixed\n"
          "    fix: fixer\n"
       << task("last", "  ");
@@ -154,8 +160,9 @@ Incarnation RunIncarnation(const std::string& steps_binary,
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   bool killed_by_us = false;
   if (plan.kind == KillPlan::Kind::kAfterTime) {
-    if (!ExitsWithin(pidfd, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                plan.time))) {
+    if (!ExitsWithin(
+            pidfd,
+            std::chrono::duration_cast<std::chrono::milliseconds>(plan.time))) {
       kill(pid, SIGKILL);
       killed_by_us = true;
     }
@@ -176,8 +183,8 @@ Incarnation RunIncarnation(const std::string& steps_binary,
     inc.end = Incarnation::End::kKilled;
   } else {
     inc.end = Incarnation::End::kExited;
-    inc.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                      : 128 + WTERMSIG(status);
+    inc.exit_code =
+        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return inc;
 }
