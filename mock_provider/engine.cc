@@ -19,6 +19,8 @@ struct RequestView {
   std::string system;
   std::string last;
   std::string last_part;  // The last part of the last message.
+  std::string first_user;  // The first user message's text.
+  bool seen_user = false;
   std::vector<std::string> tools;
   int messages = 0;
   bool tool_result = false;
@@ -104,6 +106,10 @@ RequestView ReadRequest(const std::string& format, const std::string& body) {
       if (role == "system" || role == "developer") {
         if (!v.system.empty()) v.system += "\n";
         v.system += text;
+      }
+      if (role == "user" && !tool_result && !v.seen_user) {
+        v.seen_user = true;
+        v.first_user = text;
       }
       v.last = text;
       v.last_part = m.contains("content") ? LastPartText(m["content"]) : "";
@@ -259,7 +265,8 @@ const char* ActionName(MockEntry::Action a) {
 
 }  // namespace
 
-MockEngine::MockEngine(MockScript script) : script_(std::move(script)) {}
+MockEngine::MockEngine(MockScript script, MockEngineOptions options)
+    : script_(std::move(script)), options_(options) {}
 
 MockReply MockEngine::Handle(const std::string& path,
                              const HttpHeaders& headers,
@@ -292,10 +299,13 @@ MockReply MockEngine::Handle(const std::string& path,
   } else if (script_.scripts.count(record.model)) {
     key = record.model;
   }
-  int script_request = ++received_[key];
+  // Where the script stands: per key, or per conversation of the key.
+  const std::string cursor =
+      options_.by_conversation ? key + '\n' + view.first_user : key;
+  int script_request = ++received_[cursor];
   if (!key.empty()) {
     const auto& entries = script_.scripts.at(key);
-    size_t& next = next_[key];
+    size_t& next = next_[cursor];
     if (next < entries.size()) scripted = &entries[next++];
   }
   MockEntry effective;

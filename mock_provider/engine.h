@@ -8,6 +8,7 @@
 
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -57,10 +58,18 @@ struct MockReply {
   bool hang_after_events = false;
 };
 
+struct MockEngineOptions {
+  // Each conversation, known by its first user message, goes through its
+  // script from the first entry, so one script answers many conversations
+  // held at once (an across's cells, a fan-out benchmark). Off: a script's
+  // entries answer its requests in order, whichever conversation sent them.
+  bool by_conversation = false;
+};
+
 // Thread-safe.
 class MockEngine {
  public:
-  explicit MockEngine(MockScript script);
+  explicit MockEngine(MockScript script, MockEngineOptions options = {});
 
   // Records the request and decides the reply. `headers` as received;
   // `connection` identifies the client connection (0 if none).
@@ -80,9 +89,12 @@ class MockEngine {
   const MockEntry* Pick(MockRequestRecord& record);
 
   MockScript script_;
+  const MockEngineOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, size_t> next_;   // Script key -> next entry.
-  std::map<std::string, int> received_;  // Script key -> requests.
+  // Script key (and conversation, by_conversation) -> next entry, and
+  // requests received.
+  std::unordered_map<std::string, size_t> next_;
+  std::unordered_map<std::string, int> received_;
   std::vector<MockRequestRecord> requests_;
 };
 

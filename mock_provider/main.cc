@@ -1,7 +1,8 @@
-// mock_provider --script FILE [--listen 127.0.0.1:PORT]
+// mock_provider --script FILE [--listen 127.0.0.1:PORT] [--by-conversation]
 // Serves a mock script (docs/mock.md) until SIGINT or SIGTERM. Prints
 // "listening on http://HOST:PORT" once ready (PORT 0 picks a free port).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
@@ -12,8 +13,25 @@
 namespace {
 
 void Usage() {
-  std::fprintf(stderr,
-               "usage: mock_provider --script FILE [--listen HOST:PORT]\n");
+  std::fprintf(
+      stderr,
+      "usage: mock_provider --script FILE [--listen HOST:PORT] "
+      "[--by-conversation]\n"
+      "  --listen HOST:PORT  where to listen (default 127.0.0.1:0, a free "
+      "port)\n"
+      "  --by-conversation   each conversation (known by its first user "
+      "message)\n"
+      "                      goes through its script from the first entry\n");
+}
+
+// Every held request is a connection: take all the descriptors allowed.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 }  // namespace
@@ -21,9 +39,12 @@ void Usage() {
 int main(int argc, char** argv) {
   std::string script_path;
   std::string listen = "127.0.0.1:0";
+  steps::MockEngineOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--script" || arg == "--listen") && i + 1 < argc) {
+    if (arg == "--by-conversation") {
+      options.by_conversation = true;
+    } else if ((arg == "--script" || arg == "--listen") && i + 1 < argc) {
       (arg == "--script" ? script_path : listen) = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
       Usage();
@@ -64,7 +85,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto engine = std::make_shared<steps::MockEngine>(std::move(*script));
+  RaiseOpenFileLimit();
+  auto engine =
+      std::make_shared<steps::MockEngine>(std::move(*script), options);
   steps::MockHttpServer server(engine);
   steps::Status started = server.Start(host, port);
   if (!started.ok()) {

@@ -1,24 +1,22 @@
-// The mock provider over HTTP (cpp-httplib): POST .../chat/completions
-// (OpenAI) and POST .../messages (Anthropic) answer from the script;
-// GET /_requests lists every request received (JSON), GET /_failures the
-// failed expectations. Serves until Stop(); faults (delay, hang, drop) act
-// on the real connection.
+// The mock provider over HTTP/1.1: POST .../chat/completions (OpenAI) and
+// POST .../messages (Anthropic) answer from the script; GET /_requests
+// lists every request received (JSON), GET /_failures the failed
+// expectations. Serves until Stop(); faults (delay, hang, drop) act on the
+// real connection.
+//
+// One thread runs an epoll loop over every connection: a delayed or held
+// answer is a timer or a connection left waiting, not a blocked thread, so
+// the server holds as many requests at once as it has descriptors.
 #ifndef STEPS_MOCK_PROVIDER_SERVER_H_
 #define STEPS_MOCK_PROVIDER_SERVER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
 #include "mock_provider/engine.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace steps {
 
@@ -36,27 +34,24 @@ class MockHttpServer {
   Status Start(const std::string& host = "127.0.0.1", int port = 0);
   // Ends hangs and delays at once, closes every connection, and joins.
   void Stop();
-  // Blocks until Stop() is called from elsewhere (e.g. a signal).
-  void Wait();
 
   int port() const { return port_; }
   // "http://127.0.0.1:PORT/v1".
   std::string base_url() const;
   MockEngine& engine() { return *engine_; }
 
+  // Requests held at once at most so far (delayed or hanging answers).
+  size_t max_held() const { return max_held_.load(); }
+
  private:
-  // Waits `d` (or forever when d is negative) or until Stop(), or until the
-  // peer on `fd` (when >= 0) closes. Returns false when stopping.
-  bool Wait(Millis d, int fd);
+  class Loop;
 
   std::shared_ptr<MockEngine> engine_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<Loop> loop_;
   std::thread thread_;
   std::string host_;
   int port_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> max_held_{0};
 };
 
 }  // namespace steps

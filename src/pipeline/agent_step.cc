@@ -187,11 +187,14 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
       };
   agent::AgentResult ar;
   {
-    // Every conversation holds a descriptor slot while it runs: a fan-out
-    // wider than the descriptor limit allows waits here, never fails with
-    // EMFILE.
-    DescriptorGate::Lease slot = DescriptorGate::Process().Acquire(ctx.cancel);
-    if (GrantsMcpTools(ex_.plan.pipeline(), inv.tools)) {
+    // Every conversation holds its descriptors while it runs (its socket,
+    // and its MCP servers' pipes): a fan-out wider than the descriptor
+    // limit allows waits here, never fails with EMFILE.
+    const size_t servers = McpServersGranted(ex_.plan.pipeline(), inv.tools);
+    DescriptorGate::Lease slot = DescriptorGate::Conversations().Acquire(
+        ctx.cancel,
+        kDescriptorsPerConversation + servers * kDescriptorsPerMcpServer);
+    if (servers > 0) {
       ar = ConverseWithMcp(inv, ctx);
     } else {
       ar = ex_.opts.agents->Run(inv, ctx);

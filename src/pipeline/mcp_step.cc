@@ -1,5 +1,7 @@
 #include "pipeline/mcp_step.h"
 
+#include <set>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -98,11 +100,17 @@ McpStepServers::~McpStepServers() {
   for (const auto& client : clients_) client->Stop();
 }
 
-bool GrantsMcpTools(const Pipeline& p, const std::vector<std::string>& tools) {
+size_t McpServersGranted(const Pipeline& p,
+                         const std::vector<std::string>& tools) {
+  std::set<const void*> servers;
   for (const std::string& t : tools) {
-    if (auto g = p.ParseMcpGrant(t); g && g->server) return true;
+    if (auto g = p.ParseMcpGrant(t); g && g->server) servers.insert(g->server);
   }
-  return false;
+  return servers.size();
+}
+
+bool GrantsMcpTools(const Pipeline& p, const std::vector<std::string>& tools) {
+  return McpServersGranted(p, tools) > 0;
 }
 
 Status StartMcpServers(const Pipeline& p, agent::AgentInvocation& inv,

@@ -43,6 +43,9 @@ class McpStepServers {
 // True when `tools` (an agent entry's grants) names an MCP server or one of
 // its tools.
 bool GrantsMcpTools(const Pipeline& p, const std::vector<std::string>& tools);
+// How many MCP servers `tools` grants (each started once per step).
+size_t McpServersGranted(const Pipeline& p,
+                         const std::vector<std::string>& tools);
 
 // Starts, in `inv.working_dir`, each server whose tools `inv.tools` grants,
 // one after the other, each within its startup_timeout and all within the

@@ -693,13 +693,8 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
       }
     };
     ProcessResult pr;
-    {
-      // Like a conversation, a running script holds a descriptor slot: a
-      // fan-out wider than the descriptor limit allows waits here instead
-      // of failing to start with EMFILE.
-      DescriptorGate::Lease slot = DescriptorGate::Process().Acquire(req.cancel);
-      pr = ex_.opts.launcher->Run(req);
-    }
+    // The launcher admits it by descriptors (DescriptorGate::Processes).
+    pr = ex_.opts.launcher->Run(req);
     if (captured) *captured = pr.out.text;
     a.exit_code = pr.exit_code;
     switch (pr.end) {

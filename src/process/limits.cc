@@ -25,43 +25,68 @@ Result<uint64_t> RaiseOpenFileLimit() {
   return static_cast<uint64_t>(limit.rlim_cur);
 }
 
-size_t DescriptorGate::SlotsFor(uint64_t limit) {
-  constexpr uint64_t kMaxSlots = 65536;
-  if (limit <= kReservedDescriptors + kDescriptorsPerConversation) return 1;
-  return static_cast<size_t>(std::min<uint64_t>(
-      kMaxSlots, (limit - kReservedDescriptors) / kDescriptorsPerConversation));
+namespace {
+
+constexpr uint64_t kMaxSlots = 1 << 20;
+
+uint64_t Usable(uint64_t limit) {
+  return limit > kReservedDescriptors ? limit - kReservedDescriptors : 0;
 }
 
-DescriptorGate& DescriptorGate::Process() {
-  static DescriptorGate* gate = [] {
-    struct rlimit limit;
-    uint64_t soft = 1024;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-      soft = limit.rlim_cur == RLIM_INFINITY
-                 ? UINT64_MAX
-                 : static_cast<uint64_t>(limit.rlim_cur);
-    }
-    return new DescriptorGate(SlotsFor(soft));  // Never destroyed.
-  }();
+uint64_t SoftLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  return limit.rlim_cur == RLIM_INFINITY
+             ? UINT64_MAX
+             : static_cast<uint64_t>(limit.rlim_cur);
+}
+
+size_t Clamp(uint64_t slots) {
+  return static_cast<size_t>(std::clamp<uint64_t>(slots, 1, kMaxSlots));
+}
+
+}  // namespace
+
+size_t DescriptorGate::ConversationSlotsFor(uint64_t limit) {
+  uint64_t usable = std::min<uint64_t>(Usable(limit), kMaxSlots * 4);
+  return Clamp(usable / 4 * 3 / kDescriptorsPerConversation);
+}
+
+size_t DescriptorGate::ProcessSlotsFor(uint64_t limit) {
+  uint64_t usable = std::min<uint64_t>(Usable(limit), kMaxSlots * 4);
+  return Clamp(usable / 4 / kDescriptorsPerProcess);
+}
+
+DescriptorGate& DescriptorGate::Conversations() {
+  static DescriptorGate* gate =  // Never destroyed.
+      new DescriptorGate(ConversationSlotsFor(SoftLimit()));
   return *gate;
 }
 
-DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel) {
+DescriptorGate& DescriptorGate::Processes() {
+  static DescriptorGate* gate =  // Never destroyed.
+      new DescriptorGate(ProcessSlotsFor(SoftLimit()));
+  return *gate;
+}
+
+DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel,
+                                              size_t count) {
+  count = std::clamp<size_t>(count, 1, slots_);
   CancelCallback wake(cancel, [this] {
     std::lock_guard<std::mutex> lock(mu_);
     freed_.notify_all();
   });
   std::unique_lock<std::mutex> lock(mu_);
-  freed_.wait(lock, [&] { return free_ > 0 || cancel.cancelled(); });
-  if (free_ == 0) return Lease();
-  --free_;
-  return Lease(this);
+  freed_.wait(lock, [&] { return free_ >= count || cancel.cancelled(); });
+  if (free_ < count) return Lease();
+  free_ -= count;
+  return Lease(this, count);
 }
 
-void DescriptorGate::Release() {
+void DescriptorGate::Release(size_t count) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++free_;
-  freed_.notify_one();
+  free_ += count;
+  freed_.notify_all();
 }
 
 size_t DescriptorGate::in_use() const {

@@ -12,23 +12,33 @@
 
 namespace steps {
 
-// Each concurrent run holds about six descriptors (pipes, pidfd, eventfd),
-// so a wide fan-out can pass the common soft limit of 1024. Raises the soft
+// Each running child holds about six descriptors (pipes, pidfd, eventfd)
+// and each conversation a socket, so a wide fan-out can pass the common
+// soft limit of 1024. Raises the soft
 // RLIMIT_NOFILE to the hard limit (at most 1M) and returns the soft limit
 // now in effect. Call once at startup, before threads start; children
 // inherit the raised limit.
 Result<uint64_t> RaiseOpenFileLimit();
 
-// Descriptors set aside for everything that is not a conversation: the
-// store, logs, the UI server, tasks' pipes.
+// Descriptors set aside for everything that is neither a conversation nor
+// a child process: the store, logs, the UI server, the transport's own.
 inline constexpr uint64_t kReservedDescriptors = 128;
-// Descriptors one conversation may hold at once: its HTTP channel (a
-// socket and libcurl's wakeup pair) and the pipes of a tool's process.
-inline constexpr uint64_t kDescriptorsPerConversation = 8;
+// Descriptors one conversation holds: its request's socket on the shared
+// transport (or the connection kept open for its next request).
+inline constexpr uint64_t kDescriptorsPerConversation = 1;
+// Descriptors a conversation that starts MCP servers holds per server
+// (their pipes and process handles), on top of its own.
+inline constexpr uint64_t kDescriptorsPerMcpServer = 8;
+// Descriptors one running child process holds (its pipes, pidfd, eventfd).
+inline constexpr uint64_t kDescriptorsPerProcess = 8;
 
-// Admission by file descriptors: a counting gate that a wide fan-out's
-// conversations pass one slot each, so that excess ones wait for a slot
-// instead of failing with EMFILE. Thread-safe.
+// Admission by file descriptors: a counting gate that work passes before it
+// opens descriptors, so that a fan-out wider than the limit waits for room
+// instead of failing with EMFILE. Two gates share the limit: conversations
+// (three quarters) and child processes (a quarter). A conversation may wait
+// for a process slot (a tool's command) while it holds its own; a process
+// never waits for anything once started, so the two cannot deadlock.
+// Thread-safe.
 class DescriptorGate {
  public:
   // REQUIRES: slots >= 1.
@@ -36,22 +46,27 @@ class DescriptorGate {
   DescriptorGate(const DescriptorGate&) = delete;
   DescriptorGate& operator=(const DescriptorGate&) = delete;
 
-  // The process-wide gate, sized at first use from the soft RLIMIT_NOFILE
-  // (after RaiseOpenFileLimit): (limit - kReservedDescriptors) /
-  // kDescriptorsPerConversation, at least 1, at most 65536.
-  static DescriptorGate& Process();
-  // The number of slots for a descriptor limit of `limit`.
-  static size_t SlotsFor(uint64_t limit);
+  // The process-wide gates, sized at first use from the soft RLIMIT_NOFILE
+  // (after RaiseOpenFileLimit). A slot is one descriptor of conversations'.
+  static DescriptorGate& Conversations();
+  // A slot is one running child process.
+  static DescriptorGate& Processes();
+  // The number of slots of each gate for a descriptor limit of `limit`:
+  // three quarters of (limit - kReservedDescriptors) descriptors for
+  // conversations, a quarter for processes (kDescriptorsPerProcess each);
+  // each at least 1, at most 1M.
+  static size_t ConversationSlotsFor(uint64_t limit);
+  static size_t ProcessSlotsFor(uint64_t limit);
 
   // Holds one slot until destroyed (or holds none, see Acquire).
   class Lease {
    public:
     Lease() = default;
-    explicit Lease(DescriptorGate* gate) : gate_(gate) {}
+    Lease(DescriptorGate* gate, size_t count) : gate_(gate), count_(count) {}
     ~Lease() {
-      if (gate_) gate_->Release();
+      if (gate_) gate_->Release(count_);
     }
-    Lease(Lease&& other) noexcept : gate_(other.gate_) {
+    Lease(Lease&& other) noexcept : gate_(other.gate_), count_(other.count_) {
       other.gate_ = nullptr;
     }
     Lease& operator=(Lease&&) = delete;
@@ -61,16 +76,18 @@ class DescriptorGate {
 
    private:
     DescriptorGate* gate_ = nullptr;
+    size_t count_ = 0;
   };
 
-  // Blocks until a slot is free, or until `cancel` fires: then the lease
-  // holds nothing and the caller carries on into its own cancellation.
-  Lease Acquire(const CancelToken& cancel);
+  // Blocks until `count` slots are free (at most all of them), or until
+  // `cancel` fires: then the lease holds nothing and the caller carries on
+  // into its own cancellation.
+  Lease Acquire(const CancelToken& cancel, size_t count = 1);
   size_t slots() const { return slots_; }
   size_t in_use() const;
 
  private:
-  void Release();
+  void Release(size_t count);
 
   mutable std::mutex mu_;
   std::condition_variable freed_;

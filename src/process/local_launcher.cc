@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "process/limits.h"
 #include "process/live_process.h"
 #include "process/output_capture.h"
 #include "process/proc_stat.h"
@@ -387,6 +388,14 @@ ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
   }
   if (request.deadline.Expired(clock_)) {
     result.end = ProcessEnd::kTimedOut;
+    return finish();
+  }
+  // A fan-out wider than the descriptor limit allows waits here for a
+  // running child to end, instead of failing to start with EMFILE.
+  DescriptorGate::Lease slot =
+      DescriptorGate::Processes().Acquire(request.cancel);
+  if (!slot.held()) {
+    result.end = ProcessEnd::kCancelled;
     return finish();
   }
 

@@ -1,14 +1,22 @@
 #include "providers/curl_transport.h"
 
 #include <curl/curl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
 namespace steps {
 namespace {
@@ -34,15 +42,9 @@ class HeaderList {
   curl_slist* list_ = nullptr;
 };
 
-// Shared between a transfer and its cancel callback, which may run on
-// another thread, even just after the transfer ended.
-struct WakeState {
-  std::mutex mu;
-  CURLM* multi = nullptr;  // Null once the transfer is over.
-  std::atomic<bool> cancelled{false};
-};
-
-// Per-transfer state reached from libcurl's callbacks.
+// One transfer, shared by the Post that waits for it, the I/O thread that
+// runs it, and its cancel callback (which may run on any thread, even just
+// after the transfer ended).
 struct Transfer {
   CURL* easy = nullptr;
   const TransferOptions* options = nullptr;
@@ -58,6 +60,19 @@ struct Transfer {
   bool too_large = false;
   bool headers_done = false;
   std::chrono::steady_clock::time_point last_data;
+  // When Post handed it over; its time limit counts from here.
+  std::chrono::steady_clock::time_point submitted;
+
+  // Set by the I/O thread when it is done with the transfer (under
+  // CurlTransport::Loop's lock); the fields below are then final.
+  bool done = false;
+  bool finished = false;  // libcurl reported an end (`code` holds it).
+  bool idle_cut = false;
+  bool timed_out_waiting = false;  // Its limit passed before admission.
+  CURLcode code = CURLE_OK;
+  long new_connections = 0;
+  long os_errno = 0;
+  std::atomic<bool> cancelled{false};
 };
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -174,70 +189,250 @@ TransportError DescriptorShortage(long os_errno) {
 
 }  // namespace
 
-struct CurlTransport::Channel {
-  CURLM* multi = nullptr;
-  CURL* easy = nullptr;
-  Channel() : multi(curl_multi_init()), easy(curl_easy_init()) {}
-  ~Channel() {
-    if (easy) curl_easy_cleanup(easy);
-    if (multi) curl_multi_cleanup(multi);
-  }
-  Channel(const Channel&) = delete;
-  Channel& operator=(const Channel&) = delete;
-};
-
-CurlTransport::CurlTransport() : CurlTransport(Options()) {}
-CurlTransport::CurlTransport(Options options) : options_(options) {
-  GlobalInitOnce();
-}
-CurlTransport::~CurlTransport() = default;
-
-std::unique_ptr<CurlTransport::Channel> CurlTransport::Acquire() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      auto channel = std::move(idle_.back());
-      idle_.pop_back();
-      return channel;
+// The I/O thread and its multi handle. Posts hand transfers over through
+// `incoming_`; cancel callbacks through `cancels_`; both wake the thread
+// with curl_multi_wakeup. Only the I/O thread touches the multi handle and
+// running transfers.
+class CurlTransport::Loop {
+ public:
+  explicit Loop(size_t max_in_flight)
+      : multi_(curl_multi_init()), max_in_flight_(max_in_flight) {
+    // Idle connections kept for reuse: as many as may be in flight.
+    if (multi_) {
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                        static_cast<long>(max_in_flight));
     }
   }
-  return std::make_unique<Channel>();
+  ~Loop() {
+    if (thread_.joinable()) thread_.join();
+    if (multi_) curl_multi_cleanup(multi_);
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  bool ok() const { return multi_ != nullptr; }
+
+  // Hands `t` to the I/O thread (starting it on first use).
+  void Submit(const std::shared_ptr<Transfer>& t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    incoming_.push_back(t);
+    curl_multi_wakeup(multi_);
+  }
+
+  void Cancel(const std::shared_ptr<Transfer>& t) {
+    t->cancelled = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (t->done || stopping_) return;
+    cancels_.push_back(t);
+    curl_multi_wakeup(multi_);
+  }
+
+  // Blocks until the I/O thread is done with `t`.
+  void Await(const Transfer& t) {
+    std::unique_lock<std::mutex> lock(mu_);
+    finished_cv_.wait(lock, [&] { return t.done; });
+  }
+
+  // Ends the thread. REQUIRES: no Post in progress.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      if (multi_) curl_multi_wakeup(multi_);
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int64_t connections_opened() const { return connections_opened_.load(); }
+  size_t max_in_flight_seen() const { return max_seen_.load(); }
+  size_t waiting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_;
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      if (!TakeWork()) return;
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      ReapFinished();
+      curl_multi_poll(multi_, nullptr, 0, CheckLimits(), nullptr);
+    }
+  }
+
+  // Admits incoming transfers while there is room and applies
+  // cancellations. Returns false when the loop should end.
+  bool TakeWork() {
+    std::vector<std::shared_ptr<Transfer>> cancels;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && running_.empty() && incoming_.empty()) return false;
+      cancels.swap(cancels_);
+      while (!incoming_.empty() && running_.size() < max_in_flight_) {
+        std::shared_ptr<Transfer> t = std::move(incoming_.front());
+        incoming_.pop_front();
+        if (!Admit(t)) continue;
+        running_.emplace(t->easy, t);
+        if (t->options->idle_limit.count() > 0) watched_.push_back(t);
+      }
+      size_t seen = max_seen_.load();
+      if (running_.size() > seen) max_seen_ = running_.size();
+      // Cancelled, or out of time, before admission: never started.
+      auto now = std::chrono::steady_clock::now();
+      queue_wait_ms_ = 1000;
+      for (auto it = incoming_.begin(); it != incoming_.end();) {
+        Transfer& t = **it;
+        std::optional<Millis> left;
+        if (t.options->time_limit) {
+          left = *t.options->time_limit -
+                 std::chrono::duration_cast<Millis>(now - t.submitted);
+        }
+        if (t.cancelled || (left && left->count() <= 0)) {
+          t.timed_out_waiting = !t.cancelled;
+          MarkDoneLocked(t);
+          it = incoming_.erase(it);
+          continue;
+        }
+        if (left) {
+          queue_wait_ms_ =
+              std::min<int>(queue_wait_ms_, static_cast<int>(left->count()));
+        }
+        ++it;
+      }
+      waiting_ = incoming_.size();
+    }
+    for (const auto& t : cancels) {
+      auto it = running_.find(t->easy);
+      if (it != running_.end() && it->second == t) End(t);
+    }
+    return true;
+  }
+
+  // Under mu_. Sets the limit left of the transfer's own and adds it;
+  // false when the limit already passed or it was cancelled.
+  bool Admit(const std::shared_ptr<Transfer>& t) {
+    if (t->cancelled) {
+      MarkDoneLocked(*t);
+      return false;
+    }
+    if (t->options->time_limit) {
+      auto waited = std::chrono::duration_cast<Millis>(
+          std::chrono::steady_clock::now() - t->submitted);
+      Millis left = *t->options->time_limit - waited;
+      if (left.count() <= 0 && t->options->time_limit->count() > 0) {
+        t->timed_out_waiting = true;
+        MarkDoneLocked(*t);
+        return false;
+      }
+      // libcurl reads 0 as "no limit"; a spent limit must still fail.
+      curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
+                       static_cast<long>(std::max<int64_t>(1, left.count())));
+    }
+    t->last_data = std::chrono::steady_clock::now();
+    curl_multi_add_handle(multi_, t->easy);
+    return true;
+  }
+
+  void ReapFinished() {
+    int left_in_queue = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left_in_queue)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      auto it = running_.find(msg->easy_handle);
+      if (it == running_.end()) continue;
+      std::shared_ptr<Transfer> t = it->second;
+      t->finished = true;
+      t->code = msg->data.result;
+      End(t);
+    }
+  }
+
+  // Cuts streams that went silent; returns how long the next poll may
+  // wait (at most 1 s).
+  int CheckLimits() {
+    int wait_ms = queue_wait_ms_;
+    auto now = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<Transfer>> idle;
+    // Only transfers with an idle limit are looked at; ended ones leave.
+    watched_.erase(std::remove_if(watched_.begin(), watched_.end(),
+                                  [](const auto& t) { return t->done; }),
+                   watched_.end());
+    for (const auto& t : watched_) {
+      Millis limit = t->options->idle_limit;
+      if (!t->headers_done) continue;
+      auto silent = now - t->last_data;
+      if (silent >= limit) {
+        idle.push_back(t);
+        continue;
+      }
+      auto left = std::chrono::ceil<Millis>(limit - silent);
+      wait_ms = std::min<int>(wait_ms, static_cast<int>(left.count()));
+    }
+    for (const auto& t : idle) {
+      t->idle_cut = true;
+      End(t);
+    }
+    if (!idle.empty()) return 0;
+    return std::max(1, wait_ms);
+  }
+
+  // Takes `t` out of the multi handle (which aborts it when unfinished and
+  // closes its connection) and hands it back to its Post.
+  void End(const std::shared_ptr<Transfer>& t) {
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status_scratch_);
+    t->response.status = static_cast<int>(status_scratch_);
+    curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &t->new_connections);
+    curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
+    curl_multi_remove_handle(multi_, t->easy);
+    connections_opened_ += t->new_connections;
+    running_.erase(t->easy);
+    std::lock_guard<std::mutex> lock(mu_);
+    MarkDoneLocked(*t);
+  }
+
+  void MarkDoneLocked(Transfer& t) {
+    t.done = true;
+    finished_cv_.notify_all();
+  }
+
+  CURLM* multi_;
+  const size_t max_in_flight_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable finished_cv_;
+  size_t waiting_ = 0;  // incoming_.size() after the last TakeWork.
+  // I/O thread: how soon the first waiting transfer runs out of time.
+  int queue_wait_ms_ = 1000;
+  bool stopping_ = false;
+  std::deque<std::shared_ptr<Transfer>> incoming_;
+  std::vector<std::shared_ptr<Transfer>> cancels_;
+  // I/O thread only.
+  std::unordered_map<CURL*, std::shared_ptr<Transfer>> running_;
+  std::vector<std::shared_ptr<Transfer>> watched_;  // With an idle limit.
+  long status_scratch_ = 0;
+  std::atomic<int64_t> connections_opened_{0};
+  std::atomic<size_t> max_seen_{0};
+};
+
+namespace {
+
+size_t DefaultMaxInFlight() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_cur == RLIM_INFINITY) {
+    return 4096;
+  }
+  uint64_t soft = limit.rlim_cur;
+  return static_cast<size_t>(
+      std::max<uint64_t>(16, soft > 256 ? soft - 256 : 0));
 }
 
-void CurlTransport::Release(std::unique_ptr<Channel> channel) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.size() < options_.max_idle_channels) {
-    idle_.push_back(std::move(channel));
-  }
-}
-
-TransportResult CurlTransport::Post(const HttpRequest& request,
-                                    const TransferOptions& options) {
-  if (options.cancel.cancelled()) {
-    return TransportError{TransportErrorKind::kCancelled, "cancelled"};
-  }
-  std::unique_ptr<Channel> channel = Acquire();
-  if (!channel->multi || !channel->easy) {
-    // curl_multi_init opens a wakeup socket pair.
-    if (IsDescriptorShortage(errno)) return DescriptorShortage(errno);
-    return TransportError{TransportErrorKind::kOther,
-                          "could not create a curl handle"};
-  }
-  CURL* easy = channel->easy;
-  curl_easy_reset(easy);
-
-  Transfer t;
-  t.easy = easy;
-  t.options = &options;
-  t.last_data = std::chrono::steady_clock::now();
-
-  HeaderList headers;
-  for (const auto& [name, value] : request.headers) {
-    headers.Add(name + ": " + value);
-  }
-  headers.Add("Expect:");  // No 100-continue round trip for large bodies.
-
-  char error_buffer[CURL_ERROR_SIZE] = {0};
+// Sets up `easy` for `request`; the transfer's state is `t`.
+void Configure(CURL* easy, const HttpRequest& request, Transfer& t,
+               curl_slist* headers, char* error_buffer,
+               Millis connect_timeout) {
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
   curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(easy, CURLOPT_POST, 1L);
   // The body comes through a read callback, not CURLOPT_POSTFIELDS, so
@@ -251,7 +446,7 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &t);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
                    static_cast<curl_off_t>(request.body.size()));
-  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
@@ -261,70 +456,21 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(options_.connect_timeout.count()));
-  if (options.time_limit) {
-    // libcurl reads 0 as "no limit"; a spent limit must still fail.
-    long ms =
-        static_cast<long>(std::max<int64_t>(1, options.time_limit->count()));
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, ms);
-  }
+                   static_cast<long>(connect_timeout.count()));
+}
 
-  auto wake = std::make_shared<WakeState>();
-  wake->multi = channel->multi;
-  CancelCallback on_cancel(options.cancel, [wake] {
-    wake->cancelled = true;
-    std::lock_guard<std::mutex> lock(wake->mu);
-    if (wake->multi) curl_multi_wakeup(wake->multi);
-  });
-
-  curl_multi_add_handle(channel->multi, easy);
-  bool idle_cut = false;
-  int running = 1;
-  while (true) {
-    CURLMcode mc = curl_multi_perform(channel->multi, &running);
-    if (mc != CURLM_OK || running == 0) break;
-    if (wake->cancelled || t.too_large || t.response.stopped_by_reader) break;
-    int wait_ms = 1000;
-    if (options.idle_limit.count() > 0 && t.headers_done) {
-      auto silent = std::chrono::steady_clock::now() - t.last_data;
-      if (silent >= options.idle_limit) {
-        idle_cut = true;
-        break;
-      }
-      auto left = std::chrono::ceil<Millis>(options.idle_limit - silent);
-      wait_ms = std::min<int>(wait_ms, static_cast<int>(left.count()));
-    }
-    curl_multi_poll(channel->multi, nullptr, 0, std::max(1, wait_ms), nullptr);
-  }
-
-  CURLcode code = CURLE_OK;
-  bool finished = false;
-  int left_in_queue = 0;
-  while (CURLMsg* msg = curl_multi_info_read(channel->multi, &left_in_queue)) {
-    if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) {
-      code = msg->data.result;
-      finished = true;
-    }
-  }
-  long status = 0;
-  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-  long new_connections = 0;
-  curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &new_connections);
-  long os_errno = 0;
-  curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
-  // Removing an unfinished transfer aborts it and closes its connection.
-  curl_multi_remove_handle(channel->multi, easy);
-  {
-    std::lock_guard<std::mutex> lock(wake->mu);
-    wake->multi = nullptr;
-  }
-  Release(std::move(channel));
-  connections_opened_ += new_connections;
-
-  t.response.status = static_cast<int>(status);
-  t.response.reused_connection = new_connections == 0;
-  if (wake->cancelled) {
+// What an ended transfer amounts to.
+TransportResult ResultOf(Transfer& t, const TransferOptions& options,
+                         const char* error_buffer) {
+  t.response.reused_connection = t.new_connections == 0;
+  if (t.cancelled) {
     return TransportError{TransportErrorKind::kCancelled, "request cancelled"};
+  }
+  if (t.timed_out_waiting) {
+    return TransportError{TransportErrorKind::kTimedOut,
+                          "no complete answer within " +
+                              FormatDuration(*options.time_limit) +
+                              " (the request waited for a free slot)"};
   }
   if (t.too_large) {
     return TransportError{TransportErrorKind::kTooLarge,
@@ -333,12 +479,12 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
                               " bytes"};
   }
   if (t.response.stopped_by_reader) return std::move(t.response);
-  if (idle_cut) {
+  if (t.idle_cut) {
     return TransportError{
         TransportErrorKind::kIdle,
         "stream silent for " + FormatDuration(options.idle_limit)};
   }
-  if (!finished) {
+  if (!t.finished) {
     return TransportError{TransportErrorKind::kOther,
                           "transfer loop ended unexpectedly"};
   }
@@ -347,11 +493,12 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
                           "the server closed a reused connection without "
                           "answering (the request is not re-sent)"};
   }
+  CURLcode code = t.code;
   if (code != CURLE_OK && IsDescriptorShortage(t.socket_errno)) {
     return DescriptorShortage(t.socket_errno);
   }
-  if (code != CURLE_OK && IsDescriptorShortage(os_errno)) {
-    return DescriptorShortage(os_errno);
+  if (code != CURLE_OK && IsDescriptorShortage(t.os_errno)) {
+    return DescriptorShortage(t.os_errno);
   }
   if (code != CURLE_OK) {
     std::string detail =
@@ -363,6 +510,66 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
     return TransportError{KindOf(code), detail};
   }
   return std::move(t.response);
+}
+
+}  // namespace
+
+CurlTransport::CurlTransport() : CurlTransport(Options()) {}
+CurlTransport::CurlTransport(Options options) : options_(options) {
+  GlobalInitOnce();
+  loop_ =
+      std::make_shared<Loop>(options_.max_in_flight > 0 ? options_.max_in_flight
+                                                        : DefaultMaxInFlight());
+}
+CurlTransport::~CurlTransport() { loop_->Stop(); }
+
+int64_t CurlTransport::connections_opened() const {
+  return loop_->connections_opened();
+}
+size_t CurlTransport::max_in_flight_seen() const {
+  return loop_->max_in_flight_seen();
+}
+size_t CurlTransport::waiting() const { return loop_->waiting(); }
+
+TransportResult CurlTransport::Post(const HttpRequest& request,
+                                    const TransferOptions& options) {
+  if (options.cancel.cancelled()) {
+    return TransportError{TransportErrorKind::kCancelled, "cancelled"};
+  }
+  if (!loop_->ok()) {
+    // curl_multi_init opens a wakeup socket pair.
+    return TransportError{TransportErrorKind::kOther,
+                          "could not create a curl multi handle"};
+  }
+  CURL* easy = curl_easy_init();
+  if (easy == nullptr) {
+    return TransportError{TransportErrorKind::kOther,
+                          "could not create a curl handle"};
+  }
+  auto t = std::make_shared<Transfer>();
+  t->easy = easy;
+  t->options = &options;
+  t->submitted = std::chrono::steady_clock::now();
+
+  HeaderList headers;
+  for (const auto& [name, value] : request.headers) {
+    headers.Add(name + ": " + value);
+  }
+  headers.Add("Expect:");  // No 100-continue round trip for large bodies.
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+  Configure(easy, request, *t, headers.get(), error_buffer,
+            options_.connect_timeout);
+
+  std::shared_ptr<Loop> loop = loop_;
+  std::weak_ptr<Transfer> weak = t;
+  CancelCallback on_cancel(options.cancel, [loop, weak] {
+    if (std::shared_ptr<Transfer> live = weak.lock()) loop->Cancel(live);
+  });
+  loop_->Submit(t);
+  loop_->Await(*t);
+  TransportResult result = ResultOf(*t, options, error_buffer);
+  curl_easy_cleanup(easy);
+  return result;
 }
 
 CurlTransport& SharedCurlTransport() {

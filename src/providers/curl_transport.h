@@ -1,14 +1,15 @@
-// HttpTransport on libcurl. Each transfer runs on a pooled channel (a curl
-// multi handle with one easy handle) so that open connections are kept and
-// reused across the requests of a conversation and across conversations.
+// HttpTransport on libcurl. Every transfer of a transport runs on one
+// I/O thread driving one curl multi handle: a request in flight costs one
+// socket (none while it waits to be admitted) and no thread of its own, and
+// open connections are kept and reused across the requests of a
+// conversation and across conversations to the same host. Post blocks its
+// caller until its transfer ends.
 #ifndef STEPS_PROVIDERS_CURL_TRANSPORT_H_
 #define STEPS_PROVIDERS_CURL_TRANSPORT_H_
 
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "providers/http.h"
 
@@ -20,9 +21,10 @@ class CurlTransport : public HttpTransport {
     // Limit on establishing a connection (within the transfer's own limit).
     // Default: 10 s.
     Millis connect_timeout{10000};
-    // Idle channels kept for reuse; each holds its open connections.
-    // Default: 64.
-    size_t max_idle_channels = 64;
+    // Transfers in flight at once; more wait their turn (their time limits
+    // running). 0: the soft RLIMIT_NOFILE at first use, less 256 kept for
+    // everything else the process opens, at least 16.
+    size_t max_in_flight = 0;
   };
 
   CurlTransport();
@@ -32,22 +34,23 @@ class CurlTransport : public HttpTransport {
   CurlTransport& operator=(const CurlTransport&) = delete;
 
   // Thread-safe. Cancellation and the idle limit are checked by the
-  // transfer loop, which wakes at once on cancellation.
+  // transfer loop, which wakes at once on cancellation. The body reader
+  // runs on the I/O thread.
   TransportResult Post(const HttpRequest& request,
                        const TransferOptions& options) override;
 
   // New connections opened so far (a reused one does not count).
-  int64_t connections_opened() const { return connections_opened_.load(); }
+  int64_t connections_opened() const;
+  // The most transfers that were in flight at once so far.
+  size_t max_in_flight_seen() const;
+  // Transfers handed over and not yet admitted (waiting for a slot).
+  size_t waiting() const;
+
+  class Loop;  // Shared with cancel callbacks, which may outlive a Post.
 
  private:
-  struct Channel;
-  std::unique_ptr<Channel> Acquire();
-  void Release(std::unique_ptr<Channel> channel);
-
   Options options_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Channel>> idle_;
-  std::atomic<int64_t> connections_opened_{0};
+  std::shared_ptr<Loop> loop_;
 };
 
 // The process-wide transport every hosted source uses by default, so keep-

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <thread>
+
 namespace steps {
 namespace {
 
@@ -18,6 +20,57 @@ TEST(RaiseOpenFileLimitTest, SoftLimitReachesTheHardLimitOrTheCeiling) {
   EXPECT_TRUE(after.rlim_cur == after.rlim_max || after.rlim_cur >= (1u << 20));
   // Idempotent.
   EXPECT_EQ(*RaiseOpenFileLimit(), *raised);
+}
+
+TEST(DescriptorGateTest, TheLimitIsSharedThreeQuartersToConversations) {
+  // 20000 descriptors: 19872 usable, 14904 for conversations (one each),
+  // 4968 for processes (eight each).
+  EXPECT_EQ(DescriptorGate::ConversationSlotsFor(20000), 14904u);
+  EXPECT_EQ(DescriptorGate::ProcessSlotsFor(20000), 621u);
+  // 10,000 conversations fit under a hard limit of 20000.
+  EXPECT_GE(DescriptorGate::ConversationSlotsFor(20000), 10000u);
+  // At and below the reserve, each gate still admits one.
+  EXPECT_EQ(DescriptorGate::ConversationSlotsFor(kReservedDescriptors), 1u);
+  EXPECT_EQ(DescriptorGate::ProcessSlotsFor(0), 1u);
+  EXPECT_EQ(DescriptorGate::ProcessSlotsFor(kReservedDescriptors + 31), 1u);
+  // An unlimited soft limit is capped.
+  EXPECT_EQ(DescriptorGate::ConversationSlotsFor(UINT64_MAX), 1u << 20);
+}
+
+TEST(DescriptorGateTest, AWeightedLeaseWaitsUntilAllItsSlotsAreFree) {
+  DescriptorGate gate(10);
+  CancelToken never;
+  DescriptorGate::Lease a = gate.Acquire(never, 7);
+  EXPECT_EQ(gate.in_use(), 7u);
+  CancelToken stop;
+  bool got = false;
+  std::thread waiter([&] {
+    DescriptorGate::Lease b = gate.Acquire(stop, 5);
+    got = b.held();
+  });
+  {
+    DescriptorGate::Lease one = gate.Acquire(never, 1);  // 8 of 10.
+    EXPECT_EQ(gate.in_use(), 8u);
+  }
+  // 5 do not fit beside 7: the waiter waits until cancelled.
+  stop.Cancel(CancelReason::kAbort);
+  waiter.join();
+  EXPECT_FALSE(got);
+  EXPECT_EQ(gate.in_use(), 7u);
+  // More than the gate has is clamped to all of it.
+  {
+    DescriptorGate::Lease rest = gate.Acquire(never, 3);
+    EXPECT_EQ(gate.in_use(), 10u);
+  }
+  DescriptorGate::Lease moved = std::move(a);
+  EXPECT_EQ(gate.in_use(), 7u);
+}
+
+TEST(DescriptorGateTest, ALeaseForMoreThanTheGateHoldsTakesAllOfIt) {
+  DescriptorGate gate(4);
+  DescriptorGate::Lease all = gate.Acquire(CancelToken(), 100);
+  EXPECT_TRUE(all.held());
+  EXPECT_EQ(gate.in_use(), 4u);
 }
 
 }  // namespace
