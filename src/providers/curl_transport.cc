@@ -1,8 +1,11 @@
 #include "providers/curl_transport.h"
 
 #include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -66,6 +69,7 @@ struct Transfer {
   // Set by the I/O thread when it is done with the transfer (under
   // CurlTransport::Loop's lock); the fields below are then final.
   bool done = false;
+  std::condition_variable done_cv;  // Its Post waits on it.
   bool finished = false;  // libcurl reported an end (`code` holds it).
   bool idle_cut = false;
   bool timed_out_waiting = false;  // Its limit passed before admission.
@@ -191,33 +195,50 @@ TransportError DescriptorShortage(long os_errno) {
 
 // The I/O thread and its multi handle. Posts hand transfers over through
 // `incoming_`; cancel callbacks through `cancels_`; both wake the thread
-// with curl_multi_wakeup. Only the I/O thread touches the multi handle and
+// through an eventfd. Only the I/O thread touches the multi handle and
 // running transfers.
 class CurlTransport::Loop {
  public:
   explicit Loop(size_t max_in_flight)
-      : multi_(curl_multi_init()), max_in_flight_(max_in_flight) {
+      : multi_(curl_multi_init()),
+        epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        max_in_flight_(max_in_flight) {
+    if (!ok()) return;
     // Idle connections kept for reuse: as many as may be in flight.
-    if (multi_) {
-      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
-                        static_cast<long>(max_in_flight));
-    }
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(max_in_flight));
+    // libcurl says which sockets to watch and when to call it back; the
+    // loop waits on them with epoll, so a wakeup costs the sockets that
+    // are ready, not every socket in flight.
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, OnSocket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, OnTimer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &e);
   }
   ~Loop() {
     if (thread_.joinable()) thread_.join();
     if (multi_) curl_multi_cleanup(multi_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
   }
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
 
-  bool ok() const { return multi_ != nullptr; }
+  bool ok() const {
+    return multi_ != nullptr && epoll_fd_ >= 0 && wake_fd_ >= 0;
+  }
 
   // Hands `t` to the I/O thread (starting it on first use).
   void Submit(const std::shared_ptr<Transfer>& t) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
     incoming_.push_back(t);
-    curl_multi_wakeup(multi_);
+    WakeLocked();
   }
 
   void Cancel(const std::shared_ptr<Transfer>& t) {
@@ -225,13 +246,13 @@ class CurlTransport::Loop {
     std::lock_guard<std::mutex> lock(mu_);
     if (t->done || stopping_) return;
     cancels_.push_back(t);
-    curl_multi_wakeup(multi_);
+    WakeLocked();
   }
 
   // Blocks until the I/O thread is done with `t`.
-  void Await(const Transfer& t) {
+  void Await(Transfer& t) {
     std::unique_lock<std::mutex> lock(mu_);
-    finished_cv_.wait(lock, [&] { return t.done; });
+    t.done_cv.wait(lock, [&] { return t.done; });
   }
 
   // Ends the thread. REQUIRES: no Post in progress.
@@ -239,7 +260,7 @@ class CurlTransport::Loop {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
-      if (multi_) curl_multi_wakeup(multi_);
+      if (ok()) WakeLocked();
     }
     if (thread_.joinable()) thread_.join();
   }
@@ -253,13 +274,72 @@ class CurlTransport::Loop {
 
  private:
   void Run() {
+    std::vector<epoll_event> events(256);
+    int running = 0;
     while (true) {
       if (!TakeWork()) return;
-      int running = 0;
-      curl_multi_perform(multi_, &running);
       ReapFinished();
-      curl_multi_poll(multi_, nullptr, 0, CheckLimits(), nullptr);
+      int wait_ms = CheckLimits();
+      if (curl_timeout_ms_ >= 0) wait_ms = std::min(wait_ms, curl_timeout_ms_);
+      int n = epoll_wait(epoll_fd_, events.data(),
+                         static_cast<int>(events.size()), wait_ms);
+      for (int i = 0; i < n; ++i) {
+        int fd = events[i].data.fd;
+        if (fd == wake_fd_) {
+          uint64_t count;
+          while (read(wake_fd_, &count, sizeof count) > 0) {
+          }
+          continue;
+        }
+        uint32_t ev = events[i].events;
+        int mask = 0;
+        if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
+        if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
+        if (ev & EPOLLERR) mask |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(multi_, fd, mask, &running);
+      }
+      // libcurl's own timer (connect and transfer limits, retries of its
+      // own bookkeeping) when it is due.
+      if (curl_timeout_ms_ >= 0 &&
+          std::chrono::steady_clock::now() >= curl_deadline_) {
+        curl_timeout_ms_ = -1;
+        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      }
     }
+  }
+
+  // Under mu_.
+  void WakeLocked() {
+    uint64_t one = 1;
+    ssize_t w = write(wake_fd_, &one, sizeof one);
+    (void)w;
+  }
+
+  static int OnSocket(CURL*, curl_socket_t s, int what, void* user, void*) {
+    auto* loop = static_cast<Loop*>(user);
+    if (what == CURL_POLL_REMOVE) {
+      epoll_ctl(loop->epoll_fd_, EPOLL_CTL_DEL, s, nullptr);
+      return 0;
+    }
+    epoll_event e{};
+    e.data.fd = s;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) e.events |= EPOLLIN;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) e.events |= EPOLLOUT;
+    if (epoll_ctl(loop->epoll_fd_, EPOLL_CTL_MOD, s, &e) != 0 &&
+        errno == ENOENT) {
+      epoll_ctl(loop->epoll_fd_, EPOLL_CTL_ADD, s, &e);
+    }
+    return 0;
+  }
+
+  static int OnTimer(CURLM*, long timeout_ms, void* user) {
+    auto* loop = static_cast<Loop*>(user);
+    loop->curl_timeout_ms_ =
+        timeout_ms < 0 ? -1
+                       : static_cast<int>(std::min<long>(timeout_ms, 1000));
+    loop->curl_deadline_ = std::chrono::steady_clock::now() +
+                           Millis(std::max<long>(0, timeout_ms));
+    return 0;
   }
 
   // Admits incoming transfers while there is room and applies
@@ -393,14 +473,18 @@ class CurlTransport::Loop {
 
   void MarkDoneLocked(Transfer& t) {
     t.done = true;
-    finished_cv_.notify_all();
+    t.done_cv.notify_one();
   }
 
   CURLM* multi_;
+  const int epoll_fd_;
+  const int wake_fd_;
   const size_t max_in_flight_;
+  // I/O thread: libcurl's timer (-1: none) and when it is due.
+  int curl_timeout_ms_ = -1;
+  std::chrono::steady_clock::time_point curl_deadline_;
   std::thread thread_;
   mutable std::mutex mu_;
-  std::condition_variable finished_cv_;
   size_t waiting_ = 0;  // incoming_.size() after the last TakeWork.
   // I/O thread: how soon the first waiting transfer runs out of time.
   int queue_wait_ms_ = 1000;

@@ -7,10 +7,11 @@ Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
   me.item.write = &write;
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&me);
-  changed_.notify_all();
+  if (watchers_ > 0) queued_.notify_all();
   while (!me.done) {
     if (committing_) {
-      changed_.wait(lock);
+      // Woken when its write is committed, or to lead the next batch.
+      me.wake.wait(lock);
       continue;
     }
     // Lead: commit everything queued so far, this write among it.
@@ -23,16 +24,23 @@ Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
     for (Entry* e : entries) batch.push_back(&e->item);
     commit_(batch);
     lock.lock();
-    for (Entry* e : entries) e->done = true;
+    for (Entry* e : entries) {
+      e->done = true;
+      if (e != &me) e->wake.notify_one();
+    }
     committing_ = false;
-    changed_.notify_all();
+    // One waiter, the oldest, leads the writes that queued meanwhile; the
+    // rest sleep until their batch is committed (no herd of wakeups).
+    if (!queue_.empty()) queue_.front()->wake.notify_one();
   }
   return me.item.status;
 }
 
 void GroupCommit::WaitForQueued(size_t n) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return queue_.size() >= n; });
+  ++watchers_;
+  queued_.wait(lock, [&] { return queue_.size() >= n; });
+  --watchers_;
 }
 
 }  // namespace steps::store

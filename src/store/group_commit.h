@@ -43,11 +43,13 @@ class GroupCommit {
   struct Entry {
     Item item;
     bool done = false;
+    std::condition_variable wake;
   };
 
   Committer commit_;
   std::mutex mu_;
-  std::condition_variable changed_;
+  std::condition_variable queued_;  // For WaitForQueued.
+  int watchers_ = 0;                // Callers in WaitForQueued.
   std::vector<Entry*> queue_;
   bool committing_ = false;
 };
