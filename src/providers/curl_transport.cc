@@ -77,6 +77,7 @@ struct Transfer {
   long new_connections = 0;
   long os_errno = 0;
   std::atomic<bool> cancelled{false};
+  uint32_t shard = 0;  // Which multi handle runs it (I/O thread).
 };
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -198,31 +199,46 @@ TransportError DescriptorShortage(long os_errno) {
 // through an eventfd. Only the I/O thread touches the multi handle and
 // running transfers.
 class CurlTransport::Loop {
+  struct Shard;
+
  public:
   explicit Loop(size_t max_in_flight)
-      : multi_(curl_multi_init()),
-        epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         max_in_flight_(max_in_flight) {
+    // libcurl looks for a connection to reuse among all of its multi
+    // handle's connections to the host, so one handle with thousands in
+    // flight spends its time searching: the transfers are spread over
+    // shards, each a multi handle with its own connections.
+    for (size_t i = 0; i < kShards; ++i) {
+      shards_[i].multi = curl_multi_init();
+      shards_[i].index = static_cast<uint32_t>(i);
+      shards_[i].loop = this;
+    }
     if (!ok()) return;
-    // Idle connections kept for reuse: as many as may be in flight.
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(max_in_flight));
-    // libcurl says which sockets to watch and when to call it back; the
-    // loop waits on them with epoll, so a wakeup costs the sockets that
-    // are ready, not every socket in flight.
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, OnSocket);
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, OnTimer);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+    for (Shard& shard : shards_) {
+      CURLM* multi = shard.multi;
+      // Idle connections kept for reuse: as many as may be in flight.
+      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
+                        static_cast<long>(max_in_flight));
+      // libcurl says which sockets to watch and when to call it back; the
+      // loop waits on them with epoll, so a wakeup costs the sockets that
+      // are ready, not every socket in flight.
+      curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, OnSocket);
+      curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, &shard);
+      curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, OnTimer);
+      curl_multi_setopt(multi, CURLMOPT_TIMERDATA, &shard);
+    }
     epoll_event e{};
     e.events = EPOLLIN;
-    e.data.fd = wake_fd_;
+    e.data.u64 = kWakeKey;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &e);
   }
   ~Loop() {
     if (thread_.joinable()) thread_.join();
-    if (multi_) curl_multi_cleanup(multi_);
+    for (Shard& shard : shards_) {
+      if (shard.multi) curl_multi_cleanup(shard.multi);
+    }
     if (epoll_fd_ >= 0) close(epoll_fd_);
     if (wake_fd_ >= 0) close(wake_fd_);
   }
@@ -230,7 +246,10 @@ class CurlTransport::Loop {
   Loop& operator=(const Loop&) = delete;
 
   bool ok() const {
-    return multi_ != nullptr && epoll_fd_ >= 0 && wake_fd_ >= 0;
+    for (const Shard& shard : shards_) {
+      if (shard.multi == nullptr) return false;
+    }
+    return epoll_fd_ >= 0 && wake_fd_ >= 0;
   }
 
   // Hands `t` to the I/O thread (starting it on first use).
@@ -280,12 +299,15 @@ class CurlTransport::Loop {
       if (!TakeWork()) return;
       ReapFinished();
       int wait_ms = CheckLimits();
-      if (curl_timeout_ms_ >= 0) wait_ms = std::min(wait_ms, curl_timeout_ms_);
+      for (const Shard& shard : shards_) {
+        if (shard.timeout_ms >= 0)
+          wait_ms = std::min(wait_ms, shard.timeout_ms);
+      }
       int n = epoll_wait(epoll_fd_, events.data(),
                          static_cast<int>(events.size()), wait_ms);
       for (int i = 0; i < n; ++i) {
-        int fd = events[i].data.fd;
-        if (fd == wake_fd_) {
+        uint64_t key = events[i].data.u64;
+        if (key == kWakeKey) {
           uint64_t count;
           while (read(wake_fd_, &count, sizeof count) > 0) {
           }
@@ -296,14 +318,19 @@ class CurlTransport::Loop {
         if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
         if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
         if (ev & EPOLLERR) mask |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(multi_, fd, mask, &running);
+        curl_multi_socket_action(shards_[key >> 32].multi,
+                                 static_cast<curl_socket_t>(key & 0xffffffff),
+                                 mask, &running);
       }
-      // libcurl's own timer (connect and transfer limits, retries of its
-      // own bookkeeping) when it is due.
-      if (curl_timeout_ms_ >= 0 &&
-          std::chrono::steady_clock::now() >= curl_deadline_) {
-        curl_timeout_ms_ = -1;
-        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      // libcurl's own timers (connect and transfer limits, its own
+      // bookkeeping) when they are due.
+      auto now = std::chrono::steady_clock::now();
+      for (Shard& shard : shards_) {
+        if (shard.timeout_ms >= 0 && now >= shard.deadline) {
+          shard.timeout_ms = -1;
+          curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0,
+                                   &running);
+        }
       }
     }
   }
@@ -316,13 +343,15 @@ class CurlTransport::Loop {
   }
 
   static int OnSocket(CURL*, curl_socket_t s, int what, void* user, void*) {
-    auto* loop = static_cast<Loop*>(user);
+    auto* shard = static_cast<Shard*>(user);
+    Loop* loop = shard->loop;
     if (what == CURL_POLL_REMOVE) {
       epoll_ctl(loop->epoll_fd_, EPOLL_CTL_DEL, s, nullptr);
       return 0;
     }
     epoll_event e{};
-    e.data.fd = s;
+    e.data.u64 =
+        (static_cast<uint64_t>(shard->index) << 32) | static_cast<uint32_t>(s);
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) e.events |= EPOLLIN;
     if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) e.events |= EPOLLOUT;
     if (epoll_ctl(loop->epoll_fd_, EPOLL_CTL_MOD, s, &e) != 0 &&
@@ -333,13 +362,23 @@ class CurlTransport::Loop {
   }
 
   static int OnTimer(CURLM*, long timeout_ms, void* user) {
-    auto* loop = static_cast<Loop*>(user);
-    loop->curl_timeout_ms_ =
+    auto* shard = static_cast<Shard*>(user);
+    shard->timeout_ms =
         timeout_ms < 0 ? -1
                        : static_cast<int>(std::min<long>(timeout_ms, 1000));
-    loop->curl_deadline_ = std::chrono::steady_clock::now() +
-                           Millis(std::max<long>(0, timeout_ms));
+    shard->deadline = std::chrono::steady_clock::now() +
+                      Millis(std::max<long>(0, timeout_ms));
     return 0;
+  }
+
+  // The shard with the fewest transfers, the first among equals: a lone
+  // conversation keeps to shard 0 and its one connection.
+  Shard& LeastBusy() {
+    Shard* best = &shards_[0];
+    for (Shard& shard : shards_) {
+      if (shard.running < best->running) best = &shard;
+    }
+    return *best;
   }
 
   // Admits incoming transfers while there is room and applies
@@ -411,20 +450,25 @@ class CurlTransport::Loop {
                        static_cast<long>(std::max<int64_t>(1, left.count())));
     }
     t->last_data = std::chrono::steady_clock::now();
-    curl_multi_add_handle(multi_, t->easy);
+    Shard& shard = LeastBusy();
+    t->shard = shard.index;
+    ++shard.running;
+    curl_multi_add_handle(shard.multi, t->easy);
     return true;
   }
 
   void ReapFinished() {
-    int left_in_queue = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi_, &left_in_queue)) {
-      if (msg->msg != CURLMSG_DONE) continue;
-      auto it = running_.find(msg->easy_handle);
-      if (it == running_.end()) continue;
-      std::shared_ptr<Transfer> t = it->second;
-      t->finished = true;
-      t->code = msg->data.result;
-      End(t);
+    for (Shard& shard : shards_) {
+      int left_in_queue = 0;
+      while (CURLMsg* msg = curl_multi_info_read(shard.multi, &left_in_queue)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        auto it = running_.find(msg->easy_handle);
+        if (it == running_.end()) continue;
+        std::shared_ptr<Transfer> t = it->second;
+        t->finished = true;
+        t->code = msg->data.result;
+        End(t);
+      }
     }
   }
 
@@ -464,7 +508,9 @@ class CurlTransport::Loop {
     t->response.status = static_cast<int>(status_scratch_);
     curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &t->new_connections);
     curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
-    curl_multi_remove_handle(multi_, t->easy);
+    Shard& shard = shards_[t->shard];
+    curl_multi_remove_handle(shard.multi, t->easy);
+    --shard.running;
     connections_opened_ += t->new_connections;
     running_.erase(t->easy);
     std::lock_guard<std::mutex> lock(mu_);
@@ -476,13 +522,25 @@ class CurlTransport::Loop {
     t.done_cv.notify_one();
   }
 
-  CURLM* multi_;
+  // One multi handle and its connections.
+  struct Shard {
+    CURLM* multi = nullptr;
+    uint32_t index = 0;
+    Loop* loop = nullptr;
+    size_t running = 0;
+    // libcurl's timer (-1: none) and when it is due.
+    int timeout_ms = -1;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  static constexpr size_t kShards = 32;
+  // epoll key of the wakeup eventfd; a socket's is (shard << 32) | fd.
+  static constexpr uint64_t kWakeKey = ~uint64_t{0};
+
+  Shard shards_[kShards];
   const int epoll_fd_;
   const int wake_fd_;
   const size_t max_in_flight_;
-  // I/O thread: libcurl's timer (-1: none) and when it is due.
-  int curl_timeout_ms_ = -1;
-  std::chrono::steady_clock::time_point curl_deadline_;
+
   std::thread thread_;
   mutable std::mutex mu_;
   size_t waiting_ = 0;  // incoming_.size() after the last TakeWork.

@@ -1,9 +1,10 @@
 // HttpTransport on libcurl. Every transfer of a transport runs on one
-// I/O thread driving one curl multi handle: a request in flight costs one
-// socket (none while it waits to be admitted) and no thread of its own, and
-// open connections are kept and reused across the requests of a
-// conversation and across conversations to the same host. Post blocks its
-// caller until its transfer ends.
+// I/O thread, which waits on epoll for the sockets of a few curl multi
+// handles (shards; a transfer goes to the least busy): a request in flight
+// costs one socket (none while it waits to be admitted) and no thread of
+// its own, and open connections are kept and reused across the requests of
+// a conversation and across conversations to the same host. Post blocks
+// its caller until its transfer ends.
 #ifndef STEPS_PROVIDERS_CURL_TRANSPORT_H_
 #define STEPS_PROVIDERS_CURL_TRANSPORT_H_
 
