@@ -18,7 +18,7 @@ struct RequestView {
   bool include_usage = false;
   std::string system;
   std::string last;
-  std::string last_part;  // The last part of the last message.
+  std::string last_part;   // The last part of the last message.
   std::string first_user;  // The first user message's text.
   bool seen_user = false;
   std::vector<std::string> tools;
@@ -364,6 +364,11 @@ std::string DescribeRequest(const MockRequestRecord& r) {
     out += ", its request " + std::to_string(r.script_request);
   }
   return out;
+}
+
+size_t MockEngine::RequestCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_.size();
 }
 
 std::vector<MockRequestRecord> MockEngine::Requests() const {

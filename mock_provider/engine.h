@@ -80,6 +80,8 @@ class MockEngine {
   const MockScript& script() const { return script_; }
 
   std::vector<MockRequestRecord> Requests() const;
+  // How many requests it received.
+  size_t RequestCount() const;
   // The records as a JSON array (what GET /_requests serves).
   std::string RequestsJson() const;
   // Every failed expectation so far, "line N: ...". Empty = all held.

@@ -495,6 +495,14 @@ class MockHttpServer::Loop {
       Respond(c, 200, {}, engine.RequestsJson());
       return;
     }
+    if (req.method == "GET" && req.path == "/_stats") {
+      nlohmann::json stats = {{"requests", engine.RequestCount()},
+                              {"max_held", server_.max_held_.load()},
+                              {"held", held_},
+                              {"connections", conns_.size()}};
+      Respond(c, 200, {}, DumpJson(stats));
+      return;
+    }
     if (req.method == "GET" && req.path == "/_failures") {
       Respond(c, 200, {},
               DumpJson(nlohmann::json(engine.ExpectationFailures()), 2));

@@ -1,7 +1,8 @@
 // The mock provider over HTTP/1.1: POST .../chat/completions (OpenAI) and
 // POST .../messages (Anthropic) answer from the script; GET /_requests
 // lists every request received (JSON), GET /_failures the failed
-// expectations. Serves until Stop(); faults (delay, hang, drop) act on the
+// expectations, GET /_stats counts (requests, held now and at most,
+// connections). Serves until Stop(); faults (delay, hang, drop) act on the
 // real connection.
 //
 // One thread runs an epoll loop over every connection: a delayed or held

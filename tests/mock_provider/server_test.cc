@@ -111,7 +111,7 @@ TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
   RawClient c(server_->port());
   c.Send(Post(kBody) + Post(kBody) + Post(kBody));
   std::string got = c.ReadUntil("HTTP/1.1 200", 3);
-  got += c.ReadUntil("three");
+  if (got.find("three") == std::string::npos) got += c.ReadUntil("three");
   size_t one = got.find("one"), two = got.find("two"),
          three = got.find("three");
   ASSERT_NE(three, std::string::npos) << got;
@@ -237,6 +237,12 @@ TEST_F(ServerTest, AClientThatLeavesDuringADelayOrHangIsForgotten) {
   c.Send(Post(kBody));
   EXPECT_NE(c.ReadUntil("after").find("after"), std::string::npos);
   EXPECT_EQ(server_->max_held(), 2u);
+  RawClient stats(server_->port());
+  stats.Send("GET /_stats HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string got = stats.ReadUntil("}");
+  EXPECT_NE(got.find(R"("max_held":2)"), std::string::npos) << got;
+  EXPECT_NE(got.find(R"("held":0)"), std::string::npos) << got;
+  EXPECT_NE(got.find(R"("requests":3)"), std::string::npos) << got;
   // Stop ends at once although a 30 s delay was scripted.
   auto start = std::chrono::steady_clock::now();
   server_->Stop();
