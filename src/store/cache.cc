@@ -141,16 +141,20 @@ std::optional<pipeline::CachedStep> StoreStepCache::Find(
   return hit;
 }
 
-void StoreStepCache::Remember(const std::string& key,
-                              const pipeline::StepRef& step,
-                              const pipeline::CachedStep& result) {
-  std::lock_guard<std::mutex> lock(files_mu_);
+Result<int64_t> StoreStepCache::SaveOutputs(const std::string& key,
+                                            const pipeline::CachedStep& result,
+                                            std::vector<std::string>& names) {
   const fs::path entry = fs::path(cache_dir_) / key;
-  const fs::path staging = fs::path(cache_dir_) / (key + ".new");
   std::error_code ec;
+  if (result.outputs.empty()) {
+    // Nothing to keep on disk (a step without outputs is all in the row):
+    // no folder is made, and one left by an older entry goes.
+    fs::remove_all(entry, ec);
+    return int64_t{0};
+  }
+  const fs::path staging = fs::path(cache_dir_) / (key + ".new");
   fs::remove_all(staging, ec);
   fs::create_directories(staging, ec);
-  nlohmann::json names = nlohmann::json::array();
   // The workspace's copy: regular files, folders and links only (never a
   // FIFO opened), holes kept.
   Status copied = Status::Ok();
@@ -160,10 +164,7 @@ void StoreStepCache::Remember(const std::string& key,
     if (!copied.ok()) break;
     names.push_back(name);
   }
-  const std::string lines = EncodeLines(result.lines);
-  const int64_t size =
-      TreeBytes(staging) +
-      static_cast<int64_t>(result.output.size() + lines.size());
+  const int64_t bytes = TreeBytes(staging);
   if (copied.ok()) {
     fs::remove_all(entry, ec);
     fs::rename(staging, entry, ec);
@@ -171,9 +172,26 @@ void StoreStepCache::Remember(const std::string& key,
   }
   if (!copied.ok()) {
     fs::remove_all(staging, ec);
-    LogEvent(LogLevel::kWarn, "store.cache_failed",
-             {{"step", step.id}, {"error", copied.message()}});
-    return;
+    return copied;
+  }
+  return bytes;
+}
+
+void StoreStepCache::Remember(const std::string& key,
+                              const pipeline::StepRef& step,
+                              const pipeline::CachedStep& result) {
+  std::vector<std::string> names;
+  const std::string lines = EncodeLines(result.lines);
+  int64_t size = static_cast<int64_t>(result.output.size() + lines.size());
+  {
+    std::lock_guard<std::mutex> lock(files_mu_);
+    Result<int64_t> saved = SaveOutputs(key, result, names);
+    if (!saved.ok()) {
+      LogEvent(LogLevel::kWarn, "store.cache_failed",
+               {{"step", step.id}, {"error", saved.status().message()}});
+      return;
+    }
+    size += *saved;
   }
   Status s = store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
@@ -186,7 +204,7 @@ void StoreStepCache::Remember(const std::string& key,
     s.Bind(2, run_id_);
     s.Bind(3, step.id);
     s.Bind(4, result.output);
-    s.Bind(5, DumpJson(names));
+    s.Bind(5, DumpJson(nlohmann::json(names)));
     s.Bind(6, NowMs());
     s.Bind(7, step.name);
     if (result.exit_code) {

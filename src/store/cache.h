@@ -36,11 +36,18 @@ class StoreStepCache : public pipeline::StepCache {
   // is of an older format.
   std::optional<pipeline::CachedStep> Find(const std::string& key) override;
   // Copies the output folders into CACHE_DIR/KEY/NAME (replacing an older
-  // entry's) and then records the entry.
+  // entry's; a step without outputs has no folder) and then records the
+  // entry.
   void Remember(const std::string& key, const pipeline::StepRef& step,
                 const pipeline::CachedStep& result) override;
 
  private:
+  // Under files_mu_: copies the outputs into CACHE_DIR/KEY (no folder when
+  // there are none), appending their names; returns the bytes saved.
+  Result<int64_t> SaveOutputs(const std::string& key,
+                              const pipeline::CachedStep& result,
+                              std::vector<std::string>& names);
+
   Store& store_;
   std::string cache_dir_;
   std::string run_id_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 
 #include "pipeline/executor.h"
 #include "pipeline/loader.h"
@@ -222,6 +223,34 @@ jobs:
   EXPECT_EQ(ReadFile(state_ /
                      ("runs/" + second.id + "/build/artifacts/out/result.txt")),
             "built\n");
+}
+
+// A step's cache folder holds its outputs; a step without outputs is all in
+// its row, and gets no folder.
+TEST_F(CacheTest, OnlyAStepWithOutputsGetsAFolderInTheCache) {
+  const char* kTwo = R"(
+jobs:
+- name: build
+  plan:
+  - task: plain
+    run: echo run >> $COUNT; echo plain
+  - task: make
+    outputs: [out]
+    run: echo run >> $COUNT; echo built > out/result.txt
+)";
+  Run(kTwo);
+  size_t folders = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(CacheDir(state_.path()))) {
+    EXPECT_TRUE(e.is_directory()) << e.path();
+    ++folders;
+  }
+  EXPECT_EQ(folders, 1u) << "only `make` keeps a folder";
+  pipeline::RunRecord second = Run(kTwo);
+  EXPECT_TRUE(Cached(second, "plain"));
+  EXPECT_EQ(Trim(Step(second, "plain")->output), "plain");
+  EXPECT_TRUE(Cached(second, "make"));
+  EXPECT_EQ(Runs(), 2);
 }
 
 TEST_F(CacheTest, ChangedInputContentsRunTheStep) {
