@@ -288,7 +288,7 @@ class CurlTransport::Loop {
   size_t max_in_flight_seen() const { return max_seen_.load(); }
   size_t waiting() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return waiting_;
+    return incoming_.size();
   }
 
  private:
@@ -371,6 +371,15 @@ class CurlTransport::Loop {
     return 0;
   }
 
+  // What is left at `now` of the transfer's time limit, counted from when
+  // Post handed it over; nullopt when it has none.
+  static std::optional<Millis> TimeLeft(
+      const Transfer& t, std::chrono::steady_clock::time_point now) {
+    if (!t.options->time_limit) return std::nullopt;
+    return *t.options->time_limit -
+           std::chrono::duration_cast<Millis>(now - t.submitted);
+  }
+
   // The shard with the fewest transfers, the first among equals: a lone
   // conversation keeps to shard 0 and its one connection.
   Shard& LeastBusy() {
@@ -403,11 +412,7 @@ class CurlTransport::Loop {
       queue_wait_ms_ = 1000;
       for (auto it = incoming_.begin(); it != incoming_.end();) {
         Transfer& t = **it;
-        std::optional<Millis> left;
-        if (t.options->time_limit) {
-          left = *t.options->time_limit -
-                 std::chrono::duration_cast<Millis>(now - t.submitted);
-        }
+        std::optional<Millis> left = TimeLeft(t, now);
         if (t.cancelled || (left && left->count() <= 0)) {
           t.timed_out_waiting = !t.cancelled;
           MarkDoneLocked(t);
@@ -420,7 +425,6 @@ class CurlTransport::Loop {
         }
         ++it;
       }
-      waiting_ = incoming_.size();
     }
     for (const auto& t : cancels) {
       auto it = running_.find(t->easy);
@@ -436,10 +440,9 @@ class CurlTransport::Loop {
       MarkDoneLocked(*t);
       return false;
     }
-    if (t->options->time_limit) {
-      auto waited = std::chrono::duration_cast<Millis>(
-          std::chrono::steady_clock::now() - t->submitted);
-      Millis left = *t->options->time_limit - waited;
+    if (std::optional<Millis> time_left =
+            TimeLeft(*t, std::chrono::steady_clock::now())) {
+      Millis left = *time_left;
       if (left.count() <= 0 && t->options->time_limit->count() > 0) {
         t->timed_out_waiting = true;
         MarkDoneLocked(*t);
@@ -543,7 +546,6 @@ class CurlTransport::Loop {
 
   std::thread thread_;
   mutable std::mutex mu_;
-  size_t waiting_ = 0;  // incoming_.size() after the last TakeWork.
   // I/O thread: how soon the first waiting transfer runs out of time.
   int queue_wait_ms_ = 1000;
   bool stopping_ = false;

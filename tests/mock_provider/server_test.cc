@@ -102,6 +102,23 @@ class ServerTest : public ::testing::Test {
     server_ = std::make_unique<MockHttpServer>(engine_);
     ASSERT_TRUE(server_->Start().ok());
   }
+  // A chat request for the server.
+  HttpRequest Chat() const {
+    HttpRequest request;
+    request.url = server_->base_url() + "/chat/completions";
+    request.body = kBody;
+    return request;
+  }
+  // Waits until `done` holds, for at most 5 s (a generous bound for
+  // loopback).
+  template <typename Pred>
+  static void WaitFor(Pred done) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+  }
+
   std::shared_ptr<MockEngine> engine_;
   std::unique_ptr<MockHttpServer> server_;
 };
@@ -227,11 +244,7 @@ TEST_F(ServerTest, AClientThatLeavesDuringADelayOrHangIsForgotten) {
     delayed.Send(Post(kBody));
     RawClient hung(server_->port());
     hung.Send(Post(kBody));
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (engine_->Requests().size() < 2 &&
-           std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
+    WaitFor([&] { return engine_->Requests().size() >= 2; });
   }  // Both clients close here.
   RawClient c(server_->port());
   c.Send(Post(kBody));
@@ -304,10 +317,7 @@ TEST_F(ServerTest, TransfersPastTheInFlightLimitWaitTheirTurn) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 6; ++i) {
     threads.emplace_back([&] {
-      HttpRequest request;
-      request.url = server_->base_url() + "/chat/completions";
-      request.body = kBody;
-      if (transport.Post(request, TransferOptions()).ok()) ++ok;
+      if (transport.Post(Chat(), TransferOptions()).ok()) ++ok;
     });
   }
   for (std::thread& t : threads) t.join();
@@ -321,9 +331,7 @@ TEST_F(ServerTest, ATimeLimitThatPassesWhileWaitingForASlotTimesOut) {
   CurlTransport::Options o;
   o.max_in_flight = 1;
   CurlTransport transport(o);
-  HttpRequest request;
-  request.url = server_->base_url() + "/chat/completions";
-  request.body = kBody;
+  const HttpRequest request = Chat();
   TransferOptions hang_options;
   hang_options.time_limit = Millis(800);
   std::thread hanging([&] {
@@ -332,10 +340,7 @@ TEST_F(ServerTest, ATimeLimitThatPassesWhileWaitingForASlotTimesOut) {
     EXPECT_EQ(r.error().kind, TransportErrorKind::kTimedOut);
   });
   // Waits until the hanging request holds the one slot.
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (server_->max_held() < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
-  }
+  WaitFor([&] { return server_->max_held() >= 1; });
   TransferOptions short_options;
   short_options.time_limit = Millis(100);
   auto start = std::chrono::steady_clock::now();
@@ -356,27 +361,18 @@ TEST_F(ServerTest, CancellingATransferThatWaitsForASlotEndsItAtOnce) {
   CurlTransport::Options o;
   o.max_in_flight = 1;
   CurlTransport transport(o);
-  HttpRequest request;
-  request.url = server_->base_url() + "/chat/completions";
-  request.body = kBody;
+  const HttpRequest request = Chat();
   CancelToken hang_cancel;
   TransferOptions hang_options;
   hang_options.cancel = hang_cancel;
   std::thread hanging([&] { transport.Post(request, hang_options); });
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (server_->max_held() < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
-  }
+  WaitFor([&] { return server_->max_held() >= 1; });
   CancelToken waiting_cancel;
   TransferOptions waiting_options;
   waiting_options.cancel = waiting_cancel;
   std::thread canceller([&] {
     // Cancels once the second transfer waits for the slot.
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (transport.waiting() < 1 &&
-           std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
+    WaitFor([&] { return transport.waiting() >= 1; });
     waiting_cancel.Cancel(CancelReason::kAbort);
   });
   auto start = std::chrono::steady_clock::now();
