@@ -1,20 +1,53 @@
 #include "process/proc_stat.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <string>
+#include <string_view>
 
 namespace steps {
 namespace {
 
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
+// The whole of a /proc file ("" when it cannot be read). Plain reads: a
+// stream's locale and buffer setup cost more than the read, and these are
+// read for every task a run starts.
+// `opened` (optional) says whether the file could be opened.
+std::string ReadWhole(const std::string& path, bool* opened = nullptr) {
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened) *opened = fd >= 0;
+  if (fd < 0) return text;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  close(fd);
+  return text;
+}
+
+// The whitespace-separated numbers of `text`, from `from` on.
+template <typename Each>
+void EachNumber(const std::string& text, size_t from, Each each) {
+  const char* p = text.c_str() + from;
+  const char* end = text.c_str() + text.size();
+  while (p < end) {
+    while (p < end && (*p == ' ' || *p == '\n')) ++p;
+    if (p >= end) return;
+    const char* start = p;
+    while (p < end && *p != ' ' && *p != '\n') ++p;
+    if (!each(std::string_view(start, static_cast<size_t>(p - start)))) return;
+  }
 }
 
 // The numeric entries of a /proc folder (pids, or thread ids).
@@ -36,36 +69,42 @@ std::vector<pid_t> NumericEntries(const std::string& dir) {
 }  // namespace
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  std::string stat = ReadWhole("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat =
+      ReadWhole("/proc/" + std::to_string(pid) + "/stat");
   // The command (field 2) is in parentheses and may hold anything, spaces
   // and ')' included: the fields after it start after the last ')'.
-  size_t close = stat.rfind(')');
+  const size_t close = stat.rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 1));
   ProcStat s;
   s.pid = pid;
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    const char* text = field.c_str();
+  int i = 3;
+  bool complete = false;
+  EachNumber(stat, close + 1, [&](std::string_view field) {
+    const std::string text(field);
     switch (i) {
       case 3:
-        s.state = field[0];
+        s.state = text[0];
         break;
       case 4:
-        s.ppid = static_cast<pid_t>(std::strtol(text, nullptr, 10));
+        s.ppid = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
         break;
       case 5:
-        s.pgid = static_cast<pid_t>(std::strtol(text, nullptr, 10));
+        s.pgid = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
         break;
       case 6:
-        s.session = static_cast<pid_t>(std::strtol(text, nullptr, 10));
+        s.session =
+            static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
         break;
       case 22:
-        s.start_time = std::strtoull(text, nullptr, 10);
-        return s;
+        s.start_time = std::strtoull(text.c_str(), nullptr, 10);
+        complete = true;
+        return false;
     }
-  }
-  return std::nullopt;
+    ++i;
+    return true;
+  });
+  if (!complete) return std::nullopt;
+  return s;
 }
 
 std::vector<pid_t> ListChildren(pid_t pid) {
@@ -74,11 +113,19 @@ std::vector<pid_t> ListChildren(pid_t pid) {
   std::vector<pid_t> children;
   bool have_children_file = false;
   for (pid_t tid : tids) {
-    std::ifstream in(task_dir + "/" + std::to_string(tid) + "/children");
-    if (!in) continue;
+    const std::string path = task_dir + "/" + std::to_string(tid) + "/children";
+    bool opened = false;
+    const std::string list = ReadWhole(path, &opened);
+    if (!opened) continue;
     have_children_file = true;
-    pid_t child;
-    while (in >> child) children.push_back(child);
+    EachNumber(list, 0, [&](std::string_view field) {
+      const std::string text(field);
+      char* end = nullptr;
+      const long child = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || child <= 0) return false;
+      children.push_back(static_cast<pid_t>(child));
+      return true;
+    });
   }
   if (have_children_file || tids.empty()) return children;
   // Kernels built without CONFIG_PROC_CHILDREN: look at every process.

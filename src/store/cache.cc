@@ -193,34 +193,40 @@ void StoreStepCache::Remember(const std::string& key,
     }
     size += *saved;
   }
-  Status s = store_.Write([&](Db& db) -> Status {
-    Result<StatementUse> st = db.Prepared(
-        "INSERT OR REPLACE INTO cache (key, run_id, step_id, output, outputs,"
-        " created_ms, step_name, exit_code, lines, size_bytes, format)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-    if (!st.ok()) return st.status();
-    Statement& s = **st;
-    s.Bind(1, key);
-    s.Bind(2, run_id_);
-    s.Bind(3, step.id);
-    s.Bind(4, result.output);
-    s.Bind(5, DumpJson(nlohmann::json(names)));
-    s.Bind(6, NowMs());
-    s.Bind(7, step.name);
-    if (result.exit_code) {
-      s.Bind(8, int64_t{*result.exit_code});
-    } else {
-      s.BindNull(8);
-    }
-    s.Bind(9, lines);
-    s.Bind(10, size);
-    s.Bind(11, int64_t{kCacheFormat});
-    return s.Run();
-  });
-  if (!s.ok()) {
-    LogEvent(LogLevel::kWarn, "store.cache_failed",
-             {{"step", step.id}, {"error", s.message()}});
-  }
+  // The entry rides with the step's end (no durable point: an entry lost
+  // to a kill only means the step runs again next time).
+  store_.WriteSoon(
+      [key, run_id = run_id_, step_id = step.id, output = result.output,
+       names = DumpJson(nlohmann::json(names)), created = NowMs(),
+       step_name = step.name, exit_code = result.exit_code, lines,
+       size](Db& db) -> Status {
+        Result<StatementUse> st = db.Prepared(
+            "INSERT OR REPLACE INTO cache (key, run_id, step_id, output,"
+            " outputs, created_ms, step_name, exit_code, lines, size_bytes,"
+            " format) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+        if (!st.ok()) return st.status();
+        Statement& s = **st;
+        s.Bind(1, key);
+        s.Bind(2, run_id);
+        s.Bind(3, step_id);
+        s.Bind(4, output);
+        s.Bind(5, names);
+        s.Bind(6, created);
+        s.Bind(7, step_name);
+        if (exit_code) {
+          s.Bind(8, int64_t{*exit_code});
+        } else {
+          s.BindNull(8);
+        }
+        s.Bind(9, lines);
+        s.Bind(10, size);
+        s.Bind(11, int64_t{kCacheFormat});
+        return s.Run();
+      },
+      [step_id = step.id](const Status& s) {
+        LogEvent(LogLevel::kWarn, "store.cache_failed",
+                 {{"step", step_id}, {"error", s.message()}});
+      });
 }
 
 Result<std::vector<CacheEntryInfo>> ListCacheEntries(Store& store) {

@@ -150,6 +150,8 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
+RunRecorder::~RunRecorder() { (void)store_.Flush(); }
+
 void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
   std::lock_guard<std::mutex> lock(mu_);
   outline_ = std::move(outline);
@@ -328,30 +330,35 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++seq_;
   }
-  Check(store_.Write([&](Db& db) -> Status {
-    Result<StatementUse> st = db.Prepared(
-        "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
-        " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11,"
-        " ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
-        " status = 'running', error = '', deadline_ms = ?10, end_seq = NULL,"
-        " duration_ms = NULL");
-    if (!st.ok()) return st.status();
-    Statement& s = **st;
-    s.Bind(1, run_id_);
-    s.Bind(2, id);
-    s.Bind(3, step.job);
-    s.Bind(4, step.name);
-    s.Bind(5, std::string_view(pipeline::StepKindName(step.kind)));
-    BindHook(s, 6, step);
-    s.Bind(7, int64_t{step.fixer});
-    s.Bind(8, int64_t{step.line});
-    s.Bind(9, ToMs(clock_.WallNow()));
-    s.Bind(10, WallMs(deadline));
-    s.Bind(11, seq);
-    s.Bind(12, step.cell);
-    return s.Run();
-  }));
+  // Nothing of the step has run yet: its row rides with the transaction of
+  // its first attempt (or its end), not one of its own.
+  store_.WriteSoon(
+      [run_id = run_id_, id, step, started = ToMs(clock_.WallNow()),
+       deadline_ms = WallMs(deadline), seq](Db& db) -> Status {
+        Result<StatementUse> st = db.Prepared(
+            "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
+            " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10,"
+            " ?11, ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
+            " status = 'running', error = '', deadline_ms = ?10,"
+            " end_seq = NULL, duration_ms = NULL");
+        if (!st.ok()) return st.status();
+        Statement& s = **st;
+        s.Bind(1, run_id);
+        s.Bind(2, id);
+        s.Bind(3, step.job);
+        s.Bind(4, step.name);
+        s.Bind(5, std::string_view(pipeline::StepKindName(step.kind)));
+        BindHook(s, 6, step);
+        s.Bind(7, int64_t{step.fixer});
+        s.Bind(8, int64_t{step.line});
+        s.Bind(9, started);
+        s.Bind(10, deadline_ms);
+        s.Bind(11, seq);
+        s.Bind(12, step.cell);
+        return s.Run();
+      },
+      [this](const Status& s) { Check(s); });
 }
 
 void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
@@ -405,19 +412,23 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
     seq = ++output_lines_[id];
   }
   if (seq > kMaxOutputLines) return;
-  Check(store_.Write([&](Db& db) -> Status {
-    Result<StatementUse> st = db.Prepared(
-        "INSERT OR REPLACE INTO output_lines (run_id, step_id, seq, stream,"
-        " line) VALUES (?1, ?2, ?3, ?4, ?5)");
-    if (!st.ok()) return st.status();
-    Statement& s = **st;
-    s.Bind(1, run_id_);
-    s.Bind(2, id);
-    s.Bind(3, int64_t{seq});
-    s.Bind(4, stream);
-    s.Bind(5, line);
-    return s.Run();
-  }));
+  // Output is no durable point: lines ride with the next transaction.
+  store_.WriteSoon(
+      [run_id = run_id_, id, seq, stream = std::string(stream),
+       line = std::string(line)](Db& db) -> Status {
+        Result<StatementUse> st = db.Prepared(
+            "INSERT OR REPLACE INTO output_lines (run_id, step_id, seq,"
+            " stream, line) VALUES (?1, ?2, ?3, ?4, ?5)");
+        if (!st.ok()) return st.status();
+        Statement& s = **st;
+        s.Bind(1, run_id);
+        s.Bind(2, id);
+        s.Bind(3, int64_t{seq});
+        s.Bind(4, stream);
+        s.Bind(5, line);
+        return s.Run();
+      },
+      [this](const Status& s) { Check(s); });
 }
 
 void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,

@@ -16,7 +16,8 @@
 
 namespace steps::store {
 
-// Every event is one transaction. The run's row is written at OnRunStart
+// Every event that marks a durable point is one transaction; a step's
+// start, output and log lines ride with the next (Store::WriteSoon). The run's row is written at OnRunStart
 // with status "running", this process's pid, its start time and the host;
 // a reader that finds such a row whose process is gone shows the run as
 // interrupted (a run killed with SIGKILL). Thread-safe.
@@ -28,6 +29,8 @@ class RunRecorder : public pipeline::RunObserver {
   // `store` and `clock` must outlive the recorder. `clock` stamps events
   // that carry no time of their own and turns deadlines into wall time.
   explicit RunRecorder(Store& store, Clock& clock = RealClock());
+  // Commits what it queued with Store::WriteSoon.
+  ~RunRecorder() override;
 
   // The outline of the plan the run will follow, recorded with the run's
   // row at OnRunStart (runs.plan). Call before the run starts; a run

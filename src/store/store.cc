@@ -290,6 +290,60 @@ Status Store::Write(const std::function<Status(Db&)>& fn) {
   return group_.Submit(fn);
 }
 
+void Store::WriteSoon(std::function<Status(Db&)> fn,
+                      std::function<void(const Status&)> failed) {
+  std::unique_lock<std::mutex> lock(soon_mu_);
+  if (soon_.size() >= kMaxSoonWrites) {
+    // Commits keep failing (a full disk, say): memory stays bounded.
+    lock.unlock();
+    if (failed) {
+      failed(IoError("the store's queue of writes is full (" +
+                     std::to_string(kMaxSoonWrites) +
+                     " not yet committed): this one is dropped"));
+    }
+    return;
+  }
+  soon_.push_back({std::move(fn), std::move(failed)});
+  // The flusher ticks on its own; waking it for each write would cost a
+  // context switch per write.
+  if (!flusher_.joinable() && !stopping_) {
+    flusher_ = std::thread([this] { FlusherLoop(); });
+  }
+}
+
+Status Store::Flush() {
+  {
+    std::lock_guard<std::mutex> lock(soon_mu_);
+    if (soon_.empty()) return Status::Ok();
+  }
+  static const std::function<Status(Db&)> kNothing = [](Db&) {
+    return Status::Ok();
+  };
+  return group_.Submit(kNothing);
+}
+
+void Store::FlusherLoop() {
+  // Every kSoonLinger, commits what is queued, unless a Write took it.
+  std::unique_lock<std::mutex> lock(soon_mu_);
+  while (!stopping_) {
+    soon_cv_.wait_for(lock, kSoonLinger, [&] { return stopping_; });
+    if (stopping_ || soon_.empty()) continue;
+    lock.unlock();
+    (void)Flush();  // A failed write reports through its own callback.
+    lock.lock();
+  }
+}
+
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> lock(soon_mu_);
+    stopping_ = true;
+  }
+  soon_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  (void)Flush();
+}
+
 int64_t Store::commits() const {
   std::lock_guard<std::mutex> lock(mu_);
   return commits_;
@@ -311,14 +365,44 @@ Status RunWrite(const std::function<Status(Db&)>& write, Db& db) {
 
 }  // namespace
 
+std::vector<std::function<void(const Status&)>> Store::RunSoonWrites() {
+  std::vector<SoonWrite> soon;
+  {
+    std::lock_guard<std::mutex> lock(soon_mu_);
+    soon.swap(soon_);
+  }
+  std::vector<std::function<void(const Status&)>> written;
+  for (SoonWrite& w : soon) {
+    Status s = db_->Run("SAVEPOINT steps_write");
+    if (s.ok()) {
+      s = RunWrite(w.write, *db_);
+      if (!s.ok()) (void)db_->Run("ROLLBACK TO steps_write");
+      (void)db_->Run("RELEASE steps_write");
+    }
+    if (s.ok()) {
+      written.push_back(std::move(w.failed));
+    } else if (w.failed) {
+      w.failed(s);
+    }
+  }
+  return written;
+}
+
 void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
+  bool soon_queued;
+  {
+    std::lock_guard<std::mutex> soon_lock(soon_mu_);
+    soon_queued = !soon_.empty();
+  }
   Transaction tx(*db_);
   if (!tx.begun().ok()) {
     for (GroupCommit::Item* item : batch) item->status = tx.begun();
     return;
   }
-  if (batch.size() == 1) {  // The usual case: no savepoint needed.
+  std::vector<std::function<void(const Status&)>> soon_written;
+  if (soon_queued) soon_written = RunSoonWrites();
+  if (batch.size() == 1 && !soon_queued) {  // The usual case: no savepoint.
     GroupCommit::Item& item = *batch[0];
     item.status = RunWrite(*item.write, *db_);
     if (item.status.ok()) item.status = tx.Commit();
@@ -337,6 +421,11 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   for (GroupCommit::Item* item : batch) {
     if (item->status.ok()) item->status = committed;
   }
+  if (!committed.ok()) {
+    for (const auto& failed : soon_written) {
+      if (failed) failed(committed);
+    }
+  }
 }
 
 void Store::Committed() {
@@ -350,6 +439,7 @@ void Store::SetAfterCommit(std::function<void(int64_t)> hook) {
 }
 
 Status Store::Read(const std::function<Status(Db&)>& fn) {
+  (void)Flush();  // A failed write reports through its own callback.
   std::lock_guard<std::mutex> lock(mu_);
   return fn(*db_);
 }

@@ -4,11 +4,15 @@
 #ifndef STEPS_STORE_STORE_H_
 #define STEPS_STORE_STORE_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/status.h"
 #include "store/group_commit.h"
@@ -43,6 +47,25 @@ class Store {
   // committed together in the next transaction (group commit), each in a
   // savepoint of its own, so one's error undoes only its own writes.
   Status Write(const std::function<Status(Db&)>& fn);
+  // Queues `fn` for a later transaction instead of one of its own: it is
+  // committed with the next Write (before that write, in the order queued),
+  // by the store's flusher within kSoonLinger (it commits what is queued
+  // at each tick of that period), by Flush or Read, or when
+  // the store closes. For records nothing waits on and a resume does not
+  // need: a step's start before its first attempt, output lines, a process
+  // group that ended. A process killed meanwhile loses them. `fn` must own
+  // what it writes. `failed` (optional) gets the error of a write that
+  // failed; it may run under the store's lock: it must not touch the store.
+  void WriteSoon(std::function<Status(Db&)> fn,
+                 std::function<void(const Status&)> failed = nullptr);
+  // Commits what WriteSoon queued; Ok when nothing was queued.
+  Status Flush();
+  // The longest a WriteSoon waits for a transaction to ride with.
+  static constexpr std::chrono::milliseconds kSoonLinger{100};
+  // Writes queued and not yet committed past which WriteSoon drops the
+  // write (reporting it to `failed`): commits that keep failing never
+  // grow memory without bound.
+  static constexpr size_t kMaxSoonWrites = 100000;
   // Transactions committed so far (a batch of writes is one).
   int64_t commits() const;
   // Calls `hook` with the count of transactions committed so far after
@@ -53,8 +76,14 @@ class Store {
   void SetAfterCommit(std::function<void(int64_t commits)> hook);
   // Blocks until `n` writes wait behind the one being committed (tests).
   void WaitForQueuedWrites(size_t n) { group_.WaitForQueued(n); }
-  // Runs `fn` under the lock, outside a write transaction.
+  // Runs `fn` under the lock, outside a write transaction, after what
+  // WriteSoon queued was committed (a reader sees this process's writes).
   Status Read(const std::function<Status(Db&)>& fn);
+
+  // Stops the flusher and commits what is still queued.
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
 
  private:
   Store(std::string path, std::unique_ptr<Db> db)
@@ -64,6 +93,11 @@ class Store {
           CommitBatch(batch);
         }) {}
   void CommitBatch(std::vector<GroupCommit::Item*>& batch);
+  // Runs the queued WriteSoon writes, each in a savepoint, reporting those
+  // that failed; returns the `failed` callbacks of those written. REQUIRES:
+  // mu_ held, a transaction open.
+  std::vector<std::function<void(const Status&)>> RunSoonWrites();
+  void FlusherLoop();
   void Committed();  // REQUIRES: mu_ held.
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
                                                bool create);
@@ -74,6 +108,16 @@ class Store {
   int64_t commits_ = 0;  // Guarded by mu_.
   std::function<void(int64_t)> after_commit_;  // Guarded by mu_.
   GroupCommit group_;
+
+  struct SoonWrite {
+    std::function<Status(Db&)> write;
+    std::function<void(const Status&)> failed;
+  };
+  std::mutex soon_mu_;  // Guards the fields below.
+  std::condition_variable soon_cv_;
+  std::vector<SoonWrite> soon_;
+  bool stopping_ = false;
+  std::thread flusher_;  // Started by the first WriteSoon.
 };
 
 }  // namespace steps::store

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -175,6 +176,89 @@ TEST(StoreTest, ASecondConnectionSeesOnlyCommittedEvents) {
   });
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 1);
+}
+
+Status InsertRun(Db& db, const std::string& id) {
+  return db.Exec(
+      "INSERT INTO runs (id, file, status, started_ms, taken_by, host, pid,"
+      " pid_start) VALUES ('" +
+      id + "', 'f', 'running', 1, 'u@h', 'h', 1, '')");
+}
+
+TEST(StoreSoonTest, AWriteSoonRidesWithTheNextWriteInOneTransaction) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  auto reader = Store::OpenExisting(path);
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  const int64_t commits = (*writer)->commits();
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "soon"); });
+  EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 0);
+  ASSERT_TRUE(
+      (*writer)->Write([](Db& db) { return InsertRun(db, "now"); }).ok());
+  EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ((*writer)->commits(), commits + 1);
+  // Queued first, written first: its row precedes the write's.
+  EXPECT_EQ(Count(**reader, "SELECT rowid FROM runs WHERE id = 'soon'"), 1);
+}
+
+TEST(StoreSoonTest, TheFlusherCommitsAWriteSoonThatNoWriteFollows) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  auto reader = Store::OpenExisting(path);
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "soon"); });
+  // kSoonLinger is 100 ms; 10 s leaves room for a loaded machine.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Count(**reader, "SELECT count(*) FROM runs") == 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 1);
+}
+
+TEST(StoreSoonTest, ReadFlushAndClosingCommitWhatIsQueued) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "a"); });
+  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 1);  // Read.
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "b"); });
+  EXPECT_TRUE((*writer)->Flush().ok());
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "c"); });
+  writer->reset();  // Closing.
+  auto reader = Store::OpenExisting(path);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 3);
+}
+
+TEST(StoreSoonTest, AFailureUndoesOnlyItsOwnWriteAndIsReported) {
+  TempDir dir;
+  auto store = Store::Open(StorePath(dir.path()));
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> failures;
+  auto report = [&](const Status& s) { failures.push_back(s.message()); };
+  (*store)->WriteSoon([](Db& db) { return InsertRun(db, "kept-1"); }, report);
+  (*store)->WriteSoon(
+      [](Db& db) -> Status {
+        if (Status s = InsertRun(db, "undone"); !s.ok()) return s;
+        return Internal("the soon write failed");
+      },
+      report);
+  (*store)->WriteSoon([](Db& db) { return InsertRun(db, "kept-2"); }, report);
+  // The write they ride with fails too, and takes only itself back.
+  Status s = (*store)->Write([](Db& db) -> Status {
+    if (Status i = InsertRun(db, "undone-too"); !i.ok()) return i;
+    return Internal("the write failed");
+  });
+  EXPECT_FALSE(s.ok());
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0], "the soon write failed");
+  EXPECT_EQ(Count(**store, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(Count(**store, "SELECT count(*) FROM runs WHERE id LIKE 'kept-%'"),
+            2);
 }
 
 // A store written before version 3: its steps and cache tables lack the
