@@ -11,8 +11,8 @@
 #include "store/conversation_log.h"
 #include "store/listing.h"
 #include "store/reader.h"
-#include "store/run_lock.h"
 #include "store/run_json.h"
+#include "store/run_lock.h"
 #include "store_test_util.h"
 
 namespace steps::store {
@@ -204,6 +204,29 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
               "arguments": {"path": "a"}, "arguments_truncated": false,
               "result": {"text": "contents", "bytes": 8, "truncated": false,
                          "is_error": false}})"));
+}
+
+TEST_F(RecorderTest, StartsAndOutputRideWithTheAttemptsEnd) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  const pipeline::StepRef ref = Ref("1-compile", "compile");
+  const int64_t before = store_->commits();
+  recorder_->OnStepStart(ref, std::nullopt);
+  recorder_->OnAttemptStart(ref, 1, 1, std::nullopt);
+  for (int i = 1; i <= 20; ++i) {
+    recorder_->OnOutput(ref, OutputStream::kStdout,
+                        "line " + std::to_string(i));
+  }
+  recorder_->OnAttemptEnd(ref, Attempt(1, 1, Outcome::kSucceeded));
+  // One transaction for 23 events: the attempt's end carries the rest.
+  // The store's flusher ticks every 100 ms and may have committed some of
+  // them on its own first: one more at most.
+  EXPECT_LE(store_->commits() - before, 2);
+  EXPECT_GE(store_->commits() - before, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM steps WHERE status = 'running'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM attempts WHERE number = 1"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM output_lines"), 20);
+  EXPECT_EQ(Count("SELECT seq FROM output_lines WHERE line = 'line 20'"), 20);
 }
 
 TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
