@@ -226,7 +226,8 @@ void StoreStepCache::Remember(const std::string& key,
       [step_id = step.id](const Status& s) {
         LogEvent(LogLevel::kWarn, "store.cache_failed",
                  {{"step", step_id}, {"error", s.message()}});
-      });
+      },
+      static_cast<size_t>(size), Store::Soon::kPayload);
 }
 
 Result<std::vector<CacheEntryInfo>> ListCacheEntries(Store& store) {

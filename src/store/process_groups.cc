@@ -9,11 +9,7 @@ namespace steps::store {
 ProcessGroupRecorder::ProcessGroupRecorder(Store& store, std::string run_id)
     : store_(store), run_id_(std::move(run_id)) {}
 
-void ProcessGroupRecorder::Check(const Status& s) {
-  if (s.ok() || warned_.exchange(true)) return;
-  LogEvent(LogLevel::kWarn, "store.write_failed",
-           {{"store", store_.path()}, {"error", s.message()}});
-}
+void ProcessGroupRecorder::Check(const Status& s) { store_.WarnWriteFailed(s); }
 
 void ProcessGroupRecorder::OnGroupStart(const ProcessGroupId& group) {
   Check(store_.Write([&](Db& db) -> Status {

@@ -40,7 +40,6 @@ class ProcessGroupRecorder : public ProcessGroupObserver {
 
   Store& store_;
   const std::string run_id_;
-  std::atomic<bool> warned_{false};
 };
 
 struct RecordedGroup {

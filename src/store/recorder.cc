@@ -157,14 +157,7 @@ void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
   outline_ = std::move(outline);
 }
 
-void RunRecorder::Check(const Status& s) {
-  if (s.ok()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (warned_) return;
-  warned_ = true;
-  LogEvent(LogLevel::kWarn, "store.write_failed",
-           {{"store", store_.path()}, {"error", s.message()}});
-}
+void RunRecorder::Check(const Status& s) { store_.WarnWriteFailed(s); }
 
 std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
   if (!t) return std::nullopt;
@@ -435,7 +428,8 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
         s.Bind(5, line);
         return s.Run();
       },
-      [this](const Status& s) { Check(s); });
+      [this](const Status& s) { Check(s); },
+      line.size() + stream.size() + id.size(), Store::Soon::kPayload);
 }
 
 void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,

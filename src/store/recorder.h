@@ -120,7 +120,6 @@ class RunRecorder : public pipeline::RunObserver {
   std::vector<PendingTurn> TakePendingTurns(const std::string& id);
   Status WritePendingTurns(Db& db, const std::string& id,
                            const std::vector<PendingTurn>& turns);
-  bool warned_ = false;
   std::string file_hash_;
   std::string file_text_;
   std::optional<std::string> resume_status_;  // Set in resume mode.

@@ -178,6 +178,8 @@ Transaction::~Transaction() {
   if (!done_) db_.Run("ROLLBACK");
 }
 
+bool Db::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 Status Transaction::Commit() {
   if (!begun_.ok()) return begun_;
   Status s = db_.Run("COMMIT");

@@ -95,6 +95,9 @@ class Db {
   Result<StatementUse> Prepared(const std::string& sql);
   // The last error of this connection, for messages.
   std::string LastError() const;
+  // Whether a transaction is open. SQLite ends one on its own after some
+  // errors (a full disk, an I/O error), savepoints or not.
+  bool InTransaction() const;
 
  private:
   explicit Db(sqlite3* db) : db_(db) {}

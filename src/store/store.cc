@@ -1,6 +1,9 @@
 #include "store/store.h"
 
 #include <filesystem>
+#include <iterator>
+
+#include "core/log.h"
 
 namespace steps::store {
 
@@ -291,24 +294,38 @@ Status Store::Write(const std::function<Status(Db&)>& fn) {
 }
 
 void Store::WriteSoon(std::function<Status(Db&)> fn,
-                      std::function<void(const Status&)> failed) {
+                      std::function<void(const Status&)> failed, size_t bytes,
+                      Soon kind) {
   std::unique_lock<std::mutex> lock(soon_mu_);
-  if (soon_.size() >= kMaxSoonWrites) {
-    // Commits keep failing (a full disk, say): memory stays bounded.
+  if (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes) {
+    // Commits keep failing to begin (another process holds the store, say):
+    // memory stays bounded.
     lock.unlock();
     if (failed) {
       failed(IoError("the store's queue of writes is full (" +
-                     std::to_string(kMaxSoonWrites) +
-                     " not yet committed): this one is dropped"));
+                     std::to_string(kMaxSoonWrites) + " writes or " +
+                     std::to_string(kMaxSoonBytes >> 20) +
+                     " MiB not yet committed): this one is dropped"));
     }
     return;
   }
-  soon_.push_back({std::move(fn), std::move(failed)});
+  soon_.push_back({std::move(fn), std::move(failed), bytes, kind, {}});
+  soon_bytes_ += bytes;
   // The flusher ticks on its own; waking it for each write would cost a
   // context switch per write.
   if (!flusher_.joinable() && !stopping_) {
     flusher_ = std::thread([this] { FlusherLoop(); });
   }
+  const bool full =
+      soon_.size() >= kSoonFlushWrites || soon_bytes_ >= kSoonFlushBytes;
+  lock.unlock();
+  if (full) (void)Flush();  // The writer waits for the disk, as with Write.
+}
+
+void Store::WarnWriteFailed(const Status& s) {
+  if (s.ok() || warned_.exchange(true)) return;
+  LogEvent(LogLevel::kWarn, "store.write_failed",
+           {{"store", path_}, {"error", s.message()}});
 }
 
 Status Store::Flush() {
@@ -365,66 +382,106 @@ Status RunWrite(const std::function<Status(Db&)>& write, Db& db) {
 
 }  // namespace
 
-std::vector<std::function<void(const Status&)>> Store::RunSoonWrites() {
+std::vector<Store::SoonWrite> Store::TakeSoon() {
   std::vector<SoonWrite> soon;
-  {
-    std::lock_guard<std::mutex> lock(soon_mu_);
-    soon.swap(soon_);
+  std::lock_guard<std::mutex> lock(soon_mu_);
+  soon.swap(soon_);
+  soon_bytes_ = 0;
+  return soon;
+}
+
+void Store::Requeue(std::vector<SoonWrite> soon) {
+  if (soon.empty()) return;
+  std::lock_guard<std::mutex> lock(soon_mu_);
+  for (const SoonWrite& w : soon) soon_bytes_ += w.bytes;
+  soon.insert(soon.end(), std::make_move_iterator(soon_.begin()),
+              std::make_move_iterator(soon_.end()));
+  soon_.swap(soon);
+}
+
+namespace {
+
+// One write in a savepoint of its own: its error undoes only itself (while
+// the transaction lasts).
+Status InSavepoint(const std::function<Status(Db&)>& write, Db& db) {
+  Status s = db.Run("SAVEPOINT steps_write");
+  if (!s.ok()) return s;
+  s = RunWrite(write, db);
+  if (!s.ok() && db.InTransaction()) (void)db.Run("ROLLBACK TO steps_write");
+  if (db.InTransaction()) (void)db.Run("RELEASE steps_write");
+  return s;
+}
+
+Status Lost(const Status& s) {
+  return s.ok() ? IoError("sqlite: the transaction was rolled back") : s;
+}
+
+}  // namespace
+
+bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
+                      std::vector<SoonWrite>& soon, Status& why) {
+  Transaction tx(*db_);
+  if (!tx.begun().ok()) {
+    // Nothing was written: the queued writes wait for the next commit.
+    for (GroupCommit::Item* item : batch) item->status = tx.begun();
+    Requeue(std::move(soon));
+    soon.clear();
+    return true;
   }
-  std::vector<std::function<void(const Status&)>> written;
   for (SoonWrite& w : soon) {
-    Status s = db_->Run("SAVEPOINT steps_write");
-    if (s.ok()) {
-      s = RunWrite(w.write, *db_);
-      if (!s.ok()) (void)db_->Run("ROLLBACK TO steps_write");
-      (void)db_->Run("RELEASE steps_write");
-    }
-    if (s.ok()) {
-      written.push_back(std::move(w.failed));
-    } else if (w.failed) {
-      w.failed(s);
+    w.status = InSavepoint(w.write, *db_);
+    if (!db_->InTransaction()) {
+      why = Lost(w.status);
+      return false;
     }
   }
-  return written;
+  for (GroupCommit::Item* item : batch) {
+    item->status = InSavepoint(*item->write, *db_);
+    if (!db_->InTransaction()) {
+      why = Lost(item->status);
+      return false;
+    }
+  }
+  if (Status committed = tx.Commit(); !committed.ok()) {
+    why = committed;
+    return false;
+  }
+  Committed();
+  for (SoonWrite& w : soon) {
+    if (!w.status.ok() && w.failed) w.failed(w.status);
+  }
+  return true;
 }
 
 void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
-  bool soon_queued;
-  {
-    std::lock_guard<std::mutex> soon_lock(soon_mu_);
-    soon_queued = !soon_.empty();
-  }
-  Transaction tx(*db_);
-  if (!tx.begun().ok()) {
-    for (GroupCommit::Item* item : batch) item->status = tx.begun();
-    return;
-  }
-  std::vector<std::function<void(const Status&)>> soon_written;
-  if (soon_queued) soon_written = RunSoonWrites();
-  if (batch.size() == 1 && !soon_queued) {  // The usual case: no savepoint.
+  std::vector<SoonWrite> soon = TakeSoon();
+  if (batch.size() == 1 && soon.empty()) {  // The usual case: no savepoint.
     GroupCommit::Item& item = *batch[0];
-    item.status = RunWrite(*item.write, *db_);
+    Transaction tx(*db_);
+    item.status = tx.begun();
+    if (item.status.ok()) item.status = RunWrite(*item.write, *db_);
     if (item.status.ok()) item.status = tx.Commit();
     if (item.status.ok()) Committed();
     return;
   }
-  for (GroupCommit::Item* item : batch) {
-    item->status = db_->Run("SAVEPOINT steps_write");
-    if (!item->status.ok()) continue;
-    item->status = RunWrite(*item->write, *db_);
-    if (!item->status.ok()) (void)db_->Run("ROLLBACK TO steps_write");
-    (void)db_->Run("RELEASE steps_write");
-  }
-  Status committed = tx.Commit();
-  if (committed.ok()) Committed();
-  for (GroupCommit::Item* item : batch) {
-    if (item->status.ok()) item->status = committed;
-  }
-  if (!committed.ok()) {
-    for (const auto& failed : soon_written) {
-      if (failed) failed(committed);
+  Status why;
+  if (TryCommit(batch, soon, why)) return;
+  // The transaction was lost. The payloads go (reported), and what the
+  // run's state needs is tried once more: on a full disk the rollback has
+  // freed the room the payloads took.
+  std::vector<SoonWrite> kept;
+  for (SoonWrite& w : soon) {
+    if (w.kind == Soon::kPayload) {
+      if (w.failed) w.failed(why);
+    } else {
+      kept.push_back(std::move(w));
     }
+  }
+  if (TryCommit(batch, kept, why)) return;
+  for (GroupCommit::Item* item : batch) item->status = why;
+  for (SoonWrite& w : kept) {
+    if (w.failed) w.failed(why);
   }
 }
 

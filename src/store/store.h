@@ -4,6 +4,7 @@
 #ifndef STEPS_STORE_STORE_H_
 #define STEPS_STORE_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -47,25 +48,40 @@ class Store {
   // committed together in the next transaction (group commit), each in a
   // savepoint of its own, so one's error undoes only its own writes.
   Status Write(const std::function<Status(Db&)>& fn);
+  // What a WriteSoon holds: a record the run's state needs (a step's or
+  // an attempt's start row, a process group's removal), or a payload (an
+  // output line, a cache entry) that may be dropped when the store cannot
+  // commit everything queued (a full disk).
+  enum class Soon { kRecord, kPayload };
   // Queues `fn` for a later transaction instead of one of its own: it is
   // committed with the next Write (before that write, in the order queued),
   // by the store's flusher within kSoonLinger (it commits what is queued
-  // at each tick of that period), by Flush or Read, or when
-  // the store closes. For records nothing waits on and a resume does not
-  // need: a step's start before its first attempt, output lines, a process
-  // group that ended. A process killed meanwhile loses them. `fn` must own
-  // what it writes. `failed` (optional) gets the error of a write that
-  // failed; it may run under the store's lock: it must not touch the store.
+  // at each tick of that period), by Flush or Read, or when the store
+  // closes. For records nothing waits on and a resume does not need. A
+  // process killed meanwhile loses them. `fn` must own what it writes;
+  // `bytes` is about how much it holds. `failed` (optional) gets the error
+  // of a write that failed or was dropped; it may run under the store's
+  // lock: it must not touch the store.
+  //
+  // Queued writes never grow without bound: past kSoonFlushWrites writes
+  // or kSoonFlushBytes bytes, the caller commits the queue itself (so a
+  // chatty task is slowed to the pace of the disk, as with a write each);
+  // past kMaxSoonWrites or kMaxSoonBytes (commits keep failing to begin),
+  // new writes are dropped and reported.
   void WriteSoon(std::function<Status(Db&)> fn,
-                 std::function<void(const Status&)> failed = nullptr);
+                 std::function<void(const Status&)> failed = nullptr,
+                 size_t bytes = 0, Soon kind = Soon::kRecord);
   // Commits what WriteSoon queued; Ok when nothing was queued.
   Status Flush();
+  // Logs WRN store.write_failed once for this store, whichever writer
+  // (recorder, process groups) saw the failure.
+  void WarnWriteFailed(const Status& s);
   // The longest a WriteSoon waits for a transaction to ride with.
   static constexpr std::chrono::milliseconds kSoonLinger{100};
-  // Writes queued and not yet committed past which WriteSoon drops the
-  // write (reporting it to `failed`): commits that keep failing never
-  // grow memory without bound.
+  static constexpr size_t kSoonFlushWrites = 10000;
+  static constexpr size_t kSoonFlushBytes = 4 << 20;
   static constexpr size_t kMaxSoonWrites = 100000;
+  static constexpr size_t kMaxSoonBytes = 64 << 20;
   // Transactions committed so far (a batch of writes is one).
   int64_t commits() const;
   // Calls `hook` with the count of transactions committed so far after
@@ -92,11 +108,26 @@ class Store {
         group_([this](std::vector<GroupCommit::Item*>& batch) {
           CommitBatch(batch);
         }) {}
+  struct SoonWrite {
+    std::function<Status(Db&)> write;
+    std::function<void(const Status&)> failed;
+    size_t bytes = 0;
+    Soon kind = Soon::kRecord;
+    Status status;
+  };
   void CommitBatch(std::vector<GroupCommit::Item*>& batch);
-  // Runs the queued WriteSoon writes, each in a savepoint, reporting those
-  // that failed; returns the `failed` callbacks of those written. REQUIRES:
-  // mu_ held, a transaction open.
-  std::vector<std::function<void(const Status&)>> RunSoonWrites();
+  // Commits `soon` and then `batch` in one transaction, each write in a
+  // savepoint of its own. False when the transaction was lost (SQLite
+  // rolls a whole transaction back on a full disk or an I/O error,
+  // savepoints or not): nothing of it is stored, `why` says why. True
+  // otherwise, with every status set. REQUIRES: mu_ held.
+  bool TryCommit(std::vector<GroupCommit::Item*>& batch,
+                 std::vector<SoonWrite>& soon, Status& why);
+  // The queued WriteSoon writes, taken from the queue.
+  std::vector<SoonWrite> TakeSoon();
+  // Puts writes back at the front of the queue (a transaction that could
+  // not begin).
+  void Requeue(std::vector<SoonWrite> soon);
   void FlusherLoop();
   void Committed();  // REQUIRES: mu_ held.
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
@@ -109,13 +140,11 @@ class Store {
   std::function<void(int64_t)> after_commit_;  // Guarded by mu_.
   GroupCommit group_;
 
-  struct SoonWrite {
-    std::function<Status(Db&)> write;
-    std::function<void(const Status&)> failed;
-  };
+  std::atomic<bool> warned_{false};
   std::mutex soon_mu_;  // Guards the fields below.
   std::condition_variable soon_cv_;
   std::vector<SoonWrite> soon_;
+  size_t soon_bytes_ = 0;
   bool stopping_ = false;
   std::thread flusher_;  // Started by the first WriteSoon.
 };

@@ -262,6 +262,47 @@ TEST(StoreSoonTest, AFailureUndoesOnlyItsOwnWriteAndIsReported) {
             2);
 }
 
+TEST(StoreSoonTest, ALostTransactionDropsThePayloadsAndKeepsTheRest) {
+  // SQLite rolls a whole transaction back on a full disk or an I/O error,
+  // savepoints or not; a payload that ends the transaction itself stands
+  // in for that here.
+  TempDir dir;
+  auto store = Store::Open(StorePath(dir.path()));
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> failures;
+  auto report = [&](const Status& s) { failures.push_back(s.message()); };
+  (*store)->WriteSoon([](Db& db) { return InsertRun(db, "record"); }, report);
+  (*store)->WriteSoon(
+      [](Db& db) -> Status {
+        if (Status s = InsertRun(db, "payload"); !s.ok()) return s;
+        (void)db.Exec("ROLLBACK");
+        return IoError("database or disk is full");
+      },
+      report, 100, Store::Soon::kPayload);
+  Status s = (*store)->Write([](Db& db) { return InsertRun(db, "durable"); });
+  EXPECT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0], "database or disk is full");
+  EXPECT_EQ(Count(**store, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM runs WHERE id IN"
+                  " ('record', 'durable')"),
+            2);
+}
+
+TEST(StoreSoonTest, PastItsByteBoundTheQueueIsCommittedByTheWriter) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  auto reader = Store::OpenExisting(path);
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "small"); });
+  (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "big"); }, nullptr,
+                       Store::kSoonFlushBytes, Store::Soon::kPayload);
+  // Committed before WriteSoon returned, not at the flusher's next tick.
+  EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 2);
+}
+
 // A store written before version 3: its steps and cache tables lack the
 // columns added since. It opens, gains them, and its old cache entry is
 // listed but never found.
