@@ -357,29 +357,22 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
 void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
                                  int of, std::optional<SteadyTime> deadline) {
   const std::string id = StoredId(step, false);
-  // Rides with the attempt's first durable point: a task's process group
-  // once it has started, an agent's first request. A resume runs again an
-  // attempt stored as running and one not stored alike, so a kill before
-  // that point loses only the row.
-  store_.WriteSoon(
-      [run_id = run_id_, id, attempt, of, started = ToMs(clock_.WallNow()),
-       deadline_ms = WallMs(deadline), taken_by = taken_by_](Db& db) -> Status {
-        Result<StatementUse> st = db.Prepared(
-            "INSERT OR REPLACE INTO attempts (run_id, step_id, number, of,"
-            " status, started_ms, deadline_ms, taken_by) VALUES (?1, ?2, ?3,"
-            " ?4, 'running', ?5, ?6, ?7)");
-        if (!st.ok()) return st.status();
-        Statement& s = **st;
-        s.Bind(1, run_id);
-        s.Bind(2, id);
-        s.Bind(3, int64_t{attempt});
-        s.Bind(4, int64_t{of});
-        s.Bind(5, started);
-        s.Bind(6, deadline_ms);
-        s.Bind(7, taken_by);
-        return s.Run();
-      },
-      [this](const Status& s) { Check(s); });
+  Check(store_.Write([&](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT OR REPLACE INTO attempts (run_id, step_id, number, of, status,"
+        " started_ms, deadline_ms, taken_by) VALUES (?1, ?2, ?3, ?4,"
+        " 'running', ?5, ?6, ?7)");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id_);
+    s.Bind(2, id);
+    s.Bind(3, int64_t{attempt});
+    s.Bind(4, int64_t{of});
+    s.Bind(5, ToMs(clock_.WallNow()));
+    s.Bind(6, WallMs(deadline));
+    s.Bind(7, taken_by_);
+    return s.Run();
+  }));
 }
 
 void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,

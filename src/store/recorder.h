@@ -17,8 +17,7 @@
 namespace steps::store {
 
 // Every event that marks a durable point is one transaction; a step's
-// and an attempt's start, output and log lines ride with the next
-// (Store::WriteSoon). The run's row is written at OnRunStart
+// start, output and log lines ride with the next (Store::WriteSoon). The run's row is written at OnRunStart
 // with status "running", this process's pid, its start time and the host;
 // a reader that finds such a row whose process is gone shows the run as
 // interrupted (a run killed with SIGKILL). Thread-safe.
