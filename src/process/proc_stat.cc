@@ -69,8 +69,7 @@ std::vector<pid_t> NumericEntries(const std::string& dir) {
 }  // namespace
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  const std::string stat =
-      ReadWhole("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = ReadWhole("/proc/" + std::to_string(pid) + "/stat");
   // The command (field 2) is in parentheses and may hold anything, spaces
   // and ')' included: the fields after it start after the last ')'.
   const size_t close = stat.rfind(')');
@@ -92,8 +91,7 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
         s.pgid = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
         break;
       case 6:
-        s.session =
-            static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
+        s.session = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
         break;
       case 22:
         s.start_time = std::strtoull(text.c_str(), nullptr, 10);

@@ -17,10 +17,10 @@
 namespace steps::store {
 
 // Every event that marks a durable point is one transaction; a step's
-// start, output and log lines ride with the next (Store::WriteSoon). The run's row is written at OnRunStart
-// with status "running", this process's pid, its start time and the host;
-// a reader that finds such a row whose process is gone shows the run as
-// interrupted (a run killed with SIGKILL). Thread-safe.
+// start, output and log lines ride with the next (Store::WriteSoon). The run's
+// row is written at OnRunStart with status "running", this process's pid, its
+// start time and the host; a reader that finds such a row whose process is gone
+// shows the run as interrupted (a run killed with SIGKILL). Thread-safe.
 //
 // A write that fails is reported once on the log (WRN store.write_failed)
 // and the run goes on: the record is lost, never the run.

@@ -136,7 +136,7 @@ class Store {
   std::string path_;
   mutable std::mutex mu_;
   std::unique_ptr<Db> db_;
-  int64_t commits_ = 0;  // Guarded by mu_.
+  int64_t commits_ = 0;                        // Guarded by mu_.
   std::function<void(int64_t)> after_commit_;  // Guarded by mu_.
   GroupCommit group_;
 

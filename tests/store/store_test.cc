@@ -210,7 +210,8 @@ TEST(StoreSoonTest, TheFlusherCommitsAWriteSoonThatNoWriteFollows) {
   ASSERT_TRUE(writer.ok() && reader.ok());
   (*writer)->WriteSoon([](Db& db) { return InsertRun(db, "soon"); });
   // kSoonLinger is 100 ms; 10 s leaves room for a loaded machine.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (Count(**reader, "SELECT count(*) FROM runs") == 0 &&
          std::chrono::steady_clock::now() < give_up) {
     std::this_thread::yield();
@@ -397,7 +398,8 @@ Status InsertInto(Db& db, int x, bool fail) {
   if (!st.ok()) return st.status();
   (*st)->Bind(1, int64_t{x});
   if (Status s = (*st)->Run(); !s.ok()) return s;
-  return fail ? Internal("write " + std::to_string(x) + " refused") : Status::Ok();
+  return fail ? Internal("write " + std::to_string(x) + " refused")
+              : Status::Ok();
 }
 
 // Writes that queue behind one being committed share the next
@@ -408,8 +410,8 @@ TEST(GroupCommitTest, QueuedWritesShareOneTransactionEachUndoingOnlyItsOwn) {
   auto opened = Store::Open(StorePath(dir.path()));
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   Store& store = **opened;
-  ASSERT_TRUE(store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); })
-                  .ok());
+  ASSERT_TRUE(
+      store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); }).ok());
   const int64_t before = store.commits();
 
   std::mutex mu;
@@ -477,8 +479,8 @@ TEST(GroupCommitTest, ConcurrentWritersLoseNothing) {
   auto opened = Store::Open(StorePath(dir.path()));
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   Store& store = **opened;
-  ASSERT_TRUE(store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); })
-                  .ok());
+  ASSERT_TRUE(
+      store.Write([](Db& db) { return db.Exec("CREATE TABLE t (x)"); }).ok());
   std::vector<std::thread> writers;
   std::atomic<int> failed{0};
   for (int w = 0; w < 8; ++w) {
