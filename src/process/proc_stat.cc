@@ -78,23 +78,25 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   s.pid = pid;
   int i = 3;
   bool complete = false;
+  // Each field ends at a space, a newline or the string's end (its NUL):
+  // where strtol stops, so it reads the field in place.
   EachNumber(stat, close + 1, [&](std::string_view field) {
-    const std::string text(field);
+    const char* text = field.data();
     switch (i) {
       case 3:
-        s.state = text[0];
+        s.state = field[0];
         break;
       case 4:
-        s.ppid = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
+        s.ppid = static_cast<pid_t>(std::strtol(text, nullptr, 10));
         break;
       case 5:
-        s.pgid = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
+        s.pgid = static_cast<pid_t>(std::strtol(text, nullptr, 10));
         break;
       case 6:
-        s.session = static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
+        s.session = static_cast<pid_t>(std::strtol(text, nullptr, 10));
         break;
       case 22:
-        s.start_time = std::strtoull(text.c_str(), nullptr, 10);
+        s.start_time = std::strtoull(text, nullptr, 10);
         complete = true;
         return false;
     }
@@ -117,10 +119,9 @@ std::vector<pid_t> ListChildren(pid_t pid) {
     if (!opened) continue;
     have_children_file = true;
     EachNumber(list, 0, [&](std::string_view field) {
-      const std::string text(field);
       char* end = nullptr;
-      const long child = std::strtol(text.c_str(), &end, 10);
-      if (end == text.c_str() || *end != '\0' || child <= 0) return false;
+      const long child = std::strtol(field.data(), &end, 10);
+      if (end != field.data() + field.size() || child <= 0) return false;
       children.push_back(static_cast<pid_t>(child));
       return true;
     });

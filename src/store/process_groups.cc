@@ -27,21 +27,17 @@ void ProcessGroupRecorder::OnGroupStart(const ProcessGroupId& group) {
 void ProcessGroupRecorder::OnGroupEnd(const ProcessGroupId& group) {
   // A row left behind names a group whose leader is gone or another
   // process: KillRecordedGroup tells them apart, so the delete can wait.
-  store_.WriteSoon(
-      [run_id = run_id_, group](Db& db) -> Status {
-        Result<StatementUse> st = db.Prepared(
-            "DELETE FROM process_groups WHERE run_id = ?1 AND pgid = ?2 AND"
-            " leader_start = ?3");
-        if (!st.ok()) return st.status();
-        (*st)->Bind(1, run_id);
-        (*st)->Bind(2, int64_t{group.pgid});
-        (*st)->Bind(3, static_cast<int64_t>(group.leader_start_time));
-        return (*st)->Run();
-      },
-      [this](const Status& s) { Check(s); });
+  store_.WriteSoon([run_id = run_id_, group](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "DELETE FROM process_groups WHERE run_id = ?1 AND pgid = ?2 AND"
+        " leader_start = ?3");
+    if (!st.ok()) return st.status();
+    (*st)->Bind(1, run_id);
+    (*st)->Bind(2, int64_t{group.pgid});
+    (*st)->Bind(3, static_cast<int64_t>(group.leader_start_time));
+    return (*st)->Run();
+  });
 }
-
-ProcessGroupRecorder::~ProcessGroupRecorder() { (void)store_.Flush(); }
 
 Result<std::vector<RecordedGroup>> RunningGroups(Store& store) {
   std::vector<RecordedGroup> groups;

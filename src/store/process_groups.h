@@ -28,8 +28,6 @@ class ProcessGroupRecorder : public ProcessGroupObserver {
  public:
   // `store` must outlive the recorder.
   ProcessGroupRecorder(Store& store, std::string run_id);
-  // Commits the deletes it queued (Store::WriteSoon).
-  ~ProcessGroupRecorder() override;
 
   void OnGroupStart(const ProcessGroupId& group) override;
   // The row's delete rides with the store's next transaction.

@@ -150,8 +150,6 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
-RunRecorder::~RunRecorder() { (void)store_.Flush(); }
-
 void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
   std::lock_guard<std::mutex> lock(mu_);
   outline_ = std::move(outline);
@@ -325,33 +323,32 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
   }
   // Nothing of the step has run yet: its row rides with the transaction of
   // its first attempt (or its end), not one of its own.
-  store_.WriteSoon(
-      [run_id = run_id_, id, step, started = ToMs(clock_.WallNow()),
-       deadline_ms = WallMs(deadline), seq](Db& db) -> Status {
-        Result<StatementUse> st = db.Prepared(
-            "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
-            " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
-            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10,"
-            " ?11, ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
-            " status = 'running', error = '', deadline_ms = ?10,"
-            " end_seq = NULL, duration_ms = NULL");
-        if (!st.ok()) return st.status();
-        Statement& s = **st;
-        s.Bind(1, run_id);
-        s.Bind(2, id);
-        s.Bind(3, step.job);
-        s.Bind(4, step.name);
-        s.Bind(5, std::string_view(pipeline::StepKindName(step.kind)));
-        BindHook(s, 6, step);
-        s.Bind(7, int64_t{step.fixer});
-        s.Bind(8, int64_t{step.line});
-        s.Bind(9, started);
-        s.Bind(10, deadline_ms);
-        s.Bind(11, seq);
-        s.Bind(12, step.cell);
-        return s.Run();
-      },
-      [this](const Status& s) { Check(s); });
+  store_.WriteSoon([run_id = run_id_, id, step,
+                    started = ToMs(clock_.WallNow()),
+                    deadline_ms = WallMs(deadline), seq](Db& db) -> Status {
+    Result<StatementUse> st = db.Prepared(
+        "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
+        " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10,"
+        " ?11, ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
+        " status = 'running', error = '', deadline_ms = ?10,"
+        " end_seq = NULL, duration_ms = NULL");
+    if (!st.ok()) return st.status();
+    Statement& s = **st;
+    s.Bind(1, run_id);
+    s.Bind(2, id);
+    s.Bind(3, step.job);
+    s.Bind(4, step.name);
+    s.Bind(5, std::string_view(pipeline::StepKindName(step.kind)));
+    BindHook(s, 6, step);
+    s.Bind(7, int64_t{step.fixer});
+    s.Bind(8, int64_t{step.line});
+    s.Bind(9, started);
+    s.Bind(10, deadline_ms);
+    s.Bind(11, seq);
+    s.Bind(12, step.cell);
+    return s.Run();
+  });
 }
 
 void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
@@ -421,8 +418,7 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
         s.Bind(5, line);
         return s.Run();
       },
-      [this](const Status& s) { Check(s); },
-      line.size() + stream.size() + id.size(), Store::Soon::kPayload);
+      nullptr, line.size() + stream.size() + id.size(), Store::Soon::kPayload);
 }
 
 void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,

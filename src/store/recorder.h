@@ -29,8 +29,6 @@ class RunRecorder : public pipeline::RunObserver {
   // `store` and `clock` must outlive the recorder. `clock` stamps events
   // that carry no time of their own and turns deadlines into wall time.
   explicit RunRecorder(Store& store, Clock& clock = RealClock());
-  // Commits what it queued with Store::WriteSoon.
-  ~RunRecorder() override;
 
   // The outline of the plan the run will follow, recorded with the run's
   // row at OnRunStart (runs.plan). Call before the run starts; a run

@@ -296,17 +296,16 @@ Status Store::Write(const std::function<Status(Db&)>& fn) {
 void Store::WriteSoon(std::function<Status(Db&)> fn,
                       std::function<void(const Status&)> failed, size_t bytes,
                       Soon kind) {
+  if (!failed) failed = [this](const Status& s) { WarnWriteFailed(s); };
   std::unique_lock<std::mutex> lock(soon_mu_);
   if (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes) {
     // Commits keep failing to begin (another process holds the store, say):
     // memory stays bounded.
     lock.unlock();
-    if (failed) {
-      failed(IoError("the store's queue of writes is full (" +
-                     std::to_string(kMaxSoonWrites) + " writes or " +
-                     std::to_string(kMaxSoonBytes >> 20) +
-                     " MiB not yet committed): this one is dropped"));
-    }
+    failed(IoError("the store's queue of writes is full (" +
+                   std::to_string(kMaxSoonWrites) + " writes or " +
+                   std::to_string(kMaxSoonBytes >> 20) +
+                   " MiB not yet committed): this one is dropped"));
     return;
   }
   soon_.push_back({std::move(fn), std::move(failed), bytes, kind, {}});
@@ -448,7 +447,7 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
   }
   Committed();
   for (SoonWrite& w : soon) {
-    if (!w.status.ok() && w.failed) w.failed(w.status);
+    if (!w.status.ok()) w.failed(w.status);
   }
   return true;
 }
@@ -473,16 +472,14 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::vector<SoonWrite> kept;
   for (SoonWrite& w : soon) {
     if (w.kind == Soon::kPayload) {
-      if (w.failed) w.failed(why);
+      w.failed(why);
     } else {
       kept.push_back(std::move(w));
     }
   }
   if (TryCommit(batch, kept, why)) return;
   for (GroupCommit::Item* item : batch) item->status = why;
-  for (SoonWrite& w : kept) {
-    if (w.failed) w.failed(why);
-  }
+  for (SoonWrite& w : kept) w.failed(why);
 }
 
 void Store::Committed() {

@@ -48,8 +48,8 @@ class Store {
   // committed together in the next transaction (group commit), each in a
   // savepoint of its own, so one's error undoes only its own writes.
   Status Write(const std::function<Status(Db&)>& fn);
-  // What a WriteSoon holds: a record the run's state needs (a step's or
-  // an attempt's start row, a process group's removal), or a payload (an
+  // What a WriteSoon holds: a record the run's state needs (a step's
+  // start row, a process group's removal), or a payload (an
   // output line, a cache entry) that may be dropped when the store cannot
   // commit everything queued (a full disk).
   enum class Soon { kRecord, kPayload };
@@ -59,9 +59,9 @@ class Store {
   // at each tick of that period), by Flush or Read, or when the store
   // closes. For records nothing waits on and a resume does not need. A
   // process killed meanwhile loses them. `fn` must own what it writes;
-  // `bytes` is about how much it holds. `failed` (optional) gets the error
-  // of a write that failed or was dropped; it may run under the store's
-  // lock: it must not touch the store.
+  // `bytes` is about how much it holds. `failed` gets the error of a write
+  // that failed or was dropped (without one, WarnWriteFailed does); it may
+  // run under the store's lock: it must not touch the store.
   //
   // Queued writes never grow without bound: past kSoonFlushWrites writes
   // or kSoonFlushBytes bytes, the caller commits the queue itself (so a
