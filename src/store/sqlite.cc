@@ -1,5 +1,6 @@
 #include "store/sqlite.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 
 #include <filesystem>
@@ -179,6 +180,12 @@ Transaction::~Transaction() {
 }
 
 bool Db::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+bool Db::LastErrorWasDiskFull() const {
+  const int rc = sqlite3_errcode(db_);
+  return rc == SQLITE_FULL ||
+         (rc == SQLITE_IOERR && sqlite3_system_errno(db_) == ENOSPC);
+}
 
 Status Transaction::Commit() {
   if (!begun_.ok()) return begun_;

@@ -98,6 +98,9 @@ class Db {
   // Whether a transaction is open. SQLite ends one on its own after some
   // errors (a full disk, an I/O error), savepoints or not.
   bool InTransaction() const;
+  // Whether the last call that failed failed for want of room (SQLITE_FULL,
+  // or an I/O error with ENOSPC). Ask before any other call on this Db.
+  bool LastErrorWasDiskFull() const;
 
  private:
   explicit Db(sqlite3* db) : db_(db) {}

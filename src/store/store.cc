@@ -1,5 +1,9 @@
 #include "store/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <iterator>
 
@@ -260,6 +264,16 @@ std::string StorePath(const std::string& state_dir) {
   return (std::filesystem::path(state_dir) / "steps.db").string();
 }
 
+namespace {
+
+Status DroppedOnFullDisk() {
+  return IoError(
+      "the disk holding the run store is full: output lines and cache "
+      "entries are no longer recorded");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   return OpenAt(path, true);
 }
@@ -286,7 +300,29 @@ Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
     if (Status s = (*db)->Exec(pragma); !s.ok()) return s;
   }
   if (Status s = ApplySchema(**db); !s.ok()) return s;
-  return std::unique_ptr<Store>(new Store(path, std::move(*db)));
+  std::unique_ptr<Store> store(new Store(path, std::move(*db)));
+  if (create) store->reserve_held_ = HoldReserve(path);
+  return store;
+}
+
+std::string Store::ReservePath(const std::string& db_path) {
+  return db_path + "-reserve";
+}
+
+bool Store::HoldReserve(const std::string& db_path) {
+  const std::string reserve = ReservePath(db_path);
+  int fd =
+      open(reserve.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  struct stat st;
+  const off_t size = static_cast<off_t>(kReserveBytes);
+  bool held = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              st.st_size >= size && st.st_blocks * 512 >= size;
+  // Blocks allocated, not a sparse file: deleting it frees them.
+  if (!held) held = posix_fallocate(fd, 0, size) == 0;
+  close(fd);
+  if (!held) unlink(reserve.c_str());
+  return held;
 }
 
 Status Store::Write(const std::function<Status(Db&)>& fn) {
@@ -297,6 +333,11 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
                       std::function<void(const Status&)> failed, size_t bytes,
                       Soon kind) {
   if (!failed) failed = [this](const Status& s) { WarnWriteFailed(s); };
+  if (kind == Soon::kPayload && disk_full_.load()) {
+    // What room is left is for the records a run cannot end without.
+    failed(DroppedOnFullDisk());
+    return;
+  }
   std::unique_lock<std::mutex> lock(soon_mu_);
   if (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes) {
     // Commits keep failing to begin (another process holds the store, say):
@@ -398,18 +439,38 @@ void Store::Requeue(std::vector<SoonWrite> soon) {
   soon_.swap(soon);
 }
 
-namespace {
-
-// One write in a savepoint of its own: its error undoes only itself (while
-// the transaction lasts).
-Status InSavepoint(const std::function<Status(Db&)>& write, Db& db) {
-  Status s = db.Run("SAVEPOINT steps_write");
+Status Store::InSavepoint(const std::function<Status(Db&)>& write) {
+  Status s = db_->Run("SAVEPOINT steps_write");
   if (!s.ok()) return s;
-  s = RunWrite(write, db);
-  if (!s.ok() && db.InTransaction()) (void)db.Run("ROLLBACK TO steps_write");
-  if (db.InTransaction()) (void)db.Run("RELEASE steps_write");
+  s = RunWrite(write, *db_);
+  if (!s.ok()) (void)RoomFreed();  // Before the rollback resets the error.
+  if (!s.ok() && db_->InTransaction()) {
+    (void)db_->Run("ROLLBACK TO steps_write");
+  }
+  if (db_->InTransaction()) (void)db_->Run("RELEASE steps_write");
   return s;
 }
+
+bool Store::RoomFreed() {
+  if (!db_->LastErrorWasDiskFull()) return false;
+  if (!disk_full_.exchange(true)) {
+    warned_ = true;  // This warning stands for the failures that follow.
+    // A checkpoint would grow the database file into the room freed for
+    // records (and fail halfway, keeping what it took): from now on the
+    // log alone grows, by the pages each record needs.
+    (void)db_->Exec("PRAGMA wal_autocheckpoint = 0");
+    LogEvent(LogLevel::kWarn, "store.disk_full",
+             {{"store", path_},
+              {"reserve_freed", reserve_held_ ? std::to_string(kReserveBytes)
+                                              : std::string("0")},
+              {"dropping", "output lines and cache entries"}});
+  }
+  if (!reserve_held_) return false;
+  reserve_held_ = false;
+  return unlink(ReservePath(path_).c_str()) == 0;
+}
+
+namespace {
 
 Status Lost(const Status& s) {
   return s.ok() ? IoError("sqlite: the transaction was rolled back") : s;
@@ -427,21 +488,29 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
     soon.clear();
     return true;
   }
+  // The attempt ends when SQLite gave the transaction up, or when the disk
+  // filled during it: the payloads written before would take, at COMMIT,
+  // the room just freed for records (CommitBatch tries again without them).
+  const bool was_full = disk_full_.load();
+  auto lost = [&](const Status& s) {
+    if (db_->InTransaction() && (was_full || !disk_full_.load())) return false;
+    why = Lost(s);
+    return true;
+  };
   for (SoonWrite& w : soon) {
-    w.status = InSavepoint(w.write, *db_);
-    if (!db_->InTransaction()) {
-      why = Lost(w.status);
-      return false;
+    if (w.kind == Soon::kPayload && disk_full_.load()) {
+      w.status = DroppedOnFullDisk();  // Queued before the disk filled.
+      continue;
     }
+    w.status = InSavepoint(w.write);
+    if (lost(w.status)) return false;
   }
   for (GroupCommit::Item* item : batch) {
-    item->status = InSavepoint(*item->write, *db_);
-    if (!db_->InTransaction()) {
-      why = Lost(item->status);
-      return false;
-    }
+    item->status = InSavepoint(*item->write);
+    if (lost(item->status)) return false;
   }
   if (Status committed = tx.Commit(); !committed.ok()) {
+    (void)RoomFreed();  // The retry (CommitBatch) may then fit.
     why = committed;
     return false;
   }
@@ -456,12 +525,7 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<SoonWrite> soon = TakeSoon();
   if (batch.size() == 1 && soon.empty()) {  // The usual case: no savepoint.
-    GroupCommit::Item& item = *batch[0];
-    Transaction tx(*db_);
-    item.status = tx.begun();
-    if (item.status.ok()) item.status = RunWrite(*item.write, *db_);
-    if (item.status.ok()) item.status = tx.Commit();
-    if (item.status.ok()) Committed();
+    CommitAlone(*batch[0]);
     return;
   }
   Status why;
@@ -480,6 +544,24 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   if (TryCommit(batch, kept, why)) return;
   for (GroupCommit::Item* item : batch) item->status = why;
   for (SoonWrite& w : kept) w.failed(why);
+}
+
+void Store::CommitAlone(GroupCommit::Item& item) {
+  for (int tries = 1;; ++tries) {
+    bool again = false;
+    {
+      Transaction tx(*db_);
+      item.status = tx.begun();
+      if (item.status.ok()) item.status = RunWrite(*item.write, *db_);
+      if (item.status.ok()) item.status = tx.Commit();
+      if (item.status.ok()) {
+        Committed();
+        return;
+      }
+      again = RoomFreed() && tries == 1;  // Before the rollback.
+    }
+    if (!again) return;
+  }
 }
 
 void Store::Committed() {

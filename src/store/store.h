@@ -82,6 +82,15 @@ class Store {
   static constexpr size_t kSoonFlushBytes = 4 << 20;
   static constexpr size_t kMaxSoonWrites = 100000;
   static constexpr size_t kMaxSoonBytes = 64 << 20;
+  // Room kept for the records a run cannot end without: a writing store
+  // keeps a file of this size beside its database (ReservePath) and
+  // deletes it the first time the disk is full, so that the ends of steps,
+  // jobs and the run still fit. From then on, payloads (output lines,
+  // cache entries) are dropped, and WRN store.disk_full says so once.
+  static constexpr size_t kReserveBytes = 16 << 20;
+  static std::string ReservePath(const std::string& db_path);
+  // Whether this store has found its disk full (and drops payloads).
+  bool disk_full() const { return disk_full_.load(); }
   // Transactions committed so far (a batch of writes is one).
   int64_t commits() const;
   // Calls `hook` with the count of transactions committed so far after
@@ -116,6 +125,16 @@ class Store {
     Status status;
   };
   void CommitBatch(std::vector<GroupCommit::Item*>& batch);
+  // Commits `item` alone (no savepoint), once more when the first try
+  // found the disk full and freed the reserve. REQUIRES: mu_ held.
+  void CommitAlone(GroupCommit::Item& item);
+  // One write in a savepoint of its own: its error undoes only itself
+  // (while the transaction lasts). REQUIRES: mu_ held.
+  Status InSavepoint(const std::function<Status(Db&)>& write);
+  // Called right after a call on db_ failed: when it failed for want of
+  // room, enters the disk-full mode (logged once) and deletes the reserve.
+  // True when that freed room just now. REQUIRES: mu_ held.
+  bool RoomFreed();
   // Commits `soon` and then `batch` in one transaction, each write in a
   // savepoint of its own. False when the transaction was lost (SQLite
   // rolls a whole transaction back on a full disk or an I/O error,
@@ -132,6 +151,9 @@ class Store {
   void Committed();  // REQUIRES: mu_ held.
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
                                                bool create);
+  // Makes sure the reserve file holds kReserveBytes; false when the disk
+  // has no room for it (the store then runs without one).
+  static bool HoldReserve(const std::string& db_path);
 
   std::string path_;
   mutable std::mutex mu_;
@@ -141,7 +163,9 @@ class Store {
   GroupCommit group_;
 
   std::atomic<bool> warned_{false};
-  std::mutex soon_mu_;  // Guards the fields below.
+  std::atomic<bool> disk_full_{false};
+  bool reserve_held_ = false;  // Guarded by mu_.
+  std::mutex soon_mu_;         // Guards the fields below.
   std::condition_variable soon_cv_;
   std::vector<SoonWrite> soon_;
   size_t soon_bytes_ = 0;

@@ -2,6 +2,8 @@
 #include "store/store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log_capture.h"
 #include "store/cache.h"
 #include "store_test_util.h"
 
@@ -301,6 +304,78 @@ TEST(StoreSoonTest, PastItsByteBoundTheQueueIsCommittedByTheWriter) {
                        Store::kSoonFlushBytes, Store::Soon::kPayload);
   // Committed before WriteSoon returned, not at the flusher's next tick.
   EXPECT_EQ(Count(**reader, "SELECT count(*) FROM runs"), 2);
+}
+
+TEST(StoreReserveTest, AWritingStoreKeepsRoomBesideItAndAReaderMakesNone) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  const std::string reserve = Store::ReservePath(path);
+  {
+    auto writer = Store::Open(path);
+    ASSERT_TRUE(writer.ok());
+  }
+  struct stat st;
+  ASSERT_EQ(stat(reserve.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), Store::kReserveBytes);
+  // Allocated, not sparse: deleting it frees that much.
+  EXPECT_GE(static_cast<size_t>(st.st_blocks) * 512, Store::kReserveBytes);
+  ASSERT_EQ(unlink(reserve.c_str()), 0);
+  {
+    auto reader = Store::OpenExisting(path);
+    ASSERT_TRUE(reader.ok());
+  }
+  EXPECT_NE(stat(reserve.c_str(), &st), 0);
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  EXPECT_EQ(stat(reserve.c_str(), &st), 0);
+}
+
+// SQLite answers SQLITE_FULL when a write would pass the connection's
+// max_page_count, as it does when the disk is full.
+TEST(StoreReserveTest, AFullDiskFreesTheReserveAndDropsPayloadsFromThen) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  test_support::LogCapture log;
+  // Room for a small row more, not for a 64 KiB one.
+  const int64_t pages = Count(**store, "PRAGMA page_count");
+  ASSERT_GT(pages, 0);
+  ASSERT_TRUE((*store)
+                  ->Read([&](Db& db) {
+                    return db.Exec("PRAGMA max_page_count = " +
+                                   std::to_string(pages + 1));
+                  })
+                  .ok());
+  EXPECT_FALSE((*store)->disk_full());
+  std::vector<std::string> failures;
+  auto report = [&](const Status& s) { failures.push_back(s.message()); };
+  const std::string big(64 * 1024, 'x');
+  (*store)->WriteSoon([&](Db& db) { return InsertRun(db, big); }, report, 100,
+                      Store::Soon::kPayload);
+  Status s = (*store)->Write([](Db& db) { return InsertRun(db, "durable"); });
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE((*store)->disk_full());
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].find("full"), std::string::npos) << failures[0];
+  struct stat st;
+  EXPECT_NE(stat(Store::ReservePath(path).c_str(), &st), 0);
+  EXPECT_EQ(log.LinesWith("store.disk_full").size(), 1u);
+  // From then on a payload is dropped at once; a record still rides.
+  (*store)->WriteSoon([](Db& db) { return InsertRun(db, "payload"); }, report,
+                      10, Store::Soon::kPayload);
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_NE(failures[1].find("no longer recorded"), std::string::npos);
+  (*store)->WriteSoon([](Db& db) { return InsertRun(db, "record"); }, report);
+  EXPECT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ(failures.size(), 2u);
+  EXPECT_EQ(Count(**store,
+                  "SELECT count(*) FROM runs WHERE id IN"
+                  " ('durable', 'record')"),
+            2);
+  EXPECT_EQ(Count(**store, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(log.LinesWith("store.disk_full").size(), 1u);
+  EXPECT_TRUE(log.LinesWith("store.write_failed").empty());
 }
 
 // A store written before version 3: its steps and cache tables lack the

@@ -1,0 +1,97 @@
+// A run whose state folder fills up: the real binary on a small tmpfs of
+// its own (a mount namespace, so no root is needed), with a task printing
+// more than the disk holds. The run still records how each step, the job
+// and the run ended, with the output that fitted.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/steps_cli.h"
+#include "common/store_sql.h"
+#include "common/temp_dir.h"
+
+namespace steps {
+namespace {
+
+using test_support::Has;
+using test_support::RunInShell;
+using test_support::StoreSql;
+using test_support::TempDir;
+
+// Runs `script` with a tmpfs of `megabytes` mounted on ./disk, in a mount
+// namespace of its own; the mount is gone when it returns. Exit code 77
+// when no such namespace can be made here.
+test_support::CliResult WithSmallDisk(const std::string& dir, int megabytes,
+                                      const std::string& script) {
+  return RunInShell(
+      dir, "mkdir -p disk && unshare --mount --map-root-user bash -c " +
+               test_support::ShellQuote(
+                   "mount -t tmpfs -o size=" + std::to_string(megabytes) +
+                   "m tmpfs disk || exit 77\n" + script));
+}
+
+TEST(FullDiskCliTest, AStateFolderThatFillsUpStillRecordsHowTheRunEnded) {
+  TempDir dir;
+  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
+    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
+                    "mount to fill a disk; this machine refuses them";
+  }
+  // 20,000 lines of 2 KB: the store keeps the first 10,000 of a step, 20 MB
+  // (twice over while in its log), and the disk has 40 MB, 16 of them kept
+  // in reserve.
+  dir.Write("flood.yaml",
+            "jobs:\n"
+            "- name: flood\n"
+            "  plan:\n"
+            "  - task: print\n"
+            "    run: |\n"
+            "      line=$(head -c 2000 /dev/zero | tr '\\0' x)\n"
+            "      for i in $(seq 20000); do echo \"$i $line\"; done\n"
+            "  - task: after\n"
+            "    run: echo after the flood\n");
+  const test_support::CliResult r =
+      WithSmallDisk(dir.path(), 40,
+                    "\"$STEPS\" run --plain --state-dir disk/state flood.yaml"
+                    " > run.txt 2>&1; echo $? > run.rc\n"
+                    "\"$STEPS\" show --state-dir disk/state > show.txt 2>&1\n"
+                    "df -k disk | tail -n 1 > df.txt\n"
+                    "mkdir -p copy && cp disk/state/steps.db* copy/\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string run = dir.Read("run.txt");
+  const std::string show = dir.Read("show.txt");
+  const std::string diag =
+      run + "\n--- show:\n" + show + "\n--- df:\n" + dir.Read("df.txt");
+  EXPECT_EQ(dir.Read("run.rc"), "0\n") << diag;
+  EXPECT_TRUE(Has(run, "WRN store.disk_full")) << diag;
+  EXPECT_TRUE(Has(run, "reserve_freed=16777216")) << diag;
+
+  const std::string db = dir.path() + "/copy/steps.db";
+  EXPECT_EQ(StoreSql(db, "SELECT status FROM runs"), "succeeded") << diag;
+  EXPECT_EQ(StoreSql(db, "SELECT status FROM jobs"), "succeeded") << diag;
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT group_concat(name || '=' || status, ' ')"
+                     " FROM (SELECT name, status FROM steps"
+                     " ORDER BY start_seq)"),
+            "print=succeeded after=succeeded")
+      << diag;
+  EXPECT_EQ(StoreSql(db, "SELECT group_concat(status) FROM attempts"),
+            "succeeded,succeeded")
+      << diag;
+  // What fitted before the disk filled is kept, in order from the first.
+  const int lines =
+      std::stoi(StoreSql(db,
+                         "SELECT count(*) FROM output_lines WHERE step_id ="
+                         " (SELECT step_id FROM steps WHERE name = 'print')"));
+  EXPECT_GT(lines, 100) << diag;
+  EXPECT_LT(lines, 10000) << diag;
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT max(seq) FROM output_lines WHERE step_id ="
+                     " (SELECT step_id FROM steps WHERE name = 'print')"),
+            std::to_string(lines));
+  // Read back on the full disk, the run shows as it ended.
+  EXPECT_TRUE(Has(show, "succeeded")) << diag;
+  EXPECT_FALSE(Has(show, "running")) << diag;
+}
+
+}  // namespace
+}  // namespace steps
