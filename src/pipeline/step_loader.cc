@@ -65,8 +65,8 @@ void ReadRetry(const YAML::Node& n, Step& step, Diagnostics& d) {
   if (YAML::Node v = r.Take("max_delay_ms"); v.IsDefined()) {
     // A cap of 0 would silently make every wait 0: refused, since omitting
     // the key already means "no cap" (spec text 000's default).
-    if (auto ms = ReadNumber(v, "retry.max_delay_ms", 0,
-                             "a positive number", d)) {
+    if (auto ms =
+            ReadNumber(v, "retry.max_delay_ms", 0, "a positive number", d)) {
       if (*ms < 1) {
         d.Error(LineOf(v),
                 "'retry.max_delay_ms' must be a positive number (got " +
@@ -381,41 +381,36 @@ std::vector<StepPtr> ReadStepList(const YAML::Node& node,
   return out;
 }
 
-StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
-  Diagnostics& d = ctx.diags;
-  if (!node.IsMap()) {
-    d.Error(LineOf(node), std::string("a step must be a mapping with one of ") +
-                              kKindList + ", not " + DescribeNodeType(node));
-    return nullptr;
-  }
-  auto step = std::make_shared<Step>();
-  step->line = LineOf(node);
-  StepScope scope(d, step->line);
+namespace {
 
+// The one kind key of a step (`across` carries its body in `do`), or
+// nullopt after an error: none, or two.
+std::optional<std::string> KindKeyOf(const YAML::Node& node, MapReader& r,
+                                     int line, Diagnostics& d) {
   std::vector<std::string> kinds;
   for (const char* k : kKindKeys) {
     if (node[k].IsDefined()) kinds.push_back(k);
   }
-  // `across` carries its body in `do`.
   if (std::find(kinds.begin(), kinds.end(), "across") != kinds.end()) {
     kinds = {"across"};
   }
-  MapReader r(node, "a step", d);
   if (kinds.empty()) {
     std::string found;
     for (const std::string& k : r.Untaken())
       found += (found.empty() ? "'" : ", '") + k + "'";
-    d.Error(step->line, std::string("a step needs one of ") + kKindList +
-                            (found.empty() ? "" : " (found " + found + ")"));
-    return nullptr;
+    d.Error(line, std::string("a step needs one of ") + kKindList +
+                      (found.empty() ? "" : " (found " + found + ")"));
+    return std::nullopt;
   }
   if (kinds.size() > 1) {
-    d.Error(step->line, "a step has both '" + kinds[0] + "' and '" + kinds[1] +
-                            "' — a step does one thing; split it in two");
-    return nullptr;
+    d.Error(line, "a step has both '" + kinds[0] + "' and '" + kinds[1] +
+                      "' — a step does one thing; split it in two");
+    return std::nullopt;
   }
-  const std::string kind = kinds[0];
-  YAML::Node kind_node = r.Take(kind);
+  return kinds[0];
+}
+
+StepKind KindNamed(const std::string& kind) {
   static const std::pair<const char*, StepKind> kKinds[] = {
       {"task", StepKind::kTask},
       {"get", StepKind::kGet},
@@ -426,56 +421,172 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
       {"try", StepKind::kTry},
       {"across", StepKind::kAcross}};
   for (auto& [name, k] : kKinds) {
-    if (kind == name) step->kind = k;
+    if (kind == name) return k;
   }
-  MapReader& typed = r;
-  typed.set_what(Describe(step->kind));
+  return StepKind::kTask;  // KindKeyOf returns only the names above.
+}
 
-  switch (step->kind) {
+// What the kind key holds: the name of a task, get, put or agent step, or
+// the steps of a container (with an across's own keys).
+void ReadKindValue(const std::string& kind, const YAML::Node& kind_node,
+                   MapReader& typed, Step& step, StepContext& ctx) {
+  Diagnostics& d = ctx.diags;
+  switch (step.kind) {
     case StepKind::kTask:
     case StepKind::kGet:
     case StepKind::kPut:
     case StepKind::kAgent: {
       auto v = ReadString(kind_node, kind, d);
-      if (v && v->empty()) d.Error(step->line, "'" + kind + "' needs a name");
+      if (v && v->empty()) d.Error(step.line, "'" + kind + "' needs a name");
       std::string target = v.value_or("");
-      if (step->kind == StepKind::kAgent) {
-        step->agent = target;
-      } else if (step->kind != StepKind::kTask) {
-        step->resource = target;
+      if (step.kind == StepKind::kAgent) {
+        step.agent = target;
+      } else if (step.kind != StepKind::kTask) {
+        step.resource = target;
       }
-      step->name = target;
+      step.name = target;
       break;
     }
     case StepKind::kDo:
-      step->steps = ReadStepList(kind_node, "do", ctx);
+      step.steps = ReadStepList(kind_node, "do", ctx);
       break;
     case StepKind::kTry:
       if (StepPtr inner =
               kind_node.IsMap() ? ReadStep(kind_node, ctx) : nullptr) {
-        step->steps.push_back(inner);
+        step.steps.push_back(inner);
       } else if (!kind_node.IsMap()) {
         d.Error(LineOf(kind_node), "'try' must be one step (a mapping)");
       }
       break;
     case StepKind::kInParallel:
-      ReadInParallel(kind_node, *step, ctx);
+      ReadInParallel(kind_node, step, ctx);
       break;
     case StepKind::kAcross: {
-      ReadAcross(kind_node, *step, d);
+      ReadAcross(kind_node, step, d);
       YAML::Node body = typed.Take("do");
       if (!body.IsDefined()) {
-        d.Error(step->line,
+        d.Error(step.line,
                 "'across' needs a 'do:' list of steps to run for each cell");
       } else {
-        step->steps = ReadStepList(body, "do", ctx);
+        step.steps = ReadStepList(body, "do", ctx);
       }
       if (auto ff = ReadBool(typed.Take("fail_fast"), "fail_fast", d))
-        step->fail_fast = *ff;
-      step->budget = ReadBudget(typed.Take("budget"), "budget", d);
+        step.fail_fast = *ff;
+      step.budget = ReadBudget(typed.Take("budget"), "budget", d);
       break;
     }
   }
+}
+
+// The keys every step kind takes.
+void ReadCommonKeys(MapReader& typed, Step& step, StepContext& ctx) {
+  Diagnostics& d = ctx.diags;
+  if (YAML::Node v = typed.Take("attempts"); v.IsDefined()) {
+    step.attempts.line = typed.KeyLine("attempts");
+    if (step.is_container()) {
+      d.Error(step.attempts.line,
+              "'attempts' applies to task, get, put and agent steps, "
+              "not to " +
+                  Describe(step.kind));
+    } else if (int a = PositiveInt(v, "attempts", d)) {
+      step.attempts.value = a;
+    }
+  }
+  ReadStepTimeout(typed, step, d);
+  ReadStepSandbox(typed, step, d);
+  if (YAML::Node v = typed.Take("retry"); v.IsDefined()) {
+    ReadRetry(v, step, d);
+    if (step.retry) step.retry->line = typed.KeyLine("retry");
+  }
+  if (auto b = ReadBool(typed.Take("idempotent"), "idempotent", d))
+    step.idempotent = *b;
+  ReadHooks(typed, step.hooks, ctx);
+  ReadStepAssert(typed.Take("assert"), step, d);
+  if (auto to = ReadString(typed.Take("to"), "to", d)) {
+    step.route_to = *to;
+    step.route_to_line = typed.KeyLine("to");
+  }
+}
+
+// The keys of one kind: a task's script, inputs, outputs, env and fix; a
+// get's or put's params; an agent step's dials.
+void ReadKindKeys(MapReader& typed, Step& step, Diagnostics& d) {
+  if (step.kind == StepKind::kTask) {
+    YAML::Node run = typed.Take("run");
+    if (!run.IsDefined()) {
+      d.Error(step.line,
+              "task '" + step.name + "' has no 'run' (the bash script to run)");
+    } else if (auto s = ReadString(run, "run", d)) {
+      step.run = *s;
+      step.run_line = typed.KeyLine("run");
+    }
+    if (auto v = ReadStringList(typed.Take("inputs"), "inputs", d))
+      step.inputs = *v;
+    if (auto v = ReadStringList(typed.Take("outputs"), "outputs", d))
+      step.outputs = *v;
+    if (auto v = ReadEnv(typed.Take("env"), "env", d)) step.env = *v;
+    ReadFix(typed.Take("fix"), step, d);
+  }
+  if (step.kind == StepKind::kGet || step.kind == StepKind::kPut) {
+    if (YAML::Node p = typed.Take("params"); p.IsDefined() && !p.IsNull()) {
+      if (!p.IsMap()) {
+        d.Error(LineOf(p), "'params' must be a mapping");
+      } else if (auto j = ReadJson(p, "params", d)) {
+        step.params = *j;
+      }
+    }
+  }
+  if (step.kind == StepKind::kAgent) {
+    ReadAgentDials(typed, step, d);
+    if (step.messages.empty() && !typed.Has("messages")) {
+      d.Error(step.line,
+              "agent step '" + step.name + "' has no 'messages' (what to ask)");
+    }
+  }
+}
+
+// A key of another kind gets a pointed message, not just "unknown".
+void WarnOtherKindsKeys(MapReader& typed, const Step& step, Diagnostics& d) {
+  static const std::pair<const char*, const char*> kOwners[] = {
+      {"run", "task"},          {"inputs", "task"},
+      {"outputs", "task"},      {"env", "task"},
+      {"fix", "task"},          {"params", "get and put"},
+      {"messages", "agent"},    {"context_paths", "agent"},
+      {"max_turns", "agent"},   {"max_context_bytes", "agent"},
+      {"llm_timeout", "agent"}, {"tool_timeout", "agent"},
+      {"limit", "in_parallel"}};
+  for (const std::string& key : typed.Untaken()) {
+    for (auto& [k, owner] : kOwners) {
+      if (key == k) {
+        d.Warn(typed.KeyLine(key), "'" + key + "' belongs to " + owner +
+                                       " steps; on " + Describe(step.kind) +
+                                       " it is ignored");
+        typed.Take(key);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
+  Diagnostics& d = ctx.diags;
+  if (!node.IsMap()) {
+    d.Error(LineOf(node), std::string("a step must be a mapping with one of ") +
+                              kKindList + ", not " + DescribeNodeType(node));
+    return nullptr;
+  }
+  auto step = std::make_shared<Step>();
+  step->line = LineOf(node);
+  StepScope scope(d, step->line);
+  MapReader r(node, "a step", d);
+  const std::optional<std::string> kind = KindKeyOf(node, r, step->line, d);
+  if (!kind) return nullptr;
+  YAML::Node kind_node = r.Take(*kind);
+  step->kind = KindNamed(*kind);
+  MapReader& typed = r;
+  typed.set_what(Describe(step->kind));
+  ReadKindValue(*kind, kind_node, typed, *step, ctx);
   if (auto name = ReadString(typed.Take("name"), "name", d)) {
     if (name->empty()) {
       d.Error(typed.KeyLine("name"), "'name' must not be empty");
@@ -483,88 +594,11 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
       step->name = *name;
     }
   }
-  if (step->name.empty()) step->name = kind;
-
-  // Keys every step kind takes.
-  if (YAML::Node v = typed.Take("attempts"); v.IsDefined()) {
-    step->attempts.line = typed.KeyLine("attempts");
-    if (step->is_container()) {
-      d.Error(step->attempts.line,
-              "'attempts' applies to task, get, put and agent steps, "
-              "not to " +
-                  Describe(step->kind));
-    } else if (int a = PositiveInt(v, "attempts", d)) {
-      step->attempts.value = a;
-    }
-  }
-  ReadStepTimeout(typed, *step, d);
-  ReadStepSandbox(typed, *step, d);
-  if (YAML::Node v = typed.Take("retry"); v.IsDefined()) {
-    ReadRetry(v, *step, d);
-    if (step->retry) step->retry->line = typed.KeyLine("retry");
-  }
-  if (auto b = ReadBool(typed.Take("idempotent"), "idempotent", d))
-    step->idempotent = *b;
-  ReadHooks(typed, step->hooks, ctx);
-  ReadStepAssert(typed.Take("assert"), *step, d);
-  if (auto to = ReadString(typed.Take("to"), "to", d)) {
-    step->route_to = *to;
-    step->route_to_line = typed.KeyLine("to");
-  }
-
-  // Keys of one kind.
-  if (step->kind == StepKind::kTask) {
-    YAML::Node run = typed.Take("run");
-    if (!run.IsDefined()) {
-      d.Error(step->line, "task '" + step->name +
-                              "' has no 'run' (the bash script to run)");
-    } else if (auto s = ReadString(run, "run", d)) {
-      step->run = *s;
-      step->run_line = typed.KeyLine("run");
-    }
-    if (auto v = ReadStringList(typed.Take("inputs"), "inputs", d))
-      step->inputs = *v;
-    if (auto v = ReadStringList(typed.Take("outputs"), "outputs", d))
-      step->outputs = *v;
-    if (auto v = ReadEnv(typed.Take("env"), "env", d)) step->env = *v;
-    ReadFix(typed.Take("fix"), *step, d);
-  }
-  if (step->kind == StepKind::kGet || step->kind == StepKind::kPut) {
-    if (YAML::Node p = typed.Take("params"); p.IsDefined() && !p.IsNull()) {
-      if (!p.IsMap()) {
-        d.Error(LineOf(p), "'params' must be a mapping");
-      } else if (auto j = ReadJson(p, "params", d)) {
-        step->params = *j;
-      }
-    }
-  }
-  if (step->kind == StepKind::kAgent) {
-    ReadAgentDials(typed, *step, d);
-    if (step->messages.empty() && !typed.Has("messages")) {
-      d.Error(step->line, "agent step '" + step->name +
-                              "' has no 'messages' (what to ask)");
-    }
-  }
+  if (step->name.empty()) step->name = *kind;
+  ReadCommonKeys(typed, *step, ctx);
+  ReadKindKeys(typed, *step, d);
   CheckRetryRules(typed, *step, ctx);
-  // A task-only key on another kind gets a pointed message, not just "unknown".
-  for (const std::string& key : typed.Untaken()) {
-    static const std::pair<const char*, const char*> kOwners[] = {
-        {"run", "task"},          {"inputs", "task"},
-        {"outputs", "task"},      {"env", "task"},
-        {"fix", "task"},          {"params", "get and put"},
-        {"messages", "agent"},    {"context_paths", "agent"},
-        {"max_turns", "agent"},   {"max_context_bytes", "agent"},
-        {"llm_timeout", "agent"}, {"tool_timeout", "agent"},
-        {"limit", "in_parallel"}};
-    for (auto& [k, owner] : kOwners) {
-      if (key == k) {
-        d.Warn(typed.KeyLine(key), "'" + key + "' belongs to " + owner +
-                                       " steps; on " + Describe(step->kind) +
-                                       " it is ignored");
-        typed.Take(key);
-      }
-    }
-  }
+  WarnOtherKindsKeys(typed, *step, d);
   typed.Finish();
   return step;
 }
