@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-
 #include <filesystem>
 
 #include "agent/runner.h"
@@ -54,6 +53,112 @@ void InstallChaosKill(store::Store& db) {
 
 }  // namespace
 
+namespace {
+
+// Held until the run is over: a later `steps run` that finds it free knows
+// this run died and ends the process groups it recorded. Null (logged)
+// when it cannot be taken.
+std::unique_ptr<store::RunLock> LockRun(const std::string& state_dir,
+                                        const std::string& run_id) {
+  auto locked = store::RunLock::Acquire(state_dir, run_id);
+  if (locked.ok()) return std::move(*locked);
+  LogEvent(LogLevel::kWarn, "run.lock_failed",
+           {{"error", locked.status().message()}});
+  return nullptr;
+}
+
+// Ends what this run leaves running if this process dies without doing so
+// itself (process/guardian.h); it holds the lock until that is done. Null
+// (logged) when it cannot be started.
+std::unique_ptr<RunGuardian> StartGuardian(const std::string& state_dir,
+                                           const std::string& run_id,
+                                           const store::RunLock* run_lock) {
+  auto started =
+      RunGuardian::Start({state_dir, run_id, std::to_string(getpid()),
+                          run_lock ? "locked" : "unlocked"},
+                         run_lock ? run_lock->fd() : -1);
+  if (started.ok()) return std::move(*started);
+  LogEvent(LogLevel::kWarn, "run.no_guardian",
+           {{"error", started.status().message()}});
+  return nullptr;
+}
+
+// The run store (STATE_DIR/steps.db) and what writes to it: the recorder
+// beside the printer, the step cache, the record of process groups.
+// Members end in reverse order: the store last.
+struct Recording {
+  std::unique_ptr<store::Store> db;
+  std::unique_ptr<store::RunRecorder> recorder;
+  std::unique_ptr<store::StoreStepCache> cache;
+  std::unique_ptr<store::ProcessGroupRecorder> groups;
+  std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
+};
+
+// Opens the run store; without it (logged) the run still runs, unrecorded.
+// Process groups are recorded only under the run's lock: without it nobody
+// could tell this run died.
+Recording OpenRecording(const pipeline::ResolvedPlan& plan,
+                        const RunSetup& setup, const std::string& run_id,
+                        bool locked,
+                        const std::shared_ptr<const Redactor>& redactor) {
+  Recording r;
+  auto opened = store::Store::Open(store::StorePath(setup.state_dir));
+  if (!opened.ok()) {
+    LogEvent(LogLevel::kWarn, "store.unavailable",
+             {{"error", opened.status().message()}});
+    return r;
+  }
+  r.db = std::move(*opened);
+  InstallChaosKill(*r.db);
+  r.recorder = std::make_unique<store::RunRecorder>(*r.db);
+  r.recorder->SetPlan(store::OutlinePlan(plan, setup.jobs));
+  if (!setup.file_text.empty())
+    r.recorder->SetFile(Sha256Hex(setup.file_text), setup.file_text);
+  if (setup.resume)
+    r.recorder->SetResume(setup.resume->status, setup.resume->died_ms);
+  if (locked) {
+    r.groups = std::make_unique<store::ProcessGroupRecorder>(*r.db, run_id);
+  }
+  r.cache = std::make_unique<store::StoreStepCache>(
+      *r.db, store::CacheDir(setup.state_dir), run_id, setup.use_cache);
+  r.masked_cache =
+      std::make_unique<pipeline::RedactingStepCache>(*r.cache, redactor);
+  return r;
+}
+
+// Agents: served in process from the file's mock: block, or real (with
+// their exchanges recorded for `--record`).
+std::unique_ptr<agent::ConversationRunner> MakeAgents(
+    const pipeline::ResolvedPlan& plan, const RunSetup& setup,
+    const std::shared_ptr<const Redactor>& redactor, RunOutcome& outcome) {
+  if (setup.mock && plan.pipeline().mock) {
+    Result<MockScript> script = ParseMockScript(*plan.pipeline().mock);
+    if (script.ok()) return agent::MakeMockAgentRunner(std::move(*script));
+  }
+  agent::AgentRunnerOptions options;
+  if (setup.record) {
+    outcome.recording = std::make_shared<agent::MockRecorder>(redactor);
+    options.exchanges = outcome.recording.get();
+  }
+  return agent::MakeAgentRunner(std::move(options));
+}
+
+// What a mock script expected and did not get, masked.
+void CollectMockFindings(const agent::ConversationRunner& agents,
+                         const Redactor& redactor, RunOutcome& outcome) {
+  for (const std::string& problem : agents.MockExpectationFailures())
+    outcome.mock_problems.push_back(redactor.Redact(problem));
+  for (const MockRequestRecord& request : agents.MockRequests()) {
+    for (const std::string& f : request.expect_failures) {
+      outcome.mock_misses.push_back(
+          {request.step,
+           redactor.Redact(f + " (" + DescribeRequest(request) + ")")});
+    }
+  }
+}
+
+}  // namespace
+
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   // Secrets (docs/secrets.md): the values of the pipeline's secret
   // variables are masked in everything below, and provider keys reach a
@@ -76,88 +181,30 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   if (Status s = BecomeChildSubreaper(); !s.ok()) {
     LogEvent(LogLevel::kWarn, "process.no_subreaper", {{"error", s.message()}});
   }
-  // Held until the run is over: a later `steps run` that finds it free
-  // knows this run died and ends the process groups it recorded.
-  std::unique_ptr<store::RunLock> run_lock;
-  if (auto locked = store::RunLock::Acquire(setup.state_dir, opts.run_id);
-      locked.ok()) {
-    run_lock = std::move(*locked);
-  } else {
-    LogEvent(LogLevel::kWarn, "run.lock_failed",
-             {{"error", locked.status().message()}});
-  }
-  // Ends what this run leaves running if this process dies without doing
-  // so itself (process/guardian.h); it holds the lock until that is done.
+  const std::unique_ptr<store::RunLock> run_lock =
+      LockRun(setup.state_dir, opts.run_id);
   // Declared after the lock: it says the run ended, and is reaped, first.
-  std::unique_ptr<RunGuardian> guardian;
-  if (auto started = RunGuardian::Start(
-          {setup.state_dir, opts.run_id, std::to_string(getpid()),
-           run_lock ? "locked" : "unlocked"},
-          run_lock ? run_lock->fd() : -1);
-      started.ok()) {
-    guardian = std::move(*started);
-  } else {
-    LogEvent(LogLevel::kWarn, "run.no_guardian",
-             {{"error", started.status().message()}});
-  }
-  // The run store (STATE_DIR/steps.db) records the run beside the printer
-  // and holds the step cache. Without it the run still runs, unrecorded.
+  const std::unique_ptr<RunGuardian> guardian =
+      StartGuardian(setup.state_dir, opts.run_id, run_lock.get());
   pipeline::ObserverList observers;
   if (setup.observer) observers.Add(setup.observer);
-  std::unique_ptr<store::Store> db;
-  std::unique_ptr<store::RunRecorder> recorder;
-  std::unique_ptr<store::StoreStepCache> cache;
-  std::unique_ptr<store::ProcessGroupRecorder> groups;
-  std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
-  if (auto opened = store::Store::Open(store::StorePath(setup.state_dir));
-      opened.ok()) {
-    db = std::move(*opened);
-    InstallChaosKill(*db);
-    recorder = std::make_unique<store::RunRecorder>(*db);
-    recorder->SetPlan(store::OutlinePlan(plan, setup.jobs));
-    if (!setup.file_text.empty())
-      recorder->SetFile(Sha256Hex(setup.file_text), setup.file_text);
-    if (setup.resume)
-      recorder->SetResume(setup.resume->status, setup.resume->died_ms);
-    observers.Add(recorder.get());
-    // Without the lock nobody could tell this run died: nothing to record.
-    if (run_lock) {
-      groups = std::make_unique<store::ProcessGroupRecorder>(*db, opts.run_id);
-    }
-    cache = std::make_unique<store::StoreStepCache>(
-        *db, store::CacheDir(setup.state_dir), opts.run_id, setup.use_cache);
-    masked_cache =
-        std::make_unique<pipeline::RedactingStepCache>(*cache, redactor);
-    opts.cache = masked_cache.get();
-  } else {
-    LogEvent(LogLevel::kWarn, "store.unavailable",
-             {{"error", opened.status().message()}});
-  }
+  Recording recording =
+      OpenRecording(plan, setup, opts.run_id, run_lock != nullptr, redactor);
+  if (recording.recorder) observers.Add(recording.recorder.get());
+  opts.cache = recording.masked_cache.get();
   // Every observer (printer, recorder) sees the run through the mask.
   pipeline::RedactingObserver masked(observers, redactor);
   opts.observer = &masked;
   LocalLauncherOptions launcher_options;
-  launcher_options.groups = groups.get();
+  launcher_options.groups = recording.groups.get();
   LocalProcessLauncher launcher(
       RealClock(),
       CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)),
       launcher_options);
   opts.launcher = &launcher;
   RunOutcome outcome;
-  // Agents: served in process from the file's mock: block, or real.
-  std::unique_ptr<agent::ConversationRunner> agents;
-  if (setup.mock && plan.pipeline().mock) {
-    Result<MockScript> script = ParseMockScript(*plan.pipeline().mock);
-    if (script.ok()) agents = agent::MakeMockAgentRunner(std::move(*script));
-  }
-  if (!agents) {
-    agent::AgentRunnerOptions options;
-    if (setup.record) {
-      outcome.recording = std::make_shared<agent::MockRecorder>(redactor);
-      options.exchanges = outcome.recording.get();
-    }
-    agents = agent::MakeAgentRunner(std::move(options));
-  }
+  std::unique_ptr<agent::ConversationRunner> agents =
+      MakeAgents(plan, setup, redactor, outcome);
   opts.agents = agents.get();
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
@@ -165,20 +212,13 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   if (guardian && guardian->Lost()) {
     LogEvent(LogLevel::kWarn, "run.guardian_lost",
              {{"run", opts.run_id},
-              {"error", "the run's guardian exited early: had steps died, "
-                        "nothing would have ended what the run started"}});
+              {"error",
+               "the run's guardian exited early: had steps died, "
+               "nothing would have ended what the run started"}});
   }
   pipeline::RedactRecord(*redactor, outcome.record);
   outcome.signal = signals.first_signal();
-  for (const std::string& problem : agents->MockExpectationFailures())
-    outcome.mock_problems.push_back(redactor->Redact(problem));
-  for (const MockRequestRecord& request : agents->MockRequests()) {
-    for (const std::string& f : request.expect_failures) {
-      outcome.mock_misses.push_back(
-          {request.step,
-           redactor->Redact(f + " (" + DescribeRequest(request) + ")")});
-    }
-  }
+  CollectMockFindings(*agents, *redactor, outcome);
   return outcome;
 }
 
