@@ -111,6 +111,7 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     attempt.error = r.error;
     attempt.output = r.output;
     attempt.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    attempt.identity = record.identity;
     ex_.observer().OnAttemptEnd(ref, attempt);
     record.attempts.push_back(attempt);
     if (r.outcome == Outcome::kErrored) r.caused_by_error = true;
@@ -129,8 +130,9 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
     if (Status s = ex_.SandboxReady(); !s.ok())
       return finish({Outcome::kErrored, s.message()});
   }
-  agent::AgentInvocation inv = MakeInvocation(ex_.plan.pipeline(), *rs.agent, rs.source, rs.dials,
-                                              step.name, ex_.opts.lookup_env);
+  agent::AgentInvocation inv =
+      MakeInvocation(ex_.plan.pipeline(), *rs.agent, rs.source, rs.dials,
+                     step.name, ex_.opts.lookup_env);
   for (const std::string& m : step.messages) {
     Result<std::string> text =
         RenderTemplateRoots(m, scope.vars, scope.var_names);
@@ -140,7 +142,8 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   inv.context_paths = step.context_paths;
   inv.critique = scope.critique;
   inv.timeout = timeout;
-  if (timeout != rs.dials.timeout.value) inv.whole_timeout = rs.dials.timeout.value;
+  if (timeout != rs.dials.timeout.value)
+    inv.whole_timeout = rs.dials.timeout.value;
   if (resume) {
     if (auto it = resume->conversations.find(ref.id);
         it != resume->conversations.end())
@@ -244,10 +247,9 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
              !s.ok()) {
     r = {Outcome::kErrored, s.message()};
   } else {
-    agent::AgentInvocation inv =
-        MakeInvocation(ex_.plan.pipeline(), *rs.judge_agent, *rs.judge_source,
-                       *rs.judge_dials, step.name + "/judge",
-                       ex_.opts.lookup_env);
+    agent::AgentInvocation inv = MakeInvocation(
+        ex_.plan.pipeline(), *rs.judge_agent, *rs.judge_source, *rs.judge_dials,
+        step.name + "/judge", ex_.opts.lookup_env);
     inv.messages.push_back(JudgePrompt(judge.rubric, output));
     inv.working_dir = fs::absolute(fs::path(job_dir_) / "artifacts").string();
     agent::AgentResult ar = Converse(inv, scope, ref);
@@ -258,8 +260,7 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
     verdict = ParseJudgeVerdict(r.output);
   } else {
     verdict.detail = "the judge '" + judge.agent + "' gave no verdict (" +
-                     std::string(OutcomeName(r.outcome)) + ": " + r.error +
-                     ")";
+                     std::string(OutcomeName(r.outcome)) + ": " + r.error + ")";
   }
   record.outcome = r.outcome;
   record.error = r.error;
@@ -367,8 +368,8 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
                                      ? *rs.fix_agent->source
                                      : *ex_.plan.pipeline().defaults.source;
     agent::AgentInvocation inv =
-        MakeInvocation(ex_.plan.pipeline(), *rs.fix_agent, primary, *rs.fix_dials,
-                       task.name + "/fix", ex_.opts.lookup_env);
+        MakeInvocation(ex_.plan.pipeline(), *rs.fix_agent, primary,
+                       *rs.fix_dials, task.name + "/fix", ex_.opts.lookup_env);
     std::string output =
         failed.output.size() > 4000
             ? "...\n" + failed.output.substr(failed.output.size() - 4000)

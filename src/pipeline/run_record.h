@@ -48,6 +48,8 @@ struct AttemptRecord {
   std::string error;   // Why the attempt did not succeed.
   std::string output;  // Its stdout, bounded.
   bool fixed = false;  // A fixer ran and this is the re-run's result.
+  // The step's identity (StepRecord::identity) as the attempt ran.
+  std::string identity;
   // Each check of the step's assert on this attempt's result, when it was
   // judged (an attempt that failed before, e.g. by its exit code, has none).
   std::vector<AssertionResult> assertions;

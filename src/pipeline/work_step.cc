@@ -431,6 +431,7 @@ std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
   a.output = hit->output;
   a.exit_code = hit->exit_code;
   a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  a.identity = rec.identity;
   ex_.observer().OnAttemptEnd(ref, a);
   rec.attempts.push_back(a);
   rec.cached = true;
@@ -541,6 +542,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     a.number = k;
     a.of = attempts;
     a.clipped_to = clipped;
+    a.identity = rec.identity;
     ex_.observer().OnAttemptEnd(ref, a);
     rec.attempts.push_back(a);
     if (a.outcome == Outcome::kSucceeded || a.outcome == Outcome::kAborted)
@@ -564,8 +566,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
                        exhausted_by_total, last_limit);
 }
 
-AttemptRecord JobRunner::RunAttemptWithFix(const Step& step,
-                                           const Scope& scope,
+AttemptRecord JobRunner::RunAttemptWithFix(const Step& step, const Scope& scope,
                                            const StepRef& ref,
                                            const std::string& workdir,
                                            const Deadline& deadline,
@@ -587,7 +588,8 @@ AttemptRecord JobRunner::RunAttemptWithFix(const Step& step,
   // attempt fails -> fix agent -> re-run, inside this attempt.
   RunFixer(step, scope, ref, workdir, a, resumed);
   if (scope.token.cancelled()) return a;
-  AttemptRecord rerun = RunAttempt(step, scope, ref, workdir, deadline, attempt);
+  AttemptRecord rerun =
+      RunAttempt(step, scope, ref, workdir, deadline, attempt);
   rerun.started = a.started;
   rerun.duration += a.duration;
   rerun.fixed = true;

@@ -47,7 +47,12 @@ Status WriteAttempt(Db& db, const std::string& run_id,
       " ON CONFLICT (run_id, step_id, number) DO UPDATE SET"
       " of = ?4, status = ?5, started_ms = ?6, duration_ms = ?7,"
       " identity = ?8, exit_code = ?9, timed_out = ?10, clipped_to_ms = ?11,"
-      " exhausted_by = ?12, error = ?13, output = ?14, fixed = ?15");
+      " exhausted_by = ?12, error = ?13, output = ?14, fixed = ?15"
+      // The step's end writes each attempt again: one stored as it is
+      // (its output up to 1 MiB) is not rewritten.
+      " WHERE (of, status, started_ms, duration_ms, identity, exit_code,"
+      " timed_out, clipped_to_ms, exhausted_by, error, output, fixed)"
+      " IS NOT (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
   if (!st.ok()) return st.status();
   Statement& s = **st;
   s.Bind(1, run_id);
@@ -482,7 +487,7 @@ void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
                                const pipeline::AttemptRecord& attempt) {
   const std::string id = StoredId(step, false);
   Check(store_.Write([&](Db& db) -> Status {
-    return WriteAttempt(db, run_id_, id, "", taken_by_, attempt);
+    return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_, attempt);
   }));
 }
 
