@@ -180,6 +180,9 @@ Result<int64_t> StoreStepCache::SaveOutputs(const std::string& key,
 void StoreStepCache::Remember(const std::string& key,
                               const pipeline::StepRef& step,
                               const pipeline::CachedStep& result) {
+  // A full disk keeps its room for the run's records (Store::disk_full):
+  // no copies of output folders, no entry.
+  if (store_.disk_full()) return;
   std::vector<std::string> names;
   const std::string lines = EncodeLines(result.lines);
   int64_t size = static_cast<int64_t>(result.output.size() + lines.size());

@@ -316,8 +316,9 @@ Result<std::vector<StoredRun>> ListRuns(Store& store, int limit) {
         RunColumns() + " ORDER BY started_ms DESC, id DESC LIMIT ?1");
     if (!st.ok()) return st.status();
     (*st)->Bind(1, int64_t{limit > 0 ? limit : -1});
-    return (*st)->EachRow(
-        [&](const Statement& row) { runs.push_back(ReadRunRow(row, StateDirOf(store))); });
+    return (*st)->EachRow([&](const Statement& row) {
+      runs.push_back(ReadRunRow(row, StateDirOf(store)));
+    });
   });
   if (!s.ok()) return s;
   return runs;

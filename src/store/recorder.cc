@@ -34,10 +34,24 @@ void BindHook(Statement& st, int index, const pipeline::StepRef& s) {
   }
 }
 
+// The output an end keeps: all of it, or once the disk is full
+// (Store::disk_full) its last Store::kFullDiskOutputBytes, from a character's
+// first byte, so that the ends still fit.
+std::string_view KeptOutput(std::string_view output, bool disk_full) {
+  if (!disk_full || output.size() <= Store::kFullDiskOutputBytes) return output;
+  output.remove_prefix(output.size() - Store::kFullDiskOutputBytes);
+  for (int i = 0; i < 3 && !output.empty() &&
+                  (static_cast<unsigned char>(output[0]) & 0xC0) == 0x80;
+       ++i) {
+    output.remove_prefix(1);
+  }
+  return output;
+}
+
 Status WriteAttempt(Db& db, const std::string& run_id,
                     const std::string& step_id, const std::string& identity,
                     const std::string& taken_by,
-                    const pipeline::AttemptRecord& a) {
+                    const pipeline::AttemptRecord& a, bool disk_full) {
   Result<StatementUse> st = db.Prepared(
       "INSERT INTO attempts (run_id, step_id, number, of, status, started_ms,"
       " duration_ms, identity, exit_code, timed_out, clipped_to_ms,"
@@ -69,7 +83,7 @@ Status WriteAttempt(Db& db, const std::string& run_id,
                           : std::nullopt);
   s.Bind(12, a.exhausted_by);
   s.Bind(13, a.error);
-  s.Bind(14, a.output);
+  s.Bind(14, KeptOutput(a.output, disk_full));
   s.Bind(15, int64_t{a.fixed});
   s.Bind(16, taken_by);
   return s.Run();
@@ -487,7 +501,8 @@ void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
                                const pipeline::AttemptRecord& attempt) {
   const std::string id = StoredId(step, false);
   Check(store_.Write([&](Db& db) -> Status {
-    return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_, attempt);
+    return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_, attempt,
+                        store_.disk_full());
   }));
 }
 
@@ -531,7 +546,7 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     s.Bind(8, int64_t{ref.line});
     s.Bind(9, OutcomeName(step.outcome));
     s.Bind(10, step.error);
-    s.Bind(11, step.output);
+    s.Bind(11, KeptOutput(step.output, store_.disk_full()));
     s.Bind(12, ToMs(step.started));
     s.Bind(13, int64_t{step.duration.count()});
     s.Bind(14, step.identity);
@@ -556,7 +571,8 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     // The record is the authority: attempts that ended without an event of
     // their own (a retry wait cut by an abort) and every agent turn.
     for (const pipeline::AttemptRecord& a : step.attempts) {
-      if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a);
+      if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a,
+                                  store_.disk_full());
           !r.ok()) {
         return r;
       }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -266,16 +267,37 @@ std::string StorePath(const std::string& state_dir) {
 
 namespace {
 
-Status DroppedOnFullDisk() {
-  return IoError(
-      "the disk holding the run store is full: output lines and cache "
-      "entries are no longer recorded");
+// Whether the filesystem holding `file` has less than a page or two left
+// for this process.
+bool DiskFullAt(const std::string& file) {
+  struct statvfs fs;
+  const std::string dir = std::filesystem::path(file).parent_path().string();
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return false;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < (64u << 10);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
-  return OpenAt(path, true);
+  Result<std::unique_ptr<Store>> store = OpenAt(path, true);
+  if (store.ok() || store.status().code() != StatusCode::kIoError) {
+    return store;
+  }
+  // The disk filled since a run kept its reserve: that room opens the
+  // store and records this run, which starts with the disk full. Only on
+  // a full disk (statvfs): a store locked by another run keeps its reserve.
+  const std::string reserve = ReservePath(path);
+  struct stat st;
+  if (!DiskFullAt(reserve) || lstat(reserve.c_str(), &st) != 0 ||
+      !S_ISREG(st.st_mode) || unlink(reserve.c_str()) != 0) {
+    return store;
+  }
+  Result<std::unique_ptr<Store>> again = OpenAt(path, true, false);
+  if (!again.ok()) return store;
+  Store& opened = **again;
+  std::lock_guard<std::mutex> lock(opened.mu_);
+  opened.EnterDiskFull(true);
+  return again;
 }
 
 Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& path) {
@@ -288,7 +310,7 @@ Result<std::unique_ptr<Store>> Store::OpenExisting(const std::string& path) {
 }
 
 Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
-                                             bool create) {
+                                             bool create, bool reserve) {
   Result<std::unique_ptr<Db>> db = Db::Open(path, create);
   if (!db.ok()) return db.status();
   // WAL: readers (steps show, the UI) never block the run writing. NORMAL
@@ -301,7 +323,18 @@ Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
   }
   if (Status s = ApplySchema(**db); !s.ok()) return s;
   std::unique_ptr<Store> store(new Store(path, std::move(*db)));
-  if (create) store->reserve_held_ = HoldReserve(path);
+  if (create && reserve) {
+    Status held = HoldReserve(path);
+    store->reserve_held_ = held.ok();
+    if (!held.ok()) {
+      LogEvent(LogLevel::kWarn, "store.no_reserve",
+               {{"store", path},
+                {"error", held.message()},
+                {"effect",
+                 "a disk that fills up may cost this run the "
+                 "record of how it ended"}});
+    }
+  }
   return store;
 }
 
@@ -309,20 +342,29 @@ std::string Store::ReservePath(const std::string& db_path) {
   return db_path + "-reserve";
 }
 
-bool Store::HoldReserve(const std::string& db_path) {
+Status Store::HoldReserve(const std::string& db_path) {
   const std::string reserve = ReservePath(db_path);
-  int fd =
-      open(reserve.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  // Non-blocking: a FIFO put there fails to open instead of waiting for a
+  // reader; a symlink is not followed.
+  int fd = open(reserve.c_str(),
+                O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(reserve, errno);
   struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    close(fd);  // Not ours to grow (a hard link may be another file).
+    return InvalidArgument(reserve +
+                           " is not a regular file with one link; "
+                           "remove it and steps makes it again");
+  }
   const off_t size = static_cast<off_t>(kReserveBytes);
-  bool held = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-              st.st_size >= size && st.st_blocks * 512 >= size;
   // Blocks allocated, not a sparse file: deleting it frees them.
-  if (!held) held = posix_fallocate(fd, 0, size) == 0;
+  int err = st.st_size >= size && st.st_blocks * 512 >= size
+                ? 0
+                : posix_fallocate(fd, 0, size);
   close(fd);
-  if (!held) unlink(reserve.c_str());
-  return held;
+  if (err == 0) return Status::Ok();
+  unlink(reserve.c_str());
+  return ErrnoStatus("making " + reserve, err);
 }
 
 Status Store::Write(const std::function<Status(Db&)>& fn) {
@@ -334,8 +376,8 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
                       Soon kind) {
   if (!failed) failed = [this](const Status& s) { WarnWriteFailed(s); };
   if (kind == Soon::kPayload && disk_full_.load()) {
-    // What room is left is for the records a run cannot end without.
-    failed(DroppedOnFullDisk());
+    // What room is left is for the records a run cannot end without; the
+    // store.disk_full line said payloads are dropped from now on.
     return;
   }
   std::unique_lock<std::mutex> lock(soon_mu_);
@@ -453,21 +495,31 @@ Status Store::InSavepoint(const std::function<Status(Db&)>& write) {
 
 bool Store::RoomFreed() {
   if (!db_->LastErrorWasDiskFull()) return false;
-  if (!disk_full_.exchange(true)) {
-    warned_ = true;  // This warning stands for the failures that follow.
-    // A checkpoint would grow the database file into the room freed for
-    // records (and fail halfway, keeping what it took): from now on the
-    // log alone grows, by the pages each record needs.
-    (void)db_->Exec("PRAGMA wal_autocheckpoint = 0");
-    LogEvent(LogLevel::kWarn, "store.disk_full",
-             {{"store", path_},
-              {"reserve_freed", reserve_held_ ? std::to_string(kReserveBytes)
-                                              : std::string("0")},
-              {"dropping", "output lines and cache entries"}});
+  bool freed = false;
+  if (reserve_held_) {
+    reserve_held_ = false;
+    // Another run on this state folder may have deleted it first.
+    freed = unlink(ReservePath(path_).c_str()) == 0;
   }
-  if (!reserve_held_) return false;
-  reserve_held_ = false;
-  return unlink(ReservePath(path_).c_str()) == 0;
+  EnterDiskFull(freed);
+  return freed;
+}
+
+void Store::EnterDiskFull(bool freed) {
+  if (disk_full_.exchange(true)) return;
+  // A checkpoint would grow the database file into the room freed for
+  // records (and fail halfway, keeping what it took): from now on the log
+  // alone grows, by the pages each record needs.
+  (void)db_->Exec("PRAGMA wal_autocheckpoint = 0");
+  LogEvent(
+      LogLevel::kWarn, "store.disk_full",
+      {{"store", path_},
+       {"reserve_freed",
+        freed ? std::to_string(kReserveBytes) : std::string("0")},
+       {"dropping",
+        "output lines and cache entries; the ends of attempts "
+        "and steps keep the last " +
+            std::to_string(kFullDiskOutputBytes) + " bytes of their output"}});
 }
 
 namespace {
@@ -499,7 +551,7 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
   };
   for (SoonWrite& w : soon) {
     if (w.kind == Soon::kPayload && disk_full_.load()) {
-      w.status = DroppedOnFullDisk();  // Queued before the disk filled.
+      w.failed = nullptr;  // Queued before the disk filled: dropped.
       continue;
     }
     w.status = InSavepoint(w.write);
@@ -516,7 +568,7 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
   }
   Committed();
   for (SoonWrite& w : soon) {
-    if (!w.status.ok()) w.failed(w.status);
+    if (!w.status.ok() && w.failed) w.failed(w.status);
   }
   return true;
 }
@@ -536,7 +588,7 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::vector<SoonWrite> kept;
   for (SoonWrite& w : soon) {
     if (w.kind == Soon::kPayload) {
-      w.failed(why);
+      if (!disk_full_.load()) w.failed(why);  // Else store.disk_full said so.
     } else {
       kept.push_back(std::move(w));
     }

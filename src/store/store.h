@@ -35,7 +35,10 @@ std::string StorePath(const std::string& state_dir);
 class Store {
  public:
   // Opens the store at `path`, creating the file, its folder and the
-  // schema when missing. A file written by a newer steps is refused.
+  // schema when missing, and keeps the reserve beside it (kReserveBytes).
+  // A disk too full to open the store on gets the reserve's room, and the
+  // store starts in the disk-full mode. A file written by a newer steps is
+  // refused.
   static Result<std::unique_ptr<Store>> Open(const std::string& path);
   // Opens an existing store for reading; NotFound when there is none.
   static Result<std::unique_ptr<Store>> OpenExisting(const std::string& path);
@@ -86,8 +89,12 @@ class Store {
   // keeps a file of this size beside its database (ReservePath) and
   // deletes it the first time the disk is full, so that the ends of steps,
   // jobs and the run still fit. From then on, payloads (output lines,
-  // cache entries) are dropped, and WRN store.disk_full says so once.
+  // cache entries) are dropped unreported, and WRN store.disk_full says so
+  // once; a record that still fails is reported (WarnWriteFailed).
   static constexpr size_t kReserveBytes = 16 << 20;
+  // Once the disk is full, the output an attempt's or a step's end keeps
+  // is cut to its last this many bytes (RunRecorder), so that ends fit.
+  static constexpr size_t kFullDiskOutputBytes = 4096;
   static std::string ReservePath(const std::string& db_path);
   // Whether this store has found its disk full (and drops payloads).
   bool disk_full() const { return disk_full_.load(); }
@@ -149,11 +156,17 @@ class Store {
   void Requeue(std::vector<SoonWrite> soon);
   void FlusherLoop();
   void Committed();  // REQUIRES: mu_ held.
+  // Without `reserve`, no reserve is made (Open, once it deleted one).
   static Result<std::unique_ptr<Store>> OpenAt(const std::string& path,
-                                               bool create);
-  // Makes sure the reserve file holds kReserveBytes; false when the disk
-  // has no room for it (the store then runs without one).
-  static bool HoldReserve(const std::string& db_path);
+                                               bool create,
+                                               bool reserve = true);
+  // Enters the disk-full mode, logged once; `freed`: the reserve was
+  // deleted just now. REQUIRES: mu_ held.
+  void EnterDiskFull(bool freed);
+  // Makes sure the reserve file holds kReserveBytes; an error when the
+  // disk has no room for it or something else is in its place (the store
+  // then runs without one).
+  static Status HoldReserve(const std::string& db_path);
 
   std::string path_;
   mutable std::mutex mu_;

@@ -93,5 +93,96 @@ TEST(FullDiskCliTest, AStateFolderThatFillsUpStillRecordsHowTheRunEnded) {
   EXPECT_FALSE(Has(show, "running")) << diag;
 }
 
+// Once the disk is full, each end keeps the last 4 KiB of its output, so
+// that a dozen steps printing close to the most a step keeps (1 MiB) all
+// end in the record, with the run.
+TEST(FullDiskCliTest, EndsAfterTheDiskFilledKeepTheTailOfTheirOutput) {
+  TempDir dir;
+  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
+    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
+                    "mount to fill a disk; this machine refuses them";
+  }
+  std::string yaml =
+      "jobs:\n"
+      "- name: big\n"
+      "  plan:\n"
+      "  - task: flood\n"
+      "    run: |\n"
+      "      line=$(head -c 2000 /dev/zero | tr '\\0' x)\n"
+      "      for i in $(seq 20000); do echo \"$i $line\"; done\n";
+  for (int i = 1; i <= 12; ++i) {
+    yaml += "  - task: big-" + std::to_string(i) +
+            "\n"
+            "    run: head -c 1000000 /dev/zero | tr '\\0' y; echo; echo end " +
+            std::to_string(i) + "\n";
+  }
+  dir.Write("big.yaml", yaml);
+  const test_support::CliResult r =
+      WithSmallDisk(dir.path(), 40,
+                    "\"$STEPS\" run --plain --state-dir disk/state big.yaml"
+                    " > run.txt 2>&1; echo $? > run.rc\n"
+                    "mkdir -p copy && cp disk/state/steps.db* copy/\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string run = dir.Read("run.txt");
+  EXPECT_EQ(dir.Read("run.rc"), "0\n") << run.substr(0, 4000);
+  EXPECT_TRUE(Has(run, "WRN store.disk_full")) << run.substr(0, 4000);
+  EXPECT_FALSE(Has(run, "store.write_failed")) << run.substr(0, 4000);
+  const std::string db = dir.path() + "/copy/steps.db";
+  EXPECT_EQ(StoreSql(db, "SELECT status FROM runs"), "succeeded");
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT count(*) FROM steps WHERE status ="
+                     " 'succeeded'"),
+            "13");
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT count(*) FROM attempts WHERE status ="
+                     " 'succeeded'"),
+            "13");
+  // The last one's end: the tail of what it printed, its last line kept.
+  const std::string kept =
+      StoreSql(db, "SELECT output FROM steps WHERE name = 'big-12'");
+  EXPECT_LE(kept.size(), 4096u);
+  EXPECT_GT(kept.size(), 4000u);
+  EXPECT_TRUE(Has(kept, "end 12")) << kept.substr(kept.size() - 100);
+}
+
+// A disk that filled between runs, with the reserve a run left beside the
+// store: the next run gets that room, and is recorded.
+TEST(FullDiskCliTest, ARunOnADiskThatFilledSinceTheLastIsRecorded) {
+  TempDir dir;
+  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
+    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
+                    "mount to fill a disk; this machine refuses them";
+  }
+  dir.Write("p.yaml",
+            "jobs:\n"
+            "- name: j\n"
+            "  plan:\n"
+            "  - task: t\n"
+            "    run: echo hello\n");
+  const test_support::CliResult r = WithSmallDisk(
+      dir.path(), 40,
+      "\"$STEPS\" run --plain --state-dir disk/state p.yaml > first.txt 2>&1\n"
+      "head -c 100000000 /dev/zero > disk/filler 2>/dev/null\n"
+      "df -k disk | tail -n 1 > df.txt\n"
+      "\"$STEPS\" run --plain --state-dir disk/state p.yaml > run.txt 2>&1;"
+      " echo $? > run.rc\n"
+      "mkdir -p copy && cp disk/state/steps.db* copy/\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string run = dir.Read("run.txt");
+  const std::string diag = run + "\n--- df:\n" + dir.Read("df.txt");
+  EXPECT_EQ(dir.Read("run.rc"), "0\n") << diag;
+  EXPECT_TRUE(Has(run, "WRN store.disk_full")) << diag;
+  EXPECT_FALSE(Has(run, "store.unavailable")) << diag;
+  const std::string db = dir.path() + "/copy/steps.db";
+  EXPECT_EQ(StoreSql(db, "SELECT group_concat(status) FROM runs"),
+            "succeeded,succeeded")
+      << diag;
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT count(*) FROM steps WHERE status ="
+                     " 'succeeded'"),
+            "2")
+      << diag;
+}
+
 }  // namespace
 }  // namespace steps
