@@ -479,6 +479,20 @@ void RunRecorder::OnCheckpoints(
     const pipeline::StepRef& step,
     const std::vector<agent::ConversationCheckpoint>& checkpoints) {
   if (checkpoints.empty()) return;
+  if (store_.disk_full()) {
+    // The room left is for the ends of steps: the conversation goes on
+    // without new checkpoints, and a resume takes it up from its last
+    // stored one.
+    if (!checkpoints_dropped_.exchange(true)) {
+      LogEvent(LogLevel::kWarn, "store.checkpoints_dropped",
+               {{"step", step.id},
+                {"effect",
+                 "the disk is full: conversations are no longer "
+                 "checkpointed; a resume takes each up from its "
+                 "last stored checkpoint"}});
+    }
+    return;
+  }
   const std::string id = StoredId(step, false);
   int64_t seq;
   {

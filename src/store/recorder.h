@@ -3,6 +3,7 @@
 #ifndef STEPS_STORE_RECORDER_H_
 #define STEPS_STORE_RECORDER_H_
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -71,7 +72,8 @@ class RunRecorder : public pipeline::RunObserver {
   // (benchmarks compare with a recording that writes each as it comes).
   void WriteReportedTurns(const pipeline::StepRef& step);
   // Rows of conversation_log, committed together before this returns: the
-  // request is sent, or the tool runs, only once they are stored.
+  // request is sent, or the tool runs, only once they are stored. Once the
+  // disk is full (Store::disk_full) none are written (logged once).
   void OnCheckpoints(
       const pipeline::StepRef& step,
       const std::vector<agent::ConversationCheckpoint>& checkpoints) override;
@@ -98,7 +100,8 @@ class RunRecorder : public pipeline::RunObserver {
 
   Store& store_;
   Clock& clock_;
-  std::mutex mu_;  // Guards the fields below.
+  std::atomic<bool> checkpoints_dropped_{false};  // Logged once.
+  std::mutex mu_;                                 // Guards the fields below.
   std::string run_id_;
   std::string taken_by_;
   std::vector<PlannedJob> outline_;

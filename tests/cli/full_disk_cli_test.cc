@@ -184,5 +184,69 @@ TEST(FullDiskCliTest, ARunOnADiskThatFilledSinceTheLastIsRecorded) {
       << diag;
 }
 
+// A conversation that goes on after the disk filled stores no more
+// checkpoints (said once), so that its tool results (300 of 60 KB took all
+// 16 MiB of the reserve) do not take the room its step's end needs.
+TEST(FullDiskCliTest, AConversationAfterTheDiskFilledLeavesRoomForItsEnd) {
+  TempDir dir;
+  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
+    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
+                    "mount to fill a disk; this machine refuses them";
+  }
+  std::string yaml =
+      "agents:\n"
+      "- name: a\n"
+      "  source: {model: openai/m}\n"
+      "  tools: [run_shell]\n"
+      "jobs:\n"
+      "- name: j\n"
+      "  plan:\n"
+      "  - task: flood\n"
+      "    run: |\n"
+      "      line=$(head -c 2000 /dev/zero | tr '\\0' x)\n"
+      "      for i in $(seq 20000); do echo \"$i $line\"; done\n"
+      "  - agent: a\n"
+      "    max_turns: 400\n"
+      "    messages: [go]\n"
+      "  - task: after\n"
+      "    run: echo after\n"
+      "mock:\n"
+      "  a:\n";
+  for (int i = 0; i < 20; ++i) {
+    yaml +=
+        "    - call: {name: run_shell, arguments: {command: \"head -c 60000"
+        " /dev/zero | tr '\\\\0' q; echo turn" +
+        std::to_string(i) + "\"}}\n";
+  }
+  yaml += "    - say: all done\n";
+  dir.Write("agent.yaml", yaml);
+  const test_support::CliResult r = WithSmallDisk(
+      dir.path(), 40,
+      "\"$STEPS\" run --mock --plain --state-dir disk/state agent.yaml"
+      " > run.txt 2>&1; echo $? > run.rc\n"
+      "mkdir -p copy && cp disk/state/steps.db* copy/\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out << dir.Read("run.txt");
+  const std::string run = dir.Read("run.txt");
+  const std::string tail =
+      run.substr(run.size() > 3000 ? run.size() - 3000 : 0);
+  EXPECT_EQ(dir.Read("run.rc"), "0\n") << tail;
+  EXPECT_TRUE(Has(run, "WRN store.disk_full")) << tail;
+  EXPECT_TRUE(Has(run, "WRN store.checkpoints_dropped step=j:2")) << tail;
+  EXPECT_FALSE(Has(run, "store.write_failed")) << tail;
+  const std::string db = dir.path() + "/copy/steps.db";
+  EXPECT_EQ(StoreSql(db, "SELECT status FROM runs"), "succeeded") << tail;
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT group_concat(status) FROM (SELECT status"
+                     " FROM steps ORDER BY start_seq)"),
+            "succeeded,succeeded,succeeded")
+      << tail;
+  EXPECT_EQ(StoreSql(db,
+                     "SELECT agent_turns FROM steps WHERE step_id ="
+                     " 'j:2'"),
+            "21")
+      << tail;
+  EXPECT_EQ(StoreSql(db, "SELECT count(*) FROM conversation_log"), "0") << tail;
+}
+
 }  // namespace
 }  // namespace steps
