@@ -30,12 +30,18 @@ test_support::CliResult WithSmallDisk(const std::string& dir, int megabytes,
                    "m tmpfs disk || exit 77\n" + script));
 }
 
+// Whether this machine lets a test mount a small disk of its own.
+bool CanFillADisk(const TempDir& dir) {
+  return WithSmallDisk(dir.path(), 1, "true").exit_code == 0;
+}
+
+constexpr const char* kCannotFillADisk =
+    "needs `unshare --mount --map-root-user` and a tmpfs mount to fill a "
+    "disk; this machine refuses them";
+
 TEST(FullDiskCliTest, AStateFolderThatFillsUpStillRecordsHowTheRunEnded) {
   TempDir dir;
-  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
-    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
-                    "mount to fill a disk; this machine refuses them";
-  }
+  if (!CanFillADisk(dir)) GTEST_SKIP() << kCannotFillADisk;
   // 20,000 lines of 2 KB: the store keeps the first 10,000 of a step, 20 MB
   // (twice over while in its log), and the disk has 40 MB, 16 of them kept
   // in reserve.
@@ -98,10 +104,7 @@ TEST(FullDiskCliTest, AStateFolderThatFillsUpStillRecordsHowTheRunEnded) {
 // end in the record, with the run.
 TEST(FullDiskCliTest, EndsAfterTheDiskFilledKeepTheTailOfTheirOutput) {
   TempDir dir;
-  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
-    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
-                    "mount to fill a disk; this machine refuses them";
-  }
+  if (!CanFillADisk(dir)) GTEST_SKIP() << kCannotFillADisk;
   std::string yaml =
       "jobs:\n"
       "- name: big\n"
@@ -149,10 +152,7 @@ TEST(FullDiskCliTest, EndsAfterTheDiskFilledKeepTheTailOfTheirOutput) {
 // store: the next run gets that room, and is recorded.
 TEST(FullDiskCliTest, ARunOnADiskThatFilledSinceTheLastIsRecorded) {
   TempDir dir;
-  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
-    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
-                    "mount to fill a disk; this machine refuses them";
-  }
+  if (!CanFillADisk(dir)) GTEST_SKIP() << kCannotFillADisk;
   dir.Write("p.yaml",
             "jobs:\n"
             "- name: j\n"
@@ -189,10 +189,7 @@ TEST(FullDiskCliTest, ARunOnADiskThatFilledSinceTheLastIsRecorded) {
 // 16 MiB of the reserve) do not take the room its step's end needs.
 TEST(FullDiskCliTest, AConversationAfterTheDiskFilledLeavesRoomForItsEnd) {
   TempDir dir;
-  if (WithSmallDisk(dir.path(), 1, "true").exit_code != 0) {
-    GTEST_SKIP() << "needs `unshare --mount --map-root-user` and a tmpfs "
-                    "mount to fill a disk; this machine refuses them";
-  }
+  if (!CanFillADisk(dir)) GTEST_SKIP() << kCannotFillADisk;
   std::string yaml =
       "agents:\n"
       "- name: a\n"
