@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/futex_slots.h"
 #include "core/log.h"
 #include "pipeline/executor_internal.h"
 
@@ -485,6 +486,9 @@ StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
     }
   };
   size_t threads = std::min(units.limit, count);
+  // Thousands of threads asleep at once need a futex table to match, or
+  // every wake-up walks past hundreds of them (core/futex_slots.h).
+  ProvideFutexSlots(threads);
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   if (threads > 0) worker();

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -20,6 +19,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "core/hand_off.h"
 
 namespace steps {
 namespace {
@@ -69,7 +70,7 @@ struct Transfer {
   // Set by the I/O thread when it is done with the transfer (under
   // CurlTransport::Loop's lock); the fields below are then final.
   bool done = false;
-  std::condition_variable done_cv;  // Its Post waits on it.
+  HandOff done_wake;      // Its Post waits on it; given once done is set.
   bool finished = false;  // libcurl reported an end (`code` holds it).
   bool idle_cut = false;
   bool timed_out_waiting = false;  // Its limit passed before admission.
@@ -268,11 +269,9 @@ class CurlTransport::Loop {
     WakeLocked();
   }
 
-  // Blocks until the I/O thread is done with `t`.
-  void Await(Transfer& t) {
-    std::unique_lock<std::mutex> lock(mu_);
-    t.done_cv.wait(lock, [&] { return t.done; });
-  }
+  // Blocks until the I/O thread is done with `t`. Not under the loop's
+  // lock: thousands of Posts woken in a burst do not queue for it again.
+  void Await(Transfer& t) { t.done_wake.Wait(); }
 
   // Ends the thread. REQUIRES: no Post in progress.
   void Stop() {
@@ -522,7 +521,7 @@ class CurlTransport::Loop {
 
   void MarkDoneLocked(Transfer& t) {
     t.done = true;
-    t.done_cv.notify_one();
+    t.done_wake.Give(1);
   }
 
   // One multi handle and its connections.

@@ -5,34 +5,44 @@ namespace steps::store {
 Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
   Entry me;
   me.item.write = &write;
-  std::unique_lock<std::mutex> lock(mu_);
-  queue_.push_back(&me);
-  if (watchers_ > 0) queued_.notify_all();
-  while (!me.done) {
-    if (committing_) {
-      // Woken when its write is committed, or to lead the next batch.
-      me.wake.wait(lock);
-      continue;
-    }
-    // Lead: commit everything queued so far, this write among it.
-    committing_ = true;
-    std::vector<Entry*> entries;
-    entries.swap(queue_);
-    lock.unlock();
-    std::vector<Item*> batch;
-    batch.reserve(entries.size());
-    for (Entry* e : entries) batch.push_back(&e->item);
-    commit_(batch);
-    lock.lock();
-    for (Entry* e : entries) {
-      e->done = true;
-      if (e != &me) e->wake.notify_one();
-    }
-    committing_ = false;
-    // One waiter, the oldest, leads the writes that queued meanwhile; the
-    // rest sleep until their batch is committed (no herd of wakeups).
-    if (!queue_.empty()) queue_.front()->wake.notify_one();
+  bool lead = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(&me);
+    if (watchers_ > 0) queued_.notify_all();
+    if (!committing_) committing_ = lead = true;
   }
+  // Woken when its write is committed, or to lead the next batch.
+  if (!lead && me.wake.Wait() == kCommitted) return me.item.status;
+  // Lead: commit everything queued so far, this write among it.
+  std::vector<Entry*> entries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries.swap(queue_);
+  }
+  std::vector<Item*> batch;
+  batch.reserve(entries.size());
+  for (Entry* e : entries) batch.push_back(&e->item);
+  commit_(batch);
+  // One waiter, the oldest, leads the writes that queued meanwhile; the
+  // rest sleep until their batch is committed (no herd of wakeups).
+  Entry* next = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) {
+      committing_ = false;
+    } else {
+      next = queue_.front();
+    }
+  }
+  // Each waiter is woken through a hand-off of its own, outside the
+  // queue's lock: a batch of thousands wakes them without each one queueing
+  // again for the lock the next arrivals need. A waiter may return as soon
+  // as it is given its answer: nothing of an entry is read after that.
+  for (Entry* e : entries) {
+    if (e != &me) e->wake.Give(kCommitted);
+  }
+  if (next != nullptr) next->wake.Give(kLead);
   return me.item.status;
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/hand_off.h"
 #include "core/status.h"
 
 namespace steps::store {
@@ -40,17 +41,21 @@ class GroupCommit {
   void WaitForQueued(size_t n);
 
  private:
+  // What a waiting write is woken with.
+  static constexpr int kCommitted = 1;  // Its batch was committed.
+  static constexpr int kLead = 2;       // It is to commit the next batch.
+  // A waiting write, on its writer's stack.
   struct Entry {
     Item item;
-    bool done = false;
-    std::condition_variable wake;
+    HandOff wake;
   };
 
   Committer commit_;
   std::mutex mu_;
   std::condition_variable queued_;  // For WaitForQueued.
   int watchers_ = 0;                // Callers in WaitForQueued.
-  std::vector<Entry*> queue_;
+  std::vector<Entry*> queue_;       // Under mu_.
+  // A leader is committing or handing over; under mu_.
   bool committing_ = false;
 };
 
