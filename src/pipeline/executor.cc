@@ -440,6 +440,43 @@ StepResult JobRunner::RunHooks(const Hooks& hooks, StepResult body,
   return body;
 }
 
+// What a fan-out amounts to, from the units that ran: a job-level end
+// first, then the first failure, the first error, the job's deadline
+// stopping admission (`deadline_error`, empty when it did not), the first
+// abort; else success.
+static StepResult FoldFanOut(const std::vector<StepResult>& results,
+                             const std::vector<bool>& ran,
+                             const std::string& deadline_error) {
+  StepResult out;
+  const StepResult* first_failed = nullptr;
+  const StepResult* first_errored = nullptr;
+  const StepResult* first_aborted = nullptr;
+  const StepResult* first_job_level = nullptr;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!ran[i]) continue;
+    const StepResult& r = results[i];
+    if (r.job_level && !first_job_level) first_job_level = &r;
+    if (r.outcome == Outcome::kFailed && !first_failed && !r.job_level)
+      first_failed = &r;
+    if (r.outcome == Outcome::kErrored && !first_errored) first_errored = &r;
+    if (r.outcome == Outcome::kAborted && !first_aborted) first_aborted = &r;
+  }
+  if (first_job_level) return *first_job_level;
+  if (first_failed) {
+    out = *first_failed;
+  } else if (first_errored) {
+    out = *first_errored;
+    out.caused_by_error = true;
+  } else if (!deadline_error.empty()) {
+    out.outcome = Outcome::kFailed;
+    out.job_level = true;
+    out.error = deadline_error;
+  } else if (first_aborted) {
+    out = *first_aborted;
+  }
+  return out;
+}
+
 StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
   Scope block = scope;
   block.token = scope.token.Child();
@@ -494,35 +531,12 @@ StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
   if (threads > 0) worker();
   for (std::thread& t : pool) t.join();
 
-  StepResult out;
-  const StepResult* first_failed = nullptr;
-  const StepResult* first_errored = nullptr;
-  const StepResult* first_aborted = nullptr;
-  const StepResult* first_job_level = nullptr;
-  for (size_t i = 0; i < count; ++i) {
-    if (!ran[i]) continue;
-    const StepResult& r = results[i];
-    if (r.job_level && !first_job_level) first_job_level = &r;
-    if (r.outcome == Outcome::kFailed && !first_failed && !r.job_level)
-      first_failed = &r;
-    if (r.outcome == Outcome::kErrored && !first_errored) first_errored = &r;
-    if (r.outcome == Outcome::kAborted && !first_aborted) first_aborted = &r;
-  }
   if (scope.token.cancelled()) return {Outcome::kAborted, "aborted"};
-  if (first_job_level) return *first_job_level;
-  if (first_failed) {
-    out = *first_failed;
-  } else if (first_errored) {
-    out = *first_errored;
-    out.caused_by_error = true;
-  } else if (deadline_hit) {
-    out.outcome = Outcome::kFailed;
-    out.job_level = true;
-    out.error = JobTimedOut() + " inside a fan-out; the rest were not admitted";
-  } else if (first_aborted) {
-    out = *first_aborted;
-  }
-  return out;
+  return FoldFanOut(results, ran,
+                    deadline_hit ? JobTimedOut() +
+                                       " inside a fan-out; the rest were not "
+                                       "admitted"
+                                 : "");
 }
 
 StepResult JobRunner::RunParallel(const Step& step, const Scope& scope,
