@@ -179,6 +179,49 @@ int WriteRecording(const RunOptions& opts, const pipeline::Pipeline& pipeline,
   return kExitOk;
 }
 
+// A source that cannot be served refuses the run before any step starts
+// (under --mock the mock: block serves every source): false, with each
+// problem said where it is.
+bool SourcesServable(const RunOptions& opts, const pipeline::ResolvedPlan& plan,
+                     pipeline::Diagnostics& diagnostics) {
+  auto problems = pipeline::CheckSourceEnvironment(
+      plan, opts.jobs, pipeline::ProcessEnvLookup());
+  for (const pipeline::SourceProblem& p : problems) {
+    diagnostics.Error(p.line, p.message);
+    std::cerr << diagnostics.Format(diagnostics.all().back()) << "\n";
+  }
+  if (problems.empty()) return true;
+  std::cerr << "steps run: refused before the first step: " << problems.size()
+            << (problems.size() == 1 ? " agent source" : " agent sources")
+            << " cannot be served in this environment\n";
+  return false;
+}
+
+// --ui: the web UI of this run, served while it runs. Names the run (when
+// `run_id` is empty) so that the address printed points at it; false, said,
+// when the UI cannot start.
+bool StartRunUi(const RunOptions& opts, std::unique_ptr<ui::UiServer>& server,
+                std::string& run_id) {
+  Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.ui_listen);
+  if (!listen.ok()) {
+    std::cerr << "steps run: --ui-listen: " << listen.status().message()
+              << "\n";
+    return false;
+  }
+  server = std::make_unique<ui::UiServer>(opts.state_dir);
+  for (const std::string& h : opts.allow_hosts) server->AllowHost(h);
+  if (Status s = server->Start(listen->host, listen->port); !s.ok()) {
+    std::cerr << "steps run: --ui: " << s.message()
+              << "; choose another with --ui-listen HOST:PORT\n";
+    return false;
+  }
+  if (run_id.empty()) run_id = pipeline::NewRunId(RealClock());
+  std::cerr << "steps run: watch this run at "
+            << ui::BaseUrl(listen->host, server->port()) << "#" << run_id
+            << std::endl;
+  return true;
+}
+
 int RunRun(const RunOptions& opts) {
   if (std::optional<int> resumed = ResumeIfInterrupted(opts)) return *resumed;
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
@@ -194,48 +237,14 @@ int RunRun(const RunOptions& opts) {
     return kExitUsage;
   }
   pipeline::ResolvedPlan plan(r.pipeline);
-  // A source that cannot be served refuses the run before any step starts;
-  // under --mock the mock: block serves every source.
-  if (!opts.mock) {
-    auto problems = pipeline::CheckSourceEnvironment(
-        plan, opts.jobs, pipeline::ProcessEnvLookup());
-    for (const pipeline::SourceProblem& p : problems) {
-      r.diagnostics.Error(p.line, p.message);
-      std::cerr << r.diagnostics.Format(r.diagnostics.all().back()) << "\n";
-    }
-    if (!problems.empty()) {
-      std::cerr << "steps run: refused before the first step: "
-                << problems.size()
-                << (problems.size() == 1 ? " agent source" : " agent sources")
-                << " cannot be served in this environment\n";
-      return kExitRefused;
-    }
-  }
+  if (!opts.mock && !SourcesServable(opts, plan, r.diagnostics))
+    return kExitRefused;
   EndOrphanedRuns(opts.state_dir);
   RunSetup setup;
   setup.run_id = opts.run_id;
   setup.via = opts.via;
-  // --ui: the web UI of this run, served while it runs.
   std::unique_ptr<ui::UiServer> server;
-  if (opts.ui) {
-    Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.ui_listen);
-    if (!listen.ok()) {
-      std::cerr << "steps run: --ui-listen: " << listen.status().message()
-                << "\n";
-      return kExitUsage;
-    }
-    server = std::make_unique<ui::UiServer>(opts.state_dir);
-    for (const std::string& h : opts.allow_hosts) server->AllowHost(h);
-    if (Status s = server->Start(listen->host, listen->port); !s.ok()) {
-      std::cerr << "steps run: --ui: " << s.message()
-                << "; choose another with --ui-listen HOST:PORT\n";
-      return kExitUsage;
-    }
-    if (setup.run_id.empty()) setup.run_id = pipeline::NewRunId(RealClock());
-    std::cerr << "steps run: watch this run at "
-              << ui::BaseUrl(listen->host, server->port()) << "#"
-              << setup.run_id << std::endl;
-  }
+  if (opts.ui && !StartRunUi(opts, server, setup.run_id)) return kExitUsage;
   TerminalStyle style = StyleFor(STDOUT_FILENO, opts.plain);
   TerminalPrinter printer(stdout, style.live, RealClock(), style.color);
   setup.state_dir = opts.state_dir;
@@ -328,7 +337,8 @@ Command RunCommand() {
         app.footer(
             "Exit codes: 0 all jobs succeeded; 1 a job failed; 2 a job failed "
             "because a\n"
-            "step errored; 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM; 64 bad command "
+            "step errored; 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM; 64 "
+            "bad command "
             "line;\n"
             "65 the pipeline was refused at load, or before the first step "
             "(an agent\n"
