@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <fstream>
 #include <sstream>
@@ -390,6 +391,27 @@ TEST(ExecutorTest, AcrossMaxInFlightBoundsConcurrencyAndRendersValues) {
   for (const char* v : {"built x", "built y", "built z", "built w"}) {
     EXPECT_NE(out.find(v), std::string::npos) << out;
   }
+}
+
+// A fan-out of many units sizes the kernel's futex table for its threads
+// (core/futex_slots.h): 300 cells in flight, at least 600 slots.
+TEST(ExecutorTest, AWideFanOutSizesTheFutexTableForItsThreads) {
+  if (prctl(78 /* PR_FUTEX_HASH */, 2 /* GET_SLOTS */, 0, 0, 0) < 0) {
+    GTEST_SKIP() << "this kernel has no per-process futex table (Linux "
+                    "6.16 and later have one)";
+  }
+  std::string values;
+  for (int i = 0; i < 300; ++i) values += (i ? ", " : "") + std::to_string(i);
+  PipelineRun run(
+      "jobs:\n- name: j\n  plan:\n  - across:\n    - { var: i, "
+      "values: [" +
+      values +
+      "], max_in_flight: 300 }\n    do:\n    - task: cell\n"
+      "      run: \"true\"\n");
+  EXPECT_LT(prctl(78, 2, 0, 0, 0), 600) << "sized before the fan-out";
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kSucceeded);
+  EXPECT_GE(prctl(78, 2, 0, 0, 0), 600);
 }
 
 // --- fail_fast -------------------------------------------------------------
