@@ -27,9 +27,11 @@ const USAGE = `usage: bench/gates [--steps PATH] [--mock-provider PATH] [--repea
 // gave medians that moved by: task steps 1.33-1.42 (7%), wide 1.23-1.27
 // (3%), long CPU ratio 5.5-6.4 (16%), CPU ratio to openai-node
 // 0.140-0.153 (9%), peak RSS 20.0-20.1 MB, fan-out 1.09-1.10. Hence 15% on
-// wall-time ratios (a CI machine is busier than that one was), 25% on CPU
-// ratios (the floor's own CPU is a few tens of milliseconds, so a few
-// milliseconds move them), 5% on memory.
+// wall-time ratios (a CI machine is busier than that one was), 25% on the
+// CPU ratio to openai-node, 50% on the CPU ratio to the floor (the floor's
+// own CPU is about 10 ms at this size, and single runs of it at 200
+// requests measured 0.016-0.028 s within one run of bench/peers), 5% on
+// memory.
 const GATES = [
   {
     name: 'task steps ÷ shell loop (300 steps, state on disk)',
@@ -45,7 +47,7 @@ const GATES = [
   },
   {
     name: 'long conversation (100 requests), steps CPU ÷ libcurl floor CPU',
-    key: 'long_cpu_over_floor', target: 2.0, measured: 6.0, margin: 0.25,
+    key: 'long_cpu_over_floor', target: 2.0, measured: 6.0, margin: 0.5,
   },
   {
     name: 'long conversation, steps CPU ÷ openai-node CPU',
