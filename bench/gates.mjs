@@ -2,14 +2,15 @@
 // a limit; exits 1 when one is over. CI runs it (.ci/run). See
 // bench/README.md for the sizes, the limits and why the margins are what
 // they are.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { median, releaseBinaries } from './common.mjs';
+
 const here = dirname(fileURLToPath(import.meta.url));
-const root = resolve(here, '..');
 
 const USAGE = `usage: bench/gates [--steps PATH] [--mock-provider PATH] [--repeat N]
   --steps PATH          the steps binary (default build-release/src/cli/steps, built when missing)
@@ -91,26 +92,9 @@ function log(message) {
   console.error(`bench/gates: ${message}`);
 }
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
 function binaries(o) {
-  const dir = join(root, 'build-release');
-  const steps = o.steps ?? join(dir, 'src/cli/steps');
-  const mock = o['mock-provider'] ?? join(dir, 'mock_provider/mock_provider');
-  if ((!o.steps && !existsSync(steps)) || (!o['mock-provider'] && !existsSync(mock))) {
-    log('building steps and mock_provider (scripts/build --release)');
-    execFileSync(join(root, 'scripts/build'),
-      ['--release', '--target', 'steps', '--target', 'mock_provider'],
-      { stdio: ['ignore', 'ignore', 'inherit'] });
-  }
-  for (const bin of [steps, mock]) {
-    if (!existsSync(bin)) fail(`no executable at ${bin}`, 64);
-  }
-  return { steps, mock };
+  return releaseBinaries({ steps: o.steps, mock: o['mock-provider'] }, log,
+    (message) => fail(message, 64));
 }
 
 // Runs `cmd args`, failing the gates with its output when it fails.

@@ -9,8 +9,9 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { median, releaseBinaries } from '../common.mjs';
+
 const here = dirname(fileURLToPath(import.meta.url));
-const root = resolve(here, '../..');
 const FANOUT_TURNS = 3;
 const FANOUT_DELAY_MS = 1000;
 
@@ -66,23 +67,7 @@ function log(message) {
 // --- Setup -----------------------------------------------------------------
 
 function binaries(o) {
-  let steps = o.steps;
-  let mock = o['mock-provider'];
-  if (!steps || !mock) {
-    const dir = join(root, 'build-release');
-    steps ??= join(dir, 'src/cli/steps');
-    mock ??= join(dir, 'mock_provider/mock_provider');
-    const missing = [[o.steps, steps], [o['mock-provider'], mock]]
-      .some(([given, path]) => !given && !existsSync(path));
-    if (missing) {
-      log('building steps and mock_provider (scripts/build --release)');
-      execFileSync(join(root, 'scripts/build'),
-        ['--release', '--target', 'steps', '--target', 'mock_provider'],
-        { stdio: ['ignore', 'ignore', 'inherit'] });
-    }
-  }
-  for (const p of [steps, mock]) if (!existsSync(p)) fail(`${p} does not exist`);
-  return { steps: resolve(steps), mock: resolve(mock) };
+  return releaseBinaries({ steps: o.steps, mock: o['mock-provider'] }, log, fail);
 }
 
 function installOpenAi() {
@@ -408,12 +393,6 @@ async function fanout(o, tools) {
 }
 
 // --- Report ----------------------------------------------------------------
-
-function median(values) {
-  const s = [...values].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 function medians(runs) {
   const out = {};
