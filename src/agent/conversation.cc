@@ -234,8 +234,8 @@ class Conversation {
     call.log_give_up = false;  // One conversation_failed line, from here.
     call.on_log = ctx_.events.on_log;
 
-    ConversationCheckpoint request =
-        NewCheckpoint(ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
+    ConversationCheckpoint request = NewCheckpoint(
+        ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
     request.nudge = nudged;
     Emit(std::move(request));
     ChatResult reply = Send(source, call);
@@ -302,8 +302,7 @@ class Conversation {
     const Millis whole = inv_.whole_timeout.value_or(*inv_.timeout);
     if (!NudgeDue(now, deadline_.at(), whole)) return false;
     Millis remaining = std::chrono::duration_cast<Millis>(deadline_.at() - now);
-    request_.messages.push_back(
-        Message::User(NudgeText(remaining, whole)));
+    request_.messages.push_back(Message::User(NudgeText(remaining, whole)));
     result_.nudge_sent = true;
     Log(LogLevel::kInfo, "agent.nudge",
         {{"agent", inv_.agent_name},
@@ -346,8 +345,8 @@ class Conversation {
       cp.prompt_tokens = record.prompt_tokens;
       cp.completion_tokens = record.completion_tokens;
       cp.usd = record.usd;
-      // With tool calls, it is stored with the first call's start, before
-      // that runs.
+      // With tool calls, it is stored with the first start of a call with
+      // effects, before that runs, or else with the next request.
       if (answer.tool_calls.empty()) {
         Emit(std::move(cp));
       } else {
@@ -390,8 +389,9 @@ class Conversation {
       ToolResult result;
       const bool is_finish =
           inv_.required_tools && call.name == kFinishToolName;
+      const Tool* tool = is_finish ? nullptr : Granted(call.name);
       ToolCheckpoint(ConversationCheckpoint::Kind::kToolStarted, record.turn,
-                     call, false);
+                     call, false, tool != nullptr && tool->has_effects());
       if (is_finish) {
         finished = FinishAnswer(call.arguments);
         result = finished ? ToolResult::Ok("finished")
@@ -399,7 +399,7 @@ class Conversation {
                                 "finish: pass your final answer as "
                                 "{\"answer\": \"...\"}");
       } else {
-        result = RunTool(call);
+        result = RunTool(tool, call);
       }
       recorded.result = CutToolText(result.content, recorded.result_truncated);
       recorded.result_bytes = static_cast<int64_t>(result.content.size());
@@ -407,7 +407,7 @@ class Conversation {
       request_.messages.push_back(
           Message::ToolResult(call.id, result.content, call.name));
       ToolCheckpoint(ConversationCheckpoint::Kind::kToolFinished, record.turn,
-                     call, result.is_error);
+                     call, result.is_error, false);
       if (!is_finish &&
           loop_guard_.Record(call.name, call.arguments, result.content)) {
         EmitTurn(std::move(record));
@@ -423,11 +423,14 @@ class Conversation {
     return StopIfInterrupted();
   }
 
-  ToolResult RunTool(const ToolCall& call) {
-    auto it =
-        std::find_if(granted_.begin(), granted_.end(),
-                     [&](const Tool* t) { return t->name() == call.name; });
-    if (it == granted_.end()) {
+  const Tool* Granted(const std::string& name) const {
+    auto it = std::find_if(granted_.begin(), granted_.end(),
+                           [&](const Tool* t) { return t->name() == name; });
+    return it == granted_.end() ? nullptr : *it;
+  }
+
+  ToolResult RunTool(const Tool* tool, const ToolCall& call) {
+    if (tool == nullptr) {
       std::string names;
       for (const Tool* t : granted_) {
         names += (names.empty() ? "" : ", ") + t->name();
@@ -442,7 +445,7 @@ class Conversation {
     // The one guard at the tool boundary: a tool that throws is an error
     // result the model sees, never the end of the process.
     try {
-      return (*it)->ExecuteJson(call.arguments, ToolContextForRun());
+      return tool->ExecuteJson(call.arguments, ToolContextForRun());
     } catch (const std::exception& e) {
       return ToolResult::Error(call.name + ": internal error: " + e.what());
     } catch (...) {
@@ -616,14 +619,18 @@ class Conversation {
     pending_.clear();
   }
 
+  // A call's start is stored before the call runs when the call can have
+  // effects (a resume then warns that it runs again); the start of a call
+  // without effects (read_file, a tool the model made up, finish) rides
+  // with the next checkpoint, as a result does.
   void ToolCheckpoint(ConversationCheckpoint::Kind kind, int turn,
-                      const ToolCall& call, bool is_error) {
+                      const ToolCall& call, bool is_error, bool effects) {
     ConversationCheckpoint cp = NewCheckpoint(kind, turn);
     cp.call_id = call.id;
     cp.tool = call.name;
     cp.arguments = call.arguments;
     cp.is_error = is_error;
-    if (kind == ConversationCheckpoint::Kind::kToolStarted) {
+    if (kind == ConversationCheckpoint::Kind::kToolStarted && effects) {
       Emit(std::move(cp));
     } else {
       Defer(std::move(cp));
@@ -688,7 +695,7 @@ class Conversation {
   // Messages of request_ already in a checkpoint; the one being built.
   size_t durable_messages_ = 0;  // Of request_.messages, in a checkpoint.
   std::vector<ConversationCheckpoint> pending_;  // Deferred; see Defer.
-  std::vector<std::string> failures_;  // One per source that failed.
+  std::vector<std::string> failures_;            // One per source that failed.
   std::unique_ptr<LocalProcessLauncher> own_launcher_;
   std::unique_ptr<ToolContext> tool_context_;
   AgentResult result_;

@@ -26,10 +26,15 @@ ToolResult ErrorFrom(const std::string& tool, const Status& status) {
   return ToolResult::Error(tool + ": " + status.message());
 }
 
-// Reads up to `max` bytes; stops early at EOF.
-Result<std::string> ReadUpTo(int fd, size_t max, const std::string& path) {
+// Reads up to `max` bytes; stops early at EOF. `expected` (the size fstat
+// reported) sizes the first read, plus one byte to see the end without
+// another buffer; a file that grew meanwhile doubles the buffer as it goes.
+Result<std::string> ReadUpTo(int fd, size_t max, uint64_t expected,
+                             const std::string& path) {
+  constexpr size_t kFirstRead = 64 * 1024;  // Pipes and /proc report 0.
   std::string data;
-  data.resize(std::min<size_t>(max, 1024 * 1024));
+  const uint64_t first = expected > 0 ? expected + 1 : kFirstRead;
+  data.resize(static_cast<size_t>(std::min<uint64_t>(max, first)));
   size_t got = 0;
   while (got < max) {
     if (got == data.size()) data.resize(std::min(max, data.size() * 2));
@@ -72,7 +77,7 @@ ToolResult ReadFileTool::Run(const nlohmann::json& arguments,
   // One byte past the limit tells a cut file from one exactly at it, even
   // when the reported size is wrong (a file still growing).
   size_t want = limit < SIZE_MAX ? limit + 1 : limit;
-  Result<std::string> data = ReadUpTo(file->get(), want, *path);
+  Result<std::string> data = ReadUpTo(file->get(), want, size, *path);
   if (!data.ok()) return ErrorFrom(name(), data.status());
   if (Status s = sandbox->CheckStillSingle(*path, file->get()); !s.ok())
     return ErrorFrom(name(), s);

@@ -13,6 +13,7 @@ namespace steps {
 class ReadFileTool : public Tool {
  public:
   ReadFileTool();
+  bool has_effects() const override { return false; }
 
  protected:
   ToolResult Run(const nlohmann::json& arguments,
@@ -37,6 +38,7 @@ class WriteFileTool : public Tool {
 class ListFilesTool : public Tool {
  public:
   ListFilesTool();
+  bool has_effects() const override { return false; }
 
  protected:
   ToolResult Run(const nlohmann::json& arguments,

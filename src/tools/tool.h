@@ -103,6 +103,11 @@ class Tool {
   const std::string& description() const { return description_; }
   // JSON schema of the arguments object.
   const nlohmann::json& parameters() const { return parameters_; }
+  // Whether running the tool can change anything outside the conversation
+  // (files, processes, other servers). A call to a tool without effects can
+  // run again after an interruption with nothing to warn about, so its start
+  // needs no durable point of its own. True unless a tool knows better.
+  virtual bool has_effects() const { return true; }
   // {"type": "function", "function": {"name", "description", "parameters"}}
   nlohmann::json OpenAiFunction() const;
 

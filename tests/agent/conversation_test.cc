@@ -97,8 +97,9 @@ w:
 }
 
 // Each checkpoint comes before what it marks: a request's messages are all
-// in checkpoints before it is sent, an answer before its tools run, a
-// tool's start before it runs and its result before the next request. The
+// in checkpoints before it is sent, an answer before its tools with effects
+// run, such a tool's start before it runs and every result before the next
+// request. The
 // checkpoints together hold the history, each message once, in order.
 TEST_F(ConversationTest, CheckpointsComeFirstAndHoldTheWholeHistory) {
   auto runner = MockRunner(R"(
@@ -134,9 +135,9 @@ w:
               what = "finish " + cp.tool + (cp.is_error ? " error" : "");
               break;
           }
-          seen.push_back("turn " + std::to_string(cp.turn) + " " + what +
-                         " (" + std::to_string(cp.messages.size()) +
-                         " messages, " + std::to_string(sent) + " sent" +
+          seen.push_back("turn " + std::to_string(cp.turn) + " " + what + " (" +
+                         std::to_string(cp.messages.size()) + " messages, " +
+                         std::to_string(sent) + " sent" +
                          (written ? ", written)" : ")"));
         }
       };
@@ -157,8 +158,10 @@ w:
                       "turn 3 request (0 messages, 2 sent, written)",
                       "turn 3 answer mock/w (1 messages, 3 sent, written)"}));
   // Stored together, as one durable point each: an answer with its first
-  // call's start; a result with what follows it (the next request).
-  EXPECT_EQ(batches, (std::vector<size_t>{1, 2, 2, 2, 2, 1}));
+  // start of a call with effects (write_file); a result with what follows
+  // it (the next request). read_file has no effects: turn 2's answer, its
+  // start and its result ride with the third request.
+  EXPECT_EQ(batches, (std::vector<size_t>{1, 2, 2, 4, 1}));
   // The history the checkpoints hold is what the last request carried,
   // and then the answer.
   auto last = RequestMessages(runner->MockRequests()[2]);
@@ -178,11 +181,12 @@ std::vector<ConversationCheckpoint> CheckpointsOf(AgentRunner& runner,
                                                   AgentContext ctx,
                                                   size_t keep) {
   std::vector<ConversationCheckpoint> kept;
+  bool cut = false;
+  // A batch is one transaction: stored whole or not at all.
   ctx.events.on_checkpoints =
       [&](const std::vector<ConversationCheckpoint>& batch) {
-        for (const ConversationCheckpoint& cp : batch) {
-          if (kept.size() < keep) kept.push_back(cp);
-        }
+        cut = cut || kept.size() + batch.size() > keep;
+        if (!cut) kept.insert(kept.end(), batch.begin(), batch.end());
       };
   runner.Run(inv, ctx);
   return kept;
@@ -195,12 +199,24 @@ w:
   - say: all done
 )";
 
-// Died while read_file ran (its start stored, not its result): the resumed
-// conversation runs it again, then sends only the third request.
+constexpr char kReadWriteDone[] = R"(
+w:
+  - call: {name: read_file, arguments: {path: in.txt}}
+  - {say: "writing", call: {name: write_file, arguments: {path: out.txt, content: hello}}}
+  - say: all done
+)";
+
+// Died while write_file ran (its start stored, not its result): the resumed
+// conversation runs it again, then sends only the third request. The
+// read_file before it finished and does not run again.
 TEST_F(ConversationTest, AResumedConversationRerunsTheUnfinishedCallOnly) {
-  auto first = MockRunner(kWriteReadDone);
+  std::ofstream(dir_.path() + "/in.txt") << "input";
+  auto first = MockRunner(kReadWriteDone);
+  // request; answer, read_file's start and result, the second request;
+  // the second answer and write_file's start.
   ResumedConversation resumed =
       RebuildConversation(CheckpointsOf(*first, Inv(), ctx_, 7));
+  std::filesystem::remove(dir_.path() + "/out.txt");
   ASSERT_EQ(resumed.restarted,
             std::vector<std::string>{resumed.unfinished_calls.at(0).id});
   auto second = MockRunner("w:\n  - say: all done\n");
@@ -220,8 +236,9 @@ TEST_F(ConversationTest, AResumedConversationRerunsTheUnfinishedCallOnly) {
   // an uninterrupted run.
   ASSERT_EQ(last.size(), 5u);
   EXPECT_EQ(last[0]["content"], "Do the task.");
-  EXPECT_EQ(last[3]["content"], "checking");
-  EXPECT_NE(ContentOf(last[4]).find("hello"), std::string::npos);
+  EXPECT_EQ(ContentOf(last[2]), "input");
+  EXPECT_EQ(last[3]["content"], "writing");
+  EXPECT_EQ(ReadFile(dir_.path() + "/out.txt"), "hello");
   ASSERT_EQ(logs.size(), 1u);
   EXPECT_NE(logs[0].find("agent.tool_rerun"), std::string::npos) << logs[0];
 }
