@@ -25,6 +25,11 @@ class HandOff {
   // only its address, in the wake (a wake on an address nobody waits on
   // wakes nobody).
   void Give(int value);
+  // Makes the hand-off new again (Peek 0, Wait blocks), to be given once
+  // more. REQUIRES: no Give until the reset is seen (the giver and the
+  // resetter share a lock). A wake left over from the last Give may still
+  // come; Wait sleeps again on it.
+  void Reset() { state_.store(0, std::memory_order_relaxed); }
 
  private:
   std::atomic<int> state_{0};

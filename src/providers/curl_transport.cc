@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -46,7 +47,7 @@ class HeaderList {
   curl_slist* list_ = nullptr;
 };
 
-// One transfer, shared by the Post that waits for it, the I/O thread that
+// One transfer, shared by the Post that waits for it, the leader that
 // runs it, and its cancel callback (which may run on any thread, even just
 // after the transfer ended).
 struct Transfer {
@@ -67,10 +68,13 @@ struct Transfer {
   // When Post handed it over; its time limit counts from here.
   std::chrono::steady_clock::time_point submitted;
 
-  // Set by the I/O thread when it is done with the transfer (under
+  // Set by the loop's leader when it is done with the transfer (under
   // CurlTransport::Loop's lock); the fields below are then final.
   bool done = false;
-  HandOff done_wake;      // Its Post waits on it; given once done is set.
+  // Its Post, waiting while another leads the loop (`following`, under the
+  // loop's lock), waits on it: given once done is set.
+  HandOff done_wake;
+  bool following = false;
   bool finished = false;  // libcurl reported an end (`code` holds it).
   bool idle_cut = false;
   bool timed_out_waiting = false;  // Its limit passed before admission.
@@ -78,7 +82,7 @@ struct Transfer {
   long new_connections = 0;
   long os_errno = 0;
   std::atomic<bool> cancelled{false};
-  uint32_t shard = 0;  // Which multi handle runs it (I/O thread).
+  uint32_t shard = 0;  // Which multi handle runs it (the leader's).
 };
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -195,10 +199,17 @@ TransportError DescriptorShortage(long os_errno) {
 
 }  // namespace
 
-// The I/O thread and its multi handle. Posts hand transfers over through
-// `incoming_`; cancel callbacks through `cancels_`; both wake the thread
-// through an eventfd. Only the I/O thread touches the multi handle and
-// running transfers.
+// The multi handles and the epoll loop that drives them. A Post that finds
+// nobody leading the loop leads it itself, on its own thread, for as long
+// as its transfer is the only one: a lone conversation has no thread
+// between it and its socket, and no wake-up to cross per request. Once
+// there are others, the loop's own thread leads while any are left, and
+// Posts wait on their hand-offs: one thread, and one thread's allocations
+// and stack, for a wide fan-out. Posts hand transfers over through
+// `incoming_`, cancel callbacks through `cancels_`; both wake a leader
+// waiting in epoll through an eventfd. Only the leader touches the multi
+// handles and running transfers; one leads at a time (`leading_`, under
+// mu_, which orders one leader's work before the next's).
 class CurlTransport::Loop {
   struct Shard;
 
@@ -253,11 +264,15 @@ class CurlTransport::Loop {
     return epoll_fd_ >= 0 && wake_fd_ >= 0;
   }
 
-  // Hands `t` to the I/O thread (starting it on first use).
+  // Hands `t` to the loop: a leader admits it in its next round; without
+  // one, the Await that follows leads.
   void Submit(const std::shared_ptr<Transfer>& t) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
     incoming_.push_back(t);
+    if (!leading_) return;
+    // A Post leads for itself alone: with a second transfer the loop goes
+    // to its own thread.
+    if (!thread_leads_) demote_ = true;
     WakeLocked();
   }
 
@@ -269,16 +284,39 @@ class CurlTransport::Loop {
     WakeLocked();
   }
 
-  // Blocks until the I/O thread is done with `t`. Not under the loop's
-  // lock: thousands of Posts woken in a burst do not queue for it again.
-  void Await(Transfer& t) { t.done_wake.Wait(); }
+  // Returns once the loop is done with `t` (submitted): leads the loop
+  // while nobody else does and `t` is alone, or else waits on its hand-off
+  // (not under the loop's lock: thousands of Posts woken in a burst do not
+  // queue for it again) until its transfer is done.
+  void Await(Transfer& t) {
+    bool follow;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (t.done) return;
+      follow = leading_;
+      t.following = follow;
+      leading_ = true;
+    }
+    while (true) {
+      if (follow && t.done_wake.Wait() == kDone) return;
+      // Leads: from the start, or handed the loop back by its thread; until
+      // its transfer is done or another Post comes.
+      follow = false;
+      while (!t.done && !follow) {
+        RunOnce(&t);
+        if (demote_.load(std::memory_order_relaxed)) follow = Demote(t);
+      }
+      if (!follow) break;
+    }
+    HandOver();
+  }
 
-  // Ends the thread. REQUIRES: no Post in progress.
+  // Ends the loop's thread. REQUIRES: no Post in progress.
   void Stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
-      if (ok()) WakeLocked();
+      thread_wake_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
   }
@@ -291,45 +329,119 @@ class CurlTransport::Loop {
   }
 
  private:
-  void Run() {
-    std::vector<epoll_event> events(256);
+  // The leader, whose transfer is `own` (none for the loop's thread): one
+  // round of the loop, which waits for nothing once `own` is done
+  // (cancelled, cut, timed out).
+  void RunOnce(const Transfer* own, int max_wait_ms = kMaxWaitMs) {
+    TakeWork();
+    ReapFinished();
+    int wait_ms = std::min(max_wait_ms, CheckLimits());
+    if (own != nullptr && own->done) return;
+    for (const Shard& shard : shards_) {
+      if (shard.timeout_ms >= 0) wait_ms = std::min(wait_ms, shard.timeout_ms);
+    }
+    int n = epoll_wait(epoll_fd_, events_.data(),
+                       static_cast<int>(events_.size()), wait_ms);
     int running = 0;
+    for (int i = 0; i < n; ++i) {
+      uint64_t key = events_[i].data.u64;
+      if (key == kWakeKey) {
+        uint64_t count;
+        while (read(wake_fd_, &count, sizeof count) > 0) {
+        }
+        continue;
+      }
+      uint32_t ev = events_[i].events;
+      int mask = 0;
+      if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
+      if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
+      if (ev & EPOLLERR) mask |= CURL_CSELECT_ERR;
+      curl_multi_socket_action(shards_[key >> 32].multi,
+                               static_cast<curl_socket_t>(key & 0xffffffff),
+                               mask, &running);
+    }
+    // libcurl's own timers (connect and transfer limits, its own
+    // bookkeeping) when they are due.
+    auto now = std::chrono::steady_clock::now();
+    for (Shard& shard : shards_) {
+      if (shard.timeout_ms >= 0 && now >= shard.deadline) {
+        shard.timeout_ms = -1;
+        curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+      }
+    }
+    ReapFinished();
+  }
+
+  // The leading Post's transfer is done. Transfers left in the loop (come
+  // since its last round) go to the loop's own thread; with none left,
+  // the next Post leads.
+  void HandOver() {
+    std::lock_guard<std::mutex> lock(mu_);
+    demote_ = false;
+    if (running_.empty() && incoming_.empty()) {
+      leading_ = false;
+      return;
+    }
+    ThreadLeadsLocked();
+  }
+
+  // A Post leading for its transfer `own`, not done, is told that another
+  // came: the loop goes to its own thread and the Post waits as the others
+  // do. Returns whether it is to wait (false: `own` is done after all).
+  bool Demote(Transfer& own) {
+    std::lock_guard<std::mutex> lock(mu_);
+    demote_ = false;
+    if (own.done) return false;
+    own.done_wake.Reset();  // It may have been given kLead before.
+    own.following = true;
+    ThreadLeadsLocked();
+    return true;
+  }
+
+  // Under mu_: the loop's thread leads from now on.
+  void ThreadLeadsLocked() {
+    thread_leads_ = true;
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { ThreadLeads(); });
+    } else {
+      thread_wake_.notify_one();
+    }
+  }
+
+  // The loop's own thread: leads when a Post hands the loop over, until at
+  // most one transfer was left for kLinger (a fan-out's conversations
+  // between two requests do not send the loop back and forth between Posts
+  // and the thread at each lull). Then the loop goes back to the Post of
+  // the one transfer left, if any, or to the next Post that comes.
+  void ThreadLeads() {
+    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      if (!TakeWork()) return;
-      ReapFinished();
-      int wait_ms = CheckLimits();
-      for (const Shard& shard : shards_) {
-        if (shard.timeout_ms >= 0)
-          wait_ms = std::min(wait_ms, shard.timeout_ms);
+      thread_wake_.wait(lock, [this] { return thread_leads_ || stopping_; });
+      if (stopping_) return;
+      auto last_busy = std::chrono::steady_clock::now();
+      while (true) {
+        const size_t transfers = running_.size() + incoming_.size();
+        const auto now = std::chrono::steady_clock::now();
+        if (transfers > 1) last_busy = now;
+        const Millis left =
+            kLinger - std::chrono::duration_cast<Millis>(now - last_busy);
+        if (transfers <= 1 && left.count() <= 0) break;
+        lock.unlock();
+        RunOnce(nullptr,
+                transfers <= 1 ? static_cast<int>(left.count()) : kMaxWaitMs);
+        lock.lock();
       }
-      int n = epoll_wait(epoll_fd_, events.data(),
-                         static_cast<int>(events.size()), wait_ms);
-      for (int i = 0; i < n; ++i) {
-        uint64_t key = events[i].data.u64;
-        if (key == kWakeKey) {
-          uint64_t count;
-          while (read(wake_fd_, &count, sizeof count) > 0) {
-          }
-          continue;
-        }
-        uint32_t ev = events[i].events;
-        int mask = 0;
-        if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
-        if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
-        if (ev & EPOLLERR) mask |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(shards_[key >> 32].multi,
-                                 static_cast<curl_socket_t>(key & 0xffffffff),
-                                 mask, &running);
-      }
-      // libcurl's own timers (connect and transfer limits, its own
-      // bookkeeping) when they are due.
-      auto now = std::chrono::steady_clock::now();
-      for (Shard& shard : shards_) {
-        if (shard.timeout_ms >= 0 && now >= shard.deadline) {
-          shard.timeout_ms = -1;
-          curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0,
-                                   &running);
-        }
+      thread_leads_ = false;
+      leading_ = false;
+      Transfer* lone =
+          running_.empty() ? nullptr : running_.begin()->second.get();
+      if (lone == nullptr && !incoming_.empty()) lone = incoming_.front().get();
+      // A Post not yet waiting finds leading_ false and leads; one waiting
+      // is told to.
+      if (lone != nullptr && lone->following && !lone->done) {
+        lone->following = false;
+        leading_ = true;
+        lone->done_wake.Give(kLead);
       }
     }
   }
@@ -390,12 +502,11 @@ class CurlTransport::Loop {
   }
 
   // Admits incoming transfers while there is room and applies
-  // cancellations. Returns false when the loop should end.
-  bool TakeWork() {
+  // cancellations.
+  void TakeWork() {
     std::vector<std::shared_ptr<Transfer>> cancels;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && running_.empty() && incoming_.empty()) return false;
       cancels.swap(cancels_);
       while (!incoming_.empty() && running_.size() < max_in_flight_) {
         std::shared_ptr<Transfer> t = std::move(incoming_.front());
@@ -429,7 +540,6 @@ class CurlTransport::Loop {
       auto it = running_.find(t->easy);
       if (it != running_.end() && it->second == t) End(t);
     }
-    return true;
   }
 
   // Under mu_. Sets the limit left of the transfer's own and adds it;
@@ -521,7 +631,8 @@ class CurlTransport::Loop {
 
   void MarkDoneLocked(Transfer& t) {
     t.done = true;
-    t.done_wake.Give(1);
+    // The leader's own sees `done`; one not yet awaited sees it in Await.
+    if (t.following) t.done_wake.Give(kDone);
   }
 
   // One multi handle and its connections.
@@ -535,6 +646,11 @@ class CurlTransport::Loop {
     std::chrono::steady_clock::time_point deadline;
   };
   static constexpr size_t kShards = 32;
+  static constexpr int kMaxWaitMs = 1000;  // What one round waits at most.
+  static constexpr Millis kLinger{100};
+  // What a waiting Post's hand-off is given.
+  static constexpr int kDone = 1;
+  static constexpr int kLead = 2;
   // epoll key of the wakeup eventfd; a socket's is (shard << 32) | fd.
   static constexpr uint64_t kWakeKey = ~uint64_t{0};
 
@@ -543,14 +659,21 @@ class CurlTransport::Loop {
   const int wake_fd_;
   const size_t max_in_flight_;
 
-  std::thread thread_;
   mutable std::mutex mu_;
-  // I/O thread: how soon the first waiting transfer runs out of time.
+  bool leading_ = false;       // A Post or the loop's thread leads.
+  bool thread_leads_ = false;  // The loop's thread does.
+  // A Post leads and another Post came: the leader hands the loop to the
+  // loop's thread (set under mu_; read by the leader after each round).
+  std::atomic<bool> demote_{false};
+  std::thread thread_;  // Started by the first hand-over.
+  std::condition_variable thread_wake_;
+  // The leader: how soon the first waiting transfer runs out of time.
   int queue_wait_ms_ = 1000;
   bool stopping_ = false;
   std::deque<std::shared_ptr<Transfer>> incoming_;
   std::vector<std::shared_ptr<Transfer>> cancels_;
-  // I/O thread only.
+  // The leader only.
+  std::vector<epoll_event> events_ = std::vector<epoll_event>(256);
   std::unordered_map<CURL*, std::shared_ptr<Transfer>> running_;
   std::vector<std::shared_ptr<Transfer>> watched_;  // With an idle limit.
   long status_scratch_ = 0;

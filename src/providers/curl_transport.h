@@ -1,8 +1,10 @@
-// HttpTransport on libcurl. Every transfer of a transport runs on one
-// I/O thread, which waits on epoll for the sockets of a few curl multi
-// handles (shards; a transfer goes to the least busy): a request in flight
-// costs one socket (none while it waits to be admitted) and no thread of
-// its own, and open connections are kept and reused across the requests of
+// HttpTransport on libcurl. Every transfer of a transport runs in one
+// loop, which waits on epoll for the sockets of a few curl multi handles
+// (shards; a transfer goes to the least busy) and is run by one of the
+// Posts waiting at the time, the leader, while the others sleep: a request
+// in flight costs one socket (none while it waits to be admitted) and no
+// thread of its own, a lone conversation talks to its socket from its own
+// thread, and open connections are kept and reused across the requests of
 // a conversation and across conversations to the same host. Post blocks
 // its caller until its transfer ends.
 #ifndef STEPS_PROVIDERS_CURL_TRANSPORT_H_
@@ -36,7 +38,7 @@ class CurlTransport : public HttpTransport {
 
   // Thread-safe. Cancellation and the idle limit are checked by the
   // transfer loop, which wakes at once on cancellation. The body reader
-  // runs on the I/O thread.
+  // runs on the thread leading the loop, which may be another Post's.
   TransportResult Post(const HttpRequest& request,
                        const TransferOptions& options) override;
 
