@@ -135,4 +135,68 @@ FieldHasher& FieldHasher::AddAbsent(std::string_view name) {
   return *this;
 }
 
+namespace {
+
+constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
+constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
+constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
+constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
+constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
+
+uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+uint64_t Load64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+uint64_t Round(uint64_t acc, uint64_t input) {
+  return Rotl(acc + input * kP2, 31) * kP1;
+}
+
+uint64_t MergeRound(uint64_t acc, uint64_t lane) {
+  return (acc ^ Round(0, lane)) * kP1 + kP4;
+}
+
+}  // namespace
+
+uint64_t FastHash64(std::string_view data, uint64_t seed) {
+  const char* p = data.data();
+  size_t n = data.size();
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
+    for (; n >= 32; p += 32, n -= 32) {
+      v1 = Round(v1, Load64(p));
+      v2 = Round(v2, Load64(p + 8));
+      v3 = Round(v3, Load64(p + 16));
+      v4 = Round(v4, Load64(p + 24));
+    }
+    h = Rotl(v1, 1) + Rotl(v2, 7) + Rotl(v3, 12) + Rotl(v4, 18);
+    h = MergeRound(MergeRound(MergeRound(MergeRound(h, v1), v2), v3), v4);
+  } else {
+    h = seed + kP5;
+  }
+  h += data.size();
+  for (; n >= 8; p += 8, n -= 8)
+    h = Rotl(h ^ Round(0, Load64(p)), 27) * kP1 + kP4;
+  if (n >= 4) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    h = Rotl(h ^ (uint64_t{v} * kP1), 23) * kP2 + kP3;
+    p += 4;
+    n -= 4;
+  }
+  for (; n > 0; ++p, --n) {
+    h = Rotl(h ^ (static_cast<uint8_t>(*p) * kP5), 11) * kP1;
+  }
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
 }  // namespace steps

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "core/sse.h"
 #include "core/status.h"
 #include "providers/chat.h"
 #include "providers/encoded_history.h"
 #include "providers/http.h"
 #include "providers/model_parameters.h"
 #include "providers/provider.h"
-#include "core/sse.h"
 
 namespace steps {
 

@@ -150,6 +150,8 @@ ChatResult AdapterProvider::Send(const ChatRequest& request,
     };
   }
   ExchangeResult result = PostWithin(transport_, http, context, options);
+  // Its room serves the next request's body (sent: nothing reads it now).
+  history_.GiveBack(std::move(std::get<HttpRequest>(built).body));
   if (auto* error = std::get_if<ProviderError>(&result)) return *error;
   const HttpResponse& response = std::get<HttpResponse>(result);
   if (stream_threw) return *stream_threw;

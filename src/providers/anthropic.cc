@@ -61,9 +61,10 @@ std::string ErrorMessage(const json& j) {
 
 std::string BuildAnthropicRequestBody(const ChatRequest& request, bool stream,
                                       int64_t default_max_tokens) {
-  json body{{"model", request.model},
-            {"max_tokens", request.params.max_output_tokens.value_or(
-                               request.max_tokens.value_or(default_max_tokens))}};
+  json body{
+      {"model", request.model},
+      {"max_tokens", request.params.max_output_tokens.value_or(
+                         request.max_tokens.value_or(default_max_tokens))}};
   const ModelParameters& mp = request.params;
   if (mp.temperature) body["temperature"] = *mp.temperature;
   if (mp.top_p) body["top_p"] = *mp.top_p;

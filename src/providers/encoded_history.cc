@@ -1,12 +1,14 @@
 #include "providers/encoded_history.h"
 
+#include "core/hash.h"
+
 namespace steps {
 namespace {
 
 uint64_t Mix(uint64_t h, std::string_view text) {
-  // Length first: "ab"+"c" and "a"+"bc" differ.
-  h = (h ^ text.size()) * 0x9E3779B97F4A7C15ULL;
-  return (h ^ std::hash<std::string_view>{}(text)) * 0xC2B2AE3D27D4EB4FULL;
+  // Seeded by what came before, length included: "ab"+"c" and "a"+"bc"
+  // differ.
+  return FastHash64(text, h ^ (text.size() * 0x9E3779B97F4A7C15ULL));
 }
 
 uint64_t HashOf(const Message& m) {
@@ -19,7 +21,7 @@ uint64_t HashOf(const Message& m) {
     h = Mix(h, c.name);
     h = Mix(h, c.arguments);
   }
-  return Mix(h, std::to_string(m.tool_calls.size()));
+  return h ^ (m.tool_calls.size() * 0xC2B2AE3D27D4EB4FULL);
 }
 
 }  // namespace
@@ -52,6 +54,23 @@ void EncodedHistory::AppendJoined(const std::vector<Message>& messages,
     ++encoded_;
   }
   out += joined_;
+}
+
+std::string EncodedHistory::TakeBuffer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out = std::move(buffer_);
+  buffer_ = std::string();
+  out.clear();
+  return out;
+}
+
+void EncodedHistory::GiveBack(std::string body) {
+  // Small bodies come cheaply from the allocator's free lists; keeping one
+  // per conversation would cost a wide fan-out its memory for nothing.
+  constexpr size_t kWorthKeeping = 64 * 1024;
+  if (body.capacity() < kWorthKeeping) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (body.capacity() > buffer_.capacity()) buffer_ = std::move(body);
 }
 
 int64_t EncodedHistory::reused() const {

@@ -36,6 +36,14 @@ class EncodedHistory {
   int64_t reused() const;
   int64_t encoded() const;
 
+  // A request body's buffer: an empty string with the room of the last
+  // large one given back (64 KiB or more), so that a long conversation's
+  // growing bodies do not each take fresh memory from the system (and fault
+  // it in) and give it back.
+  std::string TakeBuffer();
+  // The body of a request that has been sent, for TakeBuffer.
+  void GiveBack(std::string body);
+
  private:
   mutable std::mutex mu_;
   std::string format_;
@@ -44,6 +52,7 @@ class EncodedHistory {
   std::string joined_;
   int64_t reused_ = 0;
   int64_t encoded_ = 0;
+  std::string buffer_;
 };
 
 }  // namespace steps

@@ -12,11 +12,11 @@
 namespace steps {
 
 struct ModelParameters {
-  std::optional<double> temperature;        // [0, 2]
-  std::optional<double> top_p;              // (0, 1]
-  std::optional<int64_t> seed;              // Any integer.
+  std::optional<double> temperature;         // [0, 2]
+  std::optional<double> top_p;               // (0, 1]
+  std::optional<int64_t> seed;               // Any integer.
   std::optional<int64_t> max_output_tokens;  // >= 1
-  std::vector<std::string> stop;            // At most 4; empty: none.
+  std::vector<std::string> stop;             // At most 4; empty: none.
   // `response_format: {json_schema: SCHEMA}`: the answer must be JSON
   // matching SCHEMA (compact JSON text here); unset: free text.
   std::optional<std::string> json_schema;
@@ -38,8 +38,8 @@ struct ModelParameters {
   }
   // Every key, as a pipeline writes it, in the order SetKeys lists them.
   static std::vector<std::string> AllKeys() {
-    return {"temperature", "top_p", "seed", "max_output_tokens", "stop",
-            "response_format"};
+    return {"temperature",       "top_p", "seed",
+            "max_output_tokens", "stop",  "response_format"};
   }
   // The keys that are set, as a pipeline writes them: "temperature",
   // "top_p", "seed", "max_output_tokens", "stop", "response_format".

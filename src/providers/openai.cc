@@ -124,8 +124,7 @@ std::optional<std::string> EmbeddedError(const json& j) {
 constexpr char kMessagesSlot[] = "\x01steps:messages\x01";
 
 std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
-                                   bool request_cost,
-                                   EncodedHistory* history) {
+                                   bool request_cost, EncodedHistory* history) {
   json body{{"model", request.model}};
   body["messages"] = kMessagesSlot;
   if (!request.tools.empty()) {
@@ -166,8 +165,7 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
   const size_t at = rest.find(slot);
   EncodedHistory fresh;
   EncodedHistory& encoded = history != nullptr ? *history : fresh;
-  std::string out;
-  out.reserve(rest.size() + 64 * 1024);
+  std::string out = encoded.TakeBuffer();
   out.append(rest, 0, at);
   out += '[';
   encoded.AppendJoined(
@@ -353,8 +351,8 @@ Result<HttpRequest> OpenAiAdapter::BuildRequestReusing(
     const ChatRequest& request, const AdapterConfig& config,
     EncodedHistory& history) const {
   return OpenAiHttpRequest(
-      config, BuildOpenAiRequestBody(request, config.stream, request_cost_,
-                                     &history));
+      config,
+      BuildOpenAiRequestBody(request, config.stream, request_cost_, &history));
 }
 
 ChatResult OpenAiAdapter::ParseAnswer(const HttpResponse& response,

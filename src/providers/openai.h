@@ -12,11 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "core/sse.h"
 #include "providers/adapter.h"
 #include "providers/adapter_provider.h"
 #include "providers/http.h"
 #include "providers/provider.h"
-#include "core/sse.h"
 
 namespace steps {
 

@@ -3,14 +3,15 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <random>
 #include <deque>
+#include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace steps {
@@ -127,16 +128,44 @@ Status WriteAll(int fd, std::string_view data, const std::string& shown) {
 
 }  // namespace
 
-Result<Sandbox> Sandbox::Open(const std::string& root) {
-  char* canonical = realpath(root.c_str(), nullptr);
-  if (canonical == nullptr) {
-    return ErrnoStatus("working directory " + root, errno);
+namespace {
+
+// The canonical path of the directory open at `fd`, as the kernel names it
+// (two system calls, where realpath walks every component); empty when
+// /proc is not there or the directory is gone.
+std::string PathOfFd(int fd) {
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf || buf[0] != '/') {
+    return "";
   }
-  std::string root_path(canonical);
-  free(canonical);
-  int fd = open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("working directory " + root_path, errno);
-  return Sandbox(UniqueFd(fd), std::move(root_path));
+  std::string path(buf, static_cast<size_t>(n));
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (path.size() >= kDeleted.size() &&
+      path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) ==
+          0) {
+    return "";
+  }
+  return path;
+}
+
+}  // namespace
+
+Result<Sandbox> Sandbox::Open(const std::string& root) {
+  int fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("working directory " + root, errno);
+  UniqueFd root_fd(fd);
+  std::string root_path = PathOfFd(fd);
+  if (root_path.empty()) {
+    char* canonical = realpath(root.c_str(), nullptr);
+    if (canonical == nullptr) {
+      return ErrnoStatus("working directory " + root, errno);
+    }
+    root_path = canonical;
+    free(canonical);
+  }
+  return Sandbox(std::move(root_fd), std::move(root_path));
 }
 
 Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace steps {
 namespace {
 
@@ -34,6 +36,35 @@ TEST(FieldHasherTest, FramingPreventsAmbiguity) {
   EXPECT_EQ(h("ab", "c"), h("ab", "c"));
   EXPECT_NE(FieldHasher().Add("x", "").HexDigest(),
             FieldHasher().AddAbsent("x").HexDigest());
+}
+
+// FastHash64 is xxHash64: its published values, over every tail length
+// the lanes leave (0-3 bytes, 4-7, 8 and more, a lane of 32 and more).
+TEST(FastHash64Test, IsXxHash64) {
+  EXPECT_EQ(FastHash64(""), 0xEF46DB3751D8E999ULL);
+  EXPECT_EQ(FastHash64("a"), 0xD24EC4F1A98C6E5BULL);
+  EXPECT_EQ(FastHash64("abc"), 0x44BC2CF5AD770999ULL);
+  EXPECT_EQ(FastHash64("steps", 7), 0x8960905DF49796CEULL);
+  EXPECT_EQ(FastHash64("0123456789abcdef0123456789abcdef0123456789"),
+            0xA76190C3ACF08A1CULL);
+  std::string bytes;
+  for (int i = 0; i < 3; ++i) {
+    for (int c = 0; c < 256; ++c) bytes.push_back(static_cast<char>(c));
+  }
+  bytes += "xyz12";
+  EXPECT_EQ(FastHash64(bytes, 42), 0x8E4005C4BEADD1A1ULL);
+}
+
+TEST(FastHash64Test, EveryByteAndTheSeedCount) {
+  const std::string base(100, 'q');
+  const uint64_t h = FastHash64(base);
+  for (size_t i = 0; i < base.size(); ++i) {
+    std::string changed = base;
+    changed[i] = 'r';
+    EXPECT_NE(FastHash64(changed), h) << "byte " << i;
+  }
+  EXPECT_NE(FastHash64(base, 1), h);
+  EXPECT_NE(FastHash64(base.substr(1)), h);
 }
 
 }  // namespace
