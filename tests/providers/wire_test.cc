@@ -5,11 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
+#include "core/sse.h"
 #include "providers/anthropic.h"
 #include "providers/encoded_history.h"
 #include "providers/exchange.h"
 #include "providers/openai.h"
-#include "core/sse.h"
 
 namespace steps {
 namespace {
@@ -80,7 +80,8 @@ TEST(EncodedHistoryTest, ReusedBodiesAreTheBodiesBuiltWhole) {
   for (int turn = 0; turn < 6; ++turn) {
     SCOPED_TRACE(turn);
     const std::string whole = BuildOpenAiRequestBody(r, false, false);
-    const std::string reused = BuildOpenAiRequestBody(r, false, false, &history);
+    const std::string reused =
+        BuildOpenAiRequestBody(r, false, false, &history);
     EXPECT_EQ(reused, whole);
     EXPECT_EQ(DumpJson(json::parse(whole)), whole);
     EXPECT_EQ(json::parse(whole)["messages"].size(), r.messages.size());
@@ -117,9 +118,32 @@ TEST(EncodedHistoryTest, AChangedHistoryIsEncodedAgainFromTheChange) {
   r.messages.clear();
   EXPECT_EQ(BuildOpenAiRequestBody(r, false, false, &history),
             BuildOpenAiRequestBody(r, false, false));
-  EXPECT_EQ(json::parse(BuildOpenAiRequestBody(r, false, false, &history))
-                ["messages"],
+  EXPECT_EQ(json::parse(
+                BuildOpenAiRequestBody(r, false, false, &history))["messages"],
             json::array());
+}
+
+// A large body given back lends its room to the next request's body (the
+// same storage, not a fresh allocation); a small one is not kept.
+TEST(EncodedHistoryTest, ALargeBodysRoomServesTheNextBody) {
+  ChatRequest r = ToolConversation();
+  r.messages.push_back(Message::User(std::string(100 * 1024, 'x')));
+  EncodedHistory history;
+  std::string first = BuildOpenAiRequestBody(r, false, false, &history);
+  first.reserve(first.size() + 4096);  // Room for what the next one adds.
+  const char* room = first.data();
+  history.GiveBack(std::move(first));
+  r.messages.push_back(Message::User("more"));
+  const std::string second = BuildOpenAiRequestBody(r, false, false, &history);
+  EXPECT_EQ(second, BuildOpenAiRequestBody(r, false, false));
+  EXPECT_EQ(second.data(), room);
+
+  EncodedHistory small;
+  ChatRequest s = ToolConversation();
+  std::string body = BuildOpenAiRequestBody(s, false, false, &small);
+  ASSERT_LT(body.capacity(), 64u * 1024);
+  small.GiveBack(std::move(body));
+  EXPECT_EQ(small.TakeBuffer().capacity(), std::string().capacity());
 }
 
 TEST(RedactTest, RemovesEveryOccurrence) {
