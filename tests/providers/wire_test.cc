@@ -133,6 +133,10 @@ TEST(EncodedHistoryTest, ALargeBodysRoomServesTheNextBody) {
   first.reserve(first.size() + 4096);  // Room for what the next one adds.
   const char* room = first.data();
   history.GiveBack(std::move(first));
+  std::string lent = history.TakeBuffer();
+  EXPECT_TRUE(lent.empty());
+  EXPECT_EQ(lent.data(), room);
+  history.GiveBack(std::move(lent));
   r.messages.push_back(Message::User("more"));
   const std::string second = BuildOpenAiRequestBody(r, false, false, &history);
   EXPECT_EQ(second, BuildOpenAiRequestBody(r, false, false));
