@@ -27,10 +27,10 @@ class Sha256 {
 
 std::string Sha256Hex(std::string_view data);
 
-// A fast 64-bit hash of `data` (xxHash64's shape: four lanes of 8-byte
-// multiply rounds, about 8 bytes a cycle), for telling whether bytes kept
-// from before changed; not for anything an adversary chooses. Equal input
-// and seed give equal hashes, in every process.
+// xxHash64 of `data` (four lanes of 8-byte multiply rounds, about 8 bytes
+// a cycle), for telling whether bytes kept from before changed; not for
+// anything an adversary chooses. Equal input and seed give equal hashes,
+// in every process.
 uint64_t FastHash64(std::string_view data, uint64_t seed = 0);
 
 // Hashes a sequence of named fields unambiguously: each field is framed by

@@ -1,12 +1,12 @@
 // HttpTransport on libcurl. Every transfer of a transport runs in one
 // loop, which waits on epoll for the sockets of a few curl multi handles
-// (shards; a transfer goes to the least busy) and is run by one of the
-// Posts waiting at the time, the leader, while the others sleep: a request
-// in flight costs one socket (none while it waits to be admitted) and no
-// thread of its own, a lone conversation talks to its socket from its own
-// thread, and open connections are kept and reused across the requests of
-// a conversation and across conversations to the same host. Post blocks
-// its caller until its transfer ends.
+// (shards; a transfer goes to the least busy). A lone transfer's Post runs
+// the loop on its own thread; with several, the loop's own thread runs it
+// while the Posts sleep. A request in flight costs one socket (none while
+// it waits to be admitted) and no thread of its own, and open connections
+// are kept and reused across the requests of a conversation and across
+// conversations to the same host. Post blocks its caller until its
+// transfer ends.
 #ifndef STEPS_PROVIDERS_CURL_TRANSPORT_H_
 #define STEPS_PROVIDERS_CURL_TRANSPORT_H_
 

@@ -1,5 +1,7 @@
 #include "providers/encoded_history.h"
 
+#include <utility>
+
 #include "core/hash.h"
 
 namespace steps {
@@ -58,8 +60,7 @@ void EncodedHistory::AppendJoined(const std::vector<Message>& messages,
 
 std::string EncodedHistory::TakeBuffer() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string out = std::move(buffer_);
-  buffer_ = std::string();
+  std::string out = std::exchange(buffer_, std::string());
   out.clear();
   return out;
 }

@@ -126,10 +126,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& shown) {
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // The canonical path of the directory open at `fd`, as the kernel names it
 // (two system calls, where realpath walks every component); empty when
 // /proc is not there or the directory is gone.
