@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,7 +52,36 @@ bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
+// Where this process's binary lies; empty when /proc cannot say.
+std::string SelfPath() {
+  char buffer[4096];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) return "";
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
 }  // namespace
+
+std::string GuardianProgram(
+    const std::string& self,
+    const std::function<bool(const std::string&)>& executable) {
+  const size_t slash = self.rfind('/');
+  if (!self.empty() && self[0] == '/' && slash != std::string::npos) {
+    const std::string dir = self.substr(0, slash + 1);
+    for (const std::string& candidate :
+         {dir + kGuardianProgram,
+          dir + "../libexec/steps/" + std::string(kGuardianProgram)}) {
+      if (executable(candidate)) return candidate;
+    }
+  }
+  return "/proc/self/exe";
+}
 
 Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
     const std::vector<std::string>& args, int pass_fd) {
@@ -82,9 +112,9 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   if (lock.valid()) posix_spawn_file_actions_adddup2(actions, lock.get(), 3);
   // Nothing else we were given (a caller's stray descriptors) goes along.
   posix_spawn_file_actions_addclosefrom_np(actions, 4);
-  Result<pid_t> pid =
-      setup.Spawn("/proc/self/exe", std::move(argv_strings),
-                  std::move(env_strings), "starting the run's guardian");
+  Result<pid_t> pid = setup.Spawn(
+      GuardianProgram(SelfPath(), IsExecutableFile), std::move(argv_strings),
+      std::move(env_strings), "starting the run's guardian");
   if (!pid.ok()) return pid.status();
   return std::unique_ptr<RunGuardian>(new RunGuardian(*pid, std::move(ours)));
 }

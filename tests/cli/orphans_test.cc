@@ -446,9 +446,12 @@ pid_t GuardianOf(pid_t pid) {
 // that hold the letter the guardian's protocol uses, and waits for DIR/go.
 std::string GatedTask(const std::string& dir) {
   return "jobs:\n- name: j\n  plan:\n  - task: t\n    run: |\n"
-         "      echo $$ > " + dir + "/t.pid\n"
+         "      echo $$ > " +
+         dir +
+         "/t.pid\n"
          "      echo done and dusted\n"
-         "      while [ ! -e " + dir + "/go ]; do sleep 0.01; done\n";
+         "      while [ ! -e " +
+         dir + "/go ]; do sleep 0.01; done\n";
 }
 
 // Started with standard input and output closed, steps opens its lock and
@@ -486,15 +489,80 @@ TEST(OrphansTest, ARunStartedWithoutStandardDescriptorsIsStillGuarded) {
   KillAll({task});
 }
 
+// Where this process's binary is, as /proc says: "" when it cannot.
+std::string ExeOf(pid_t pid) {
+  char buffer[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(),
+                       buffer, sizeof buffer - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "";
+}
+
+// Runs the gated task with the `steps` binary at `binary`, kills steps with
+// SIGKILL once the task runs, and returns the program its guardian ran (its
+// /proc/PID/exe) after checking that the guardian ended the task and let
+// the lock go.
+std::string GuardedBy(const std::string& binary, const TempDir& dir) {
+  dir.Write("p.yaml", GatedTask(dir.path()));
+  const std::string state = dir / "state";
+  pid_t steps = fork();
+  if (steps == 0) {
+    int log = open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    close(log);
+    execl(binary.c_str(), binary.c_str(), "run", (dir / "p.yaml").c_str(),
+          "--plain", "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t task = 0;
+  pid_t guardian = 0;
+  bool started = WaitFor([&] {
+    task = PidIn(dir / "t.pid");
+    guardian = GuardianOf(steps);
+    return task > 0 && guardian > 0 &&
+           QueryStore(state, "SELECT count(*) FROM process_groups") == "1\n";
+  });
+  const std::string program = guardian > 0 ? ExeOf(guardian) : "";
+  kill(steps, SIGKILL);
+  EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
+  EXPECT_TRUE(started) << ReadWhole(dir / "log");
+  EXPECT_TRUE(WaitFor([&] { return !AnyRunLocked(state); }));
+  EXPECT_TRUE(task > 0 && Dead(task)) << ReadWhole(dir / "log");
+  if (task > 0) KillAll({task});
+  return program;
+}
+
+// The guardian is its own small program, built beside `steps`: a run does
+// not load libcurl and the rest a second time to guard itself.
+TEST(OrphansTest, TheGuardianIsTheSmallProgramBesideSteps) {
+  TempDir dir;
+  const std::string beside =
+      std::filesystem::path(kStepsBinary).parent_path() / "steps-guardian";
+  EXPECT_EQ(GuardedBy(kStepsBinary, dir),
+            std::filesystem::canonical(beside).string());
+}
+
+// A `steps` without its guardian program beside it (copied alone) guards
+// its run with itself (`steps __guard`), as well.
+TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
+  TempDir dir;
+  const std::string alone = dir / "steps";
+  std::error_code ec;
+  std::filesystem::create_hard_link(kStepsBinary, alone, ec);
+  if (ec) std::filesystem::copy_file(kStepsBinary, alone, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(GuardedBy(alone, dir), std::filesystem::canonical(alone).string());
+}
+
 // A guardian that cannot exit (stopped) holds the run's end for at most
 // its bound, and one that is gone is said at the end of the run.
 TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
   for (int sig : {SIGSTOP, SIGKILL}) {
     TempDir dir;
     dir.Write("p.yaml", GatedTask(dir.path()));
-    pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
-                              dir / "state"},
-                             dir / "log");
+    pid_t steps = StartSteps(
+        {"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+        dir / "log");
     pid_t guardian = 0;
     ASSERT_TRUE(WaitFor([&] {
       guardian = GuardianOf(steps);
@@ -509,8 +577,9 @@ TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
     dir.Write("go", "");
     int status = 0;
     // 2 s for the guardian, and plenty for a loaded machine.
-    bool ended = WaitFor([&] { return waitpid(steps, &status, WNOHANG) == steps; },
-                         std::chrono::seconds(20));
+    bool ended =
+        WaitFor([&] { return waitpid(steps, &status, WNOHANG) == steps; },
+                std::chrono::seconds(20));
     if (!ended) kill(steps, SIGKILL);
     ASSERT_TRUE(ended) << sig;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -554,9 +623,8 @@ TEST(OrphansTest, ALiveRunWithoutItsLockFileIsLeftAlone) {
   dir.Write("p.yaml", GatedTask(dir.path()));
   dir.Write("other.yaml",
             "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
-  pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
-                            state},
-                           dir / "log");
+  pid_t steps = StartSteps(
+      {"run", dir / "p.yaml", "--plain", "--state-dir", state}, dir / "log");
   pid_t task = 0;
   ASSERT_TRUE(WaitFor([&] {
     task = PidIn(dir / "t.pid");
