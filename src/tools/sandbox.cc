@@ -151,17 +151,17 @@ std::string PathOfFd(int fd) {
 Result<Sandbox> Sandbox::Open(const std::string& root) {
   int fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("working directory " + root, errno);
-  UniqueFd root_fd(fd);
-  std::string root_path = PathOfFd(fd);
-  if (root_path.empty()) {
-    char* canonical = realpath(root.c_str(), nullptr);
-    if (canonical == nullptr) {
-      return ErrnoStatus("working directory " + root, errno);
-    }
-    root_path = canonical;
-    free(canonical);
-  }
-  return Sandbox(std::move(root_fd), std::move(root_path));
+  return Sandbox(UniqueFd(fd), root);
+}
+
+std::string Sandbox::root() const {
+  std::string path = PathOfFd(root_fd_.get());
+  if (!path.empty()) return path;
+  char* canonical = realpath(opened_as_.c_str(), nullptr);
+  if (canonical == nullptr) return "";
+  path = canonical;
+  free(canonical);
+  return path;
 }
 
 Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
@@ -182,6 +182,9 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
   };
   int symlinks = 0;
   std::string via;  // The last symlink followed, for messages.
+  // The root's path, looked up at the first absolute symlink target.
+  std::string root_path;
+  bool root_looked_up = false;
 
   while (!pending.empty()) {
     std::string name = std::move(pending.front());
@@ -222,12 +225,18 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
       std::string target(buf, static_cast<size_t>(n));
       via = name;
       if (target[0] == '/') {
+        // A root whose path cannot be told holds no absolute target.
+        if (root_path.empty() && !root_looked_up) {
+          root_path = root();
+          root_looked_up = true;
+        }
         bool inside =
-            root_path_ == "/" || target == root_path_ ||
-            target.compare(0, root_path_.size() + 1, root_path_ + "/") == 0;
+            !root_path.empty() &&
+            (root_path == "/" || target == root_path ||
+             target.compare(0, root_path.size() + 1, root_path + "/") == 0);
         if (!inside) return escape(via);
         opened.clear();
-        target.erase(0, root_path_ == "/" ? 0 : root_path_.size());
+        target.erase(0, root_path == "/" ? 0 : root_path.size());
       }
       std::deque<std::string> parts = SplitPath(target);
       pending.insert(pending.begin(), parts.begin(), parts.end());

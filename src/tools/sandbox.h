@@ -45,8 +45,12 @@ class Sandbox {
   // process's working directory).
   static Result<Sandbox> Open(const std::string& root);
 
-  // The canonical absolute path of the root.
-  const std::string& root() const { return root_path_; }
+  // The canonical absolute path of the root as it is now (where the
+  // directory that was opened lies, even if it was moved since); "" when
+  // neither /proc nor realpath can tell. Asked for only when needed (a
+  // symlink to an absolute path, a command's working directory): a file
+  // tool call that meets none costs no lookup of it.
+  std::string root() const;
 
   // An existing regular file, open for reading.
   Result<UniqueFd> OpenFileForRead(std::string_view path) const;
@@ -79,12 +83,12 @@ class Sandbox {
   };
   enum class Mode { kExisting, kCreate };
 
-  Sandbox(UniqueFd root_fd, std::string root_path)
-      : root_fd_(std::move(root_fd)), root_path_(std::move(root_path)) {}
+  Sandbox(UniqueFd root_fd, std::string opened_as)
+      : root_fd_(std::move(root_fd)), opened_as_(std::move(opened_as)) {}
   Result<Location> Resolve(std::string_view path, Mode mode) const;
 
   UniqueFd root_fd_;
-  std::string root_path_;
+  std::string opened_as_;  // What Open was given: realpath's, when /proc fails.
 };
 
 }  // namespace steps

@@ -107,8 +107,13 @@ ToolResult RunBashScript(const std::string& tool, const BashScript& run,
   bool by_tool_timeout =
       run.timeout > Millis(0) && (!left || run.timeout < *left);
 
-  ProcessResult result =
-      context.launcher.Run(BashRequest(run, context, sandbox->root()));
+  const std::string root = sandbox->root();
+  if (root.empty()) {
+    return ToolResult::Error(tool +
+                             ": cannot tell where the working directory " +
+                             context.working_dir + " lies");
+  }
+  ProcessResult result = context.launcher.Run(BashRequest(run, context, root));
   std::string status = DescribeEnd(result, run, by_tool_timeout);
   if (result.end == ProcessEnd::kFailedToStart) {
     return ToolResult::Error(tool + ": " + status);

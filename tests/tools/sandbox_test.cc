@@ -305,5 +305,24 @@ TEST(SandboxTest, RootIsCanonical) {
   EXPECT_THAT(sandbox->OpenDirectory("").status().ToString(), StartsWith("OK"));
 }
 
+// The root's path is told as it is when asked: a working directory moved
+// after the sandbox opened it is followed, and an absolute symlink is judged
+// against where the root lies now, not where it was.
+TEST(SandboxTest, TheRootIsWhereItLiesWhenAsked) {
+  ScratchTree tree;
+  ScratchTree::Write(tree.root() + "/notes.txt", "kept");
+  Result<Sandbox> sandbox = Sandbox::Open(tree.root());
+  ASSERT_TRUE(sandbox.ok());
+  const std::string moved = tree.outside() + "/moved";
+  std::filesystem::rename(tree.root(), moved);
+  EXPECT_EQ(sandbox->root(), moved);
+  std::filesystem::create_symlink(moved + "/notes.txt", moved + "/now");
+  std::filesystem::create_symlink(tree.root() + "/notes.txt", moved + "/then");
+  EXPECT_TRUE(sandbox->OpenFileForRead("now").ok());
+  Result<UniqueFd> then = sandbox->OpenFileForRead("then");
+  ASSERT_FALSE(then.ok());
+  EXPECT_THAT(then.status().message(), HasSubstr("leads outside"));
+}
+
 }  // namespace
 }  // namespace steps
