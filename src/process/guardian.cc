@@ -30,6 +30,8 @@ constexpr std::chrono::milliseconds kPoll{5};
 // process seen between fork and exit (one that keeps forking a new copy
 // of itself) is missed by one look, not by several.
 constexpr int kQuietLooks = 5;
+// The program that is this one: `steps __guard` guards a run itself.
+constexpr char kSelf[] = "/proc/self/exe";
 // Descriptors the spawn moves into place are first moved at least here.
 constexpr int kFirstFreeFd = 10;
 // How long a run waits at its end for the guardian to exit before it kills
@@ -80,7 +82,7 @@ std::string GuardianProgram(
       if (executable(candidate)) return candidate;
     }
   }
-  return "/proc/self/exe";
+  return kSelf;
 }
 
 Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
@@ -112,9 +114,15 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   if (lock.valid()) posix_spawn_file_actions_adddup2(actions, lock.get(), 3);
   // Nothing else we were given (a caller's stray descriptors) goes along.
   posix_spawn_file_actions_addclosefrom_np(actions, 4);
-  Result<pid_t> pid = setup.Spawn(
-      GuardianProgram(SelfPath(), IsExecutableFile), std::move(argv_strings),
-      std::move(env_strings), "starting the run's guardian");
+  // A guardian program that cannot be started (not a program for this
+  // machine, say) is no reason to go unguarded: `steps` guards itself.
+  const std::string program = GuardianProgram(SelfPath(), IsExecutableFile);
+  Result<pid_t> pid = setup.Spawn(program, argv_strings, env_strings,
+                                  "starting the run's guardian " + program);
+  if (!pid.ok() && program != kSelf) {
+    pid = setup.Spawn(kSelf, std::move(argv_strings), std::move(env_strings),
+                      "starting the run's guardian");
+  }
   if (!pid.ok()) return pid.status();
   return std::unique_ptr<RunGuardian>(new RunGuardian(*pid, std::move(ours)));
 }

@@ -5,16 +5,17 @@
 // `steps run` starts `steps-guardian __guard …`, a small program installed
 // beside `steps` (GuardianProgram) that loads a few libraries instead of the
 // dozens `steps` does (about 2 ms of CPU at each run's start instead of
-// 10); where it is missing, the same binary (/proc/self/exe) with the same
-// arguments. The guardian runs in a session of its own, so a terminal's
-// Ctrl-C or hang-up never reaches it. Its standard input is one end of a
-// socket pair whose other end only the run holds (close-on-exec: no task
-// inherits it). When the run ends as it should, it says so and the guardian
-// exits at once. When the guardian reads end-of-file without that word, the
-// run died: it kills what the run recorded and every process carrying the
-// run's STEPS_PROCESS_SCOPE (process/subreaper.h), then exits. The run also
-// hands it a duplicate of its run lock (descriptor 3), so the lock is held
-// until that is done: a run whose lock is free has nothing left running.
+// 10); where it is missing or cannot be started, the same binary
+// (/proc/self/exe) with the same arguments. The guardian runs in a session
+// of its own, so a terminal's Ctrl-C or hang-up never reaches it. Its
+// standard input is one end of a socket pair whose other end only the run
+// holds (close-on-exec: no task inherits it). When the run ends as it
+// should, it says so and the guardian exits at once. When the guardian
+// reads end-of-file without that word, the run died: it kills what the run
+// recorded and every process carrying the run's STEPS_PROCESS_SCOPE
+// (process/subreaper.h), then exits. The run also hands it a duplicate of
+// its run lock (descriptor 3), so the lock is held until that is done: a
+// run whose lock is free has nothing left running.
 #ifndef STEPS_PROCESS_GUARDIAN_H_
 #define STEPS_PROCESS_GUARDIAN_H_
 

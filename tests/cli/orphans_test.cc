@@ -554,6 +554,21 @@ TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
   EXPECT_EQ(GuardedBy(alone, dir), std::filesystem::canonical(alone).string());
 }
 
+// A guardian program beside `steps` that cannot be started (not a program
+// for this machine) is passed over: `steps` guards its run itself.
+TEST(OrphansTest, AGuardianProgramThatCannotStartIsPassedOver) {
+  TempDir dir;
+  const std::string alone = dir / "steps";
+  std::error_code ec;
+  std::filesystem::create_hard_link(kStepsBinary, alone, ec);
+  if (ec) std::filesystem::copy_file(kStepsBinary, alone, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  dir.Write("steps-guardian", "not a program for this machine\n");
+  std::filesystem::permissions(dir / "steps-guardian",
+                               std::filesystem::perms::owner_all);
+  EXPECT_EQ(GuardedBy(alone, dir), std::filesystem::canonical(alone).string());
+}
+
 // A guardian that cannot exit (stopped) holds the run's end for at most
 // its bound, and one that is gone is said at the end of the run.
 TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
