@@ -15,7 +15,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const USAGE = `usage: bench/gates [--steps PATH] [--mock-provider PATH] [--repeat N]
   --steps PATH          the steps binary (default build-release/src/cli/steps, built when missing)
   --mock-provider PATH  (default build-release/mock_provider/mock_provider)
-  --repeat N            runs of each benchmark; the median counts (default 3)`;
+  --repeat N            runs of each benchmark (task steps: N + 2); the median counts (default 3)`;
 
 // Each gate: what is measured, the issue's target for it, and the limit CI
 // holds it to. Where the target is met at this size, the limit is the
@@ -33,10 +33,18 @@ const USAGE = `usage: bench/gates [--steps PATH] [--mock-provider PATH] [--repea
 // own CPU is about 10 ms at this size, and single runs of it at 200
 // requests measured 0.016-0.028 s within one run of bench/peers), 5% on
 // memory.
+//
+// Task steps have 25% and two more runs than the rest (they are cheap, 1-2
+// s each): every step makes a folder, and on ext4 without a journal
+// making one is slower for up to five minutes after many were deleted
+// (the allocator passes over inodes freed that recently), as after the
+// benchmark's own earlier run or a build folder removed. Single runs on an
+// idle machine measured 1.28-1.70 in one hour, and a median of three 1.59.
+const TASK_EXTRA_RUNS = 2;
 const GATES = [
   {
     name: 'task steps ÷ shell loop (300 steps, state on disk)',
-    key: 'task_steps_ratio', target: 1.0, measured: 1.4, margin: 0.15,
+    key: 'task_steps_ratio', target: 1.0, measured: 1.4, margin: 0.25,
   },
   {
     name: 'wide fan-out 2000 × 3 requests, wall ÷ 3 s floor',
@@ -118,11 +126,12 @@ function measure(o, bins) {
   const task = [];
   const wall = [];
   let failed = 0;
-  for (let i = 0; i < o.repeat; ++i) {
+  for (let i = 0; i < o.repeat + TASK_EXTRA_RUNS; ++i) {
     const out = run(join(here, 'pipeline/task_steps.sh'), [bins.steps, '300'], 'task_steps.sh');
     const m = out.match(/^ratio: ([0-9.]+)x/m);
     if (!m) fail(`task_steps.sh printed no ratio:\n${out}`);
     task.push(Number(m[1]));
+    if (i >= o.repeat) continue;
     const wide = lastJson(run(join(here, 'agent/wide.sh'), [bins.steps, bins.mock, '2000'],
       'wide.sh 2000'), 'wide.sh');
     wall.push(wide.wall_over_floor);
