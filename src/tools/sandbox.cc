@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -183,8 +184,7 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
   int symlinks = 0;
   std::string via;  // The last symlink followed, for messages.
   // The root's path, looked up at the first absolute symlink target.
-  std::string root_path;
-  bool root_looked_up = false;
+  std::optional<std::string> root_path;
 
   while (!pending.empty()) {
     std::string name = std::move(pending.front());
@@ -225,18 +225,15 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
       std::string target(buf, static_cast<size_t>(n));
       via = name;
       if (target[0] == '/') {
+        if (!root_path) root_path = root();
+        const std::string& at = *root_path;
         // A root whose path cannot be told holds no absolute target.
-        if (root_path.empty() && !root_looked_up) {
-          root_path = root();
-          root_looked_up = true;
-        }
         bool inside =
-            !root_path.empty() &&
-            (root_path == "/" || target == root_path ||
-             target.compare(0, root_path.size() + 1, root_path + "/") == 0);
+            !at.empty() && (at == "/" || target == at ||
+                            target.compare(0, at.size() + 1, at + "/") == 0);
         if (!inside) return escape(via);
         opened.clear();
-        target.erase(0, root_path == "/" ? 0 : root_path.size());
+        target.erase(0, at == "/" ? 0 : at.size());
       }
       std::deque<std::string> parts = SplitPath(target);
       pending.insert(pending.begin(), parts.begin(), parts.end());

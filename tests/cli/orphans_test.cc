@@ -446,12 +446,9 @@ pid_t GuardianOf(pid_t pid) {
 // that hold the letter the guardian's protocol uses, and waits for DIR/go.
 std::string GatedTask(const std::string& dir) {
   return "jobs:\n- name: j\n  plan:\n  - task: t\n    run: |\n"
-         "      echo $$ > " +
-         dir +
-         "/t.pid\n"
+         "      echo $$ > " + dir + "/t.pid\n"
          "      echo done and dusted\n"
-         "      while [ ! -e " +
-         dir + "/go ]; do sleep 0.01; done\n";
+         "      while [ ! -e " + dir + "/go ]; do sleep 0.01; done\n";
 }
 
 // Started with standard input and output closed, steps opens its lock and
@@ -542,31 +539,35 @@ TEST(OrphansTest, TheGuardianIsTheSmallProgramBesideSteps) {
             std::filesystem::canonical(beside).string());
 }
 
-// A `steps` without its guardian program beside it (copied alone) guards
-// its run with itself (`steps __guard`), as well.
-TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
-  TempDir dir;
+// `steps` alone in `dir` (a hard link, else a copy): no guardian program
+// beside it. "" when neither could be made.
+std::string StepsAlone(const TempDir& dir) {
   const std::string alone = dir / "steps";
   std::error_code ec;
   std::filesystem::create_hard_link(kStepsBinary, alone, ec);
   if (ec) std::filesystem::copy_file(kStepsBinary, alone, ec);
-  ASSERT_FALSE(ec) << ec.message();
-  EXPECT_EQ(GuardedBy(alone, dir), std::filesystem::canonical(alone).string());
+  return ec ? "" : std::filesystem::canonical(alone).string();
+}
+
+// A `steps` without its guardian program beside it (copied alone) guards
+// its run with itself (`steps __guard`), as well.
+TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
+  TempDir dir;
+  const std::string alone = StepsAlone(dir);
+  ASSERT_FALSE(alone.empty());
+  EXPECT_EQ(GuardedBy(alone, dir), alone);
 }
 
 // A guardian program beside `steps` that cannot be started (not a program
 // for this machine) is passed over: `steps` guards its run itself.
 TEST(OrphansTest, AGuardianProgramThatCannotStartIsPassedOver) {
   TempDir dir;
-  const std::string alone = dir / "steps";
-  std::error_code ec;
-  std::filesystem::create_hard_link(kStepsBinary, alone, ec);
-  if (ec) std::filesystem::copy_file(kStepsBinary, alone, ec);
-  ASSERT_FALSE(ec) << ec.message();
+  const std::string alone = StepsAlone(dir);
+  ASSERT_FALSE(alone.empty());
   dir.Write("steps-guardian", "not a program for this machine\n");
   std::filesystem::permissions(dir / "steps-guardian",
                                std::filesystem::perms::owner_all);
-  EXPECT_EQ(GuardedBy(alone, dir), std::filesystem::canonical(alone).string());
+  EXPECT_EQ(GuardedBy(alone, dir), alone);
 }
 
 // A guardian that cannot exit (stopped) holds the run's end for at most
@@ -575,9 +576,9 @@ TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
   for (int sig : {SIGSTOP, SIGKILL}) {
     TempDir dir;
     dir.Write("p.yaml", GatedTask(dir.path()));
-    pid_t steps = StartSteps(
-        {"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
-        dir / "log");
+    pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
+                              dir / "state"},
+                             dir / "log");
     pid_t guardian = 0;
     ASSERT_TRUE(WaitFor([&] {
       guardian = GuardianOf(steps);
@@ -592,9 +593,8 @@ TEST(OrphansTest, AStoppedOrLostGuardianNeverHoldsTheRun) {
     dir.Write("go", "");
     int status = 0;
     // 2 s for the guardian, and plenty for a loaded machine.
-    bool ended =
-        WaitFor([&] { return waitpid(steps, &status, WNOHANG) == steps; },
-                std::chrono::seconds(20));
+    bool ended = WaitFor([&] { return waitpid(steps, &status, WNOHANG) == steps; },
+                         std::chrono::seconds(20));
     if (!ended) kill(steps, SIGKILL);
     ASSERT_TRUE(ended) << sig;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -638,8 +638,9 @@ TEST(OrphansTest, ALiveRunWithoutItsLockFileIsLeftAlone) {
   dir.Write("p.yaml", GatedTask(dir.path()));
   dir.Write("other.yaml",
             "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
-  pid_t steps = StartSteps(
-      {"run", dir / "p.yaml", "--plain", "--state-dir", state}, dir / "log");
+  pid_t steps = StartSteps({"run", dir / "p.yaml", "--plain", "--state-dir",
+                            state},
+                           dir / "log");
   pid_t task = 0;
   ASSERT_TRUE(WaitFor([&] {
     task = PidIn(dir / "t.pid");
