@@ -22,6 +22,11 @@ std::string DumpJson(const nlohmann::json& value, int indent = -1);
 // recursion: checked before a parser that recurses sees untrusted text.
 bool JsonDepthWithin(std::string_view text, int max_depth);
 
+// Appends `text` to `out` as a JSON string, quotes included, byte for byte
+// as DumpJson writes it (invalid UTF-8 included), without building a json
+// value: for writers that lay out JSON themselves on a hot path.
+void AppendJsonString(std::string& out, std::string_view text);
+
 }  // namespace steps
 
 #endif  // STEPS_CORE_JSON_TEXT_H_

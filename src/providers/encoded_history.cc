@@ -32,6 +32,35 @@ void EncodedHistory::AppendJoined(const std::vector<Message>& messages,
                                   std::string_view format,
                                   const Encoder& encode, std::string& out) {
   std::lock_guard<std::mutex> lock(mu_);
+  AppendJoinedLocked(messages, format, encode, out);
+}
+
+std::string EncodedHistory::Body(uint64_t frame_key,
+                                 const FrameMaker& make_frame,
+                                 const std::vector<Message>& messages,
+                                 std::string_view format,
+                                 const Encoder& encode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!has_frame_ || frame_key != frame_key_) {
+    frame_ = make_frame();
+    frame_key_ = frame_key;
+    has_frame_ = true;
+    ++frames_made_;
+  }
+  std::string out = std::exchange(buffer_, std::string());
+  out.clear();
+  out += frame_.before;
+  out += '[';
+  AppendJoinedLocked(messages, format, encode, out);
+  out += ']';
+  out += frame_.after;
+  return out;
+}
+
+void EncodedHistory::AppendJoinedLocked(const std::vector<Message>& messages,
+                                        std::string_view format,
+                                        const Encoder& encode,
+                                        std::string& out) {
   if (format != format_) {
     format_ = std::string(format);
     hashes_.clear();
@@ -82,6 +111,11 @@ int64_t EncodedHistory::reused() const {
 int64_t EncodedHistory::encoded() const {
   std::lock_guard<std::mutex> lock(mu_);
   return encoded_;
+}
+
+int64_t EncodedHistory::frames_made() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return frames_made_;
 }
 
 }  // namespace steps

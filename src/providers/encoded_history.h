@@ -25,6 +25,23 @@ class EncodedHistory {
  public:
   using Encoder = std::function<std::string(const Message&)>;
 
+  // A request body without its messages: what comes before the list of
+  // them and what comes after. It changes only when the model, the tools
+  // or the parameters do, so it is kept too.
+  struct Frame {
+    std::string before;
+    std::string after;
+  };
+  using FrameMaker = std::function<Frame()>;
+
+  // A whole body: the frame kept for `frame_key` (a hash of everything
+  // `make_frame` makes it from; made again when the key changes), then the
+  // messages as AppendJoined writes them, in brackets. Built in the room
+  // TakeBuffer gives.
+  std::string Body(uint64_t frame_key, const FrameMaker& make_frame,
+                   const std::vector<Message>& messages,
+                   std::string_view format, const Encoder& encode);
+
   // Appends to `out` the encodings of `messages`, in order, separated by
   // commas, as `encode` makes them. `format` names the encoding (an
   // adapter's wire format): what was kept for another format is dropped.
@@ -35,6 +52,8 @@ class EncodedHistory {
   // Messages whose encoding was reused / made, since construction.
   int64_t reused() const;
   int64_t encoded() const;
+  // Frames made, since construction.
+  int64_t frames_made() const;
 
   // A request body's buffer: an empty string with the room of the last
   // large one given back (64 KiB or more), so that a long conversation's
@@ -45,6 +64,10 @@ class EncodedHistory {
   void GiveBack(std::string body);
 
  private:
+  void AppendJoinedLocked(const std::vector<Message>& messages,
+                          std::string_view format, const Encoder& encode,
+                          std::string& out);
+
   mutable std::mutex mu_;
   std::string format_;
   std::vector<uint64_t> hashes_;  // Of each message kept.
@@ -53,6 +76,10 @@ class EncodedHistory {
   int64_t reused_ = 0;
   int64_t encoded_ = 0;
   std::string buffer_;
+  bool has_frame_ = false;
+  uint64_t frame_key_ = 0;
+  Frame frame_;
+  int64_t frames_made_ = 0;
 };
 
 }  // namespace steps

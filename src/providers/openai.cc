@@ -3,6 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "core/json_text.h"
 #include "providers/exchange.h"
 #include "providers/wire_json.h"
@@ -23,32 +24,39 @@ json ParametersOf(const ToolSchema& tool) {
   return p;
 }
 
-json MessageJson(const Message& m) {
-  json j{{"role", RoleName(m.role)}};
-  switch (m.role) {
-    case Role::kAssistant:
-      if (m.tool_calls.empty()) {
-        j["content"] = m.content;
-      } else {
-        j["content"] = m.content.empty() ? json(nullptr) : json(m.content);
-        json calls = json::array();
-        for (const ToolCall& c : m.tool_calls) {
-          calls.push_back(
-              {{"id", c.id},
-               {"type", "function"},
-               {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-        }
-        j["tool_calls"] = std::move(calls);
-      }
-      break;
-    case Role::kTool:
-      j["tool_call_id"] = m.tool_call_id;
-      j["content"] = m.content;
-      break;
-    default:
-      j["content"] = m.content;
+// One message as the chat completions API takes it, written as DumpJson
+// would write the json value of it (keys in order, same escapes), without
+// building one: a long conversation encodes every message it sends.
+std::string MessageText(const Message& m) {
+  std::string out = "{\"content\":";
+  if (m.role == Role::kAssistant && !m.tool_calls.empty() &&
+      m.content.empty()) {
+    out += "null";
+  } else {
+    AppendJsonString(out, m.content);
   }
-  return j;
+  out += ",\"role\":\"";
+  out += RoleName(m.role);
+  out += '"';
+  if (m.role == Role::kAssistant && !m.tool_calls.empty()) {
+    out += ",\"tool_calls\":[";
+    for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+      const ToolCall& c = m.tool_calls[i];
+      out += i == 0 ? "{\"function\":{\"arguments\":" : ",{\"function\":{\"arguments\":";
+      AppendJsonString(out, c.arguments);
+      out += ",\"name\":";
+      AppendJsonString(out, c.name);
+      out += "},\"id\":";
+      AppendJsonString(out, c.id);
+      out += ",\"type\":\"function\"}";
+    }
+    out += ']';
+  } else if (m.role == Role::kTool) {
+    out += ",\"tool_call_id\":";
+    AppendJsonString(out, m.tool_call_id);
+  }
+  out += '}';
+  return out;
 }
 
 json ToolChoiceJson(const ToolChoice& choice) {
@@ -123,8 +131,48 @@ std::optional<std::string> EmbeddedError(const json& j) {
 // but "max_tokens", a number, so the first match is the slot.
 constexpr char kMessagesSlot[] = "\x01steps:messages\x01";
 
-std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
-                                   bool request_cost, EncodedHistory* history) {
+namespace {
+
+// A hash of everything OpenAiFrame makes a frame from. A field that
+// reaches the body must reach this hash too, or a changed value would be
+// sent with the frame of the old one (wire_test changes each field).
+uint64_t FrameKey(const ChatRequest& request, bool stream, bool request_cost) {
+  uint64_t h = (stream ? 1 : 0) | (request_cost ? 2 : 0);
+  auto text = [&h](std::string_view s) {
+    h = FastHash64(s, h ^ (s.size() * 0x9E3779B97F4A7C15ULL));
+  };
+  auto number = [&text](auto v) {
+    text(std::string_view(reinterpret_cast<const char*>(&v), sizeof v));
+  };
+  auto optional = [&number](const auto& v) {
+    number(v.has_value());
+    if (v) number(*v);
+  };
+  text(request.model);
+  number(request.tools.size());
+  for (const ToolSchema& t : request.tools) {
+    text(t.name);
+    text(t.description);
+    text(t.parameters_json);
+  }
+  number(static_cast<int>(request.tool_choice.mode));
+  text(request.tool_choice.function);
+  optional(request.max_tokens);
+  const ModelParameters& mp = request.params;
+  optional(mp.temperature);
+  optional(mp.top_p);
+  optional(mp.seed);
+  optional(mp.max_output_tokens);
+  number(mp.stop.size());
+  for (const std::string& s : mp.stop) text(s);
+  number(mp.json_schema.has_value());
+  if (mp.json_schema) text(*mp.json_schema);
+  return h;
+}
+
+// The body without its messages, split where their list goes.
+EncodedHistory::Frame OpenAiFrame(const ChatRequest& request, bool stream,
+                                  bool request_cost) {
   json body{{"model", request.model}};
   body["messages"] = kMessagesSlot;
   if (!request.tools.empty()) {
@@ -163,17 +211,19 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
   const std::string rest = DumpJson(body);
   static const std::string slot = DumpJson(json(kMessagesSlot));
   const size_t at = rest.find(slot);
+  return {rest.substr(0, at), rest.substr(at + slot.size())};
+}
+
+}  // namespace
+
+std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
+                                   bool request_cost, EncodedHistory* history) {
   EncodedHistory fresh;
   EncodedHistory& encoded = history != nullptr ? *history : fresh;
-  std::string out = encoded.TakeBuffer();
-  out.append(rest, 0, at);
-  out += '[';
-  encoded.AppendJoined(
-      request.messages, "openai",
-      [](const Message& m) { return DumpJson(MessageJson(m)); }, out);
-  out += ']';
-  out.append(rest, at + slot.size());
-  return out;
+  return encoded.Body(
+      FrameKey(request, stream, request_cost),
+      [&] { return OpenAiFrame(request, stream, request_cost); },
+      request.messages, "openai", MessageText);
 }
 
 ChatResult ParseOpenAiResponse(std::string_view body) {

@@ -1,6 +1,8 @@
 #include "store/conversation_log.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
@@ -14,21 +16,6 @@ using Kind = agent::ConversationCheckpoint::Kind;
 
 constexpr Kind kKinds[] = {Kind::kRequest, Kind::kAnswer, Kind::kToolStarted,
                            Kind::kToolFinished};
-
-json MessageJson(const Message& m) {
-  json j = {{"role", steps::RoleName(m.role)}, {"content", m.content}};
-  if (!m.tool_calls.empty()) {
-    json calls = json::array();
-    for (const ToolCall& c : m.tool_calls) {
-      calls.push_back(
-          {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
-    }
-    j["tool_calls"] = std::move(calls);
-  }
-  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
-  if (!m.tool_name.empty()) j["tool_name"] = m.tool_name;
-  return j;
-}
 
 std::string Str(const json& j, const char* key) {
   auto it = j.find(key);
@@ -129,25 +116,95 @@ std::string_view CheckpointKindName(Kind kind) {
   return "request";
 }
 
+namespace {
+
+void AppendKey(std::string& out, std::string_view key) {
+  out += ",\"";
+  out += key;
+  out += "\":";
+}
+
+void AppendMessage(std::string& out, const Message& m) {
+  out += "{\"role\":\"";
+  out += steps::RoleName(m.role);
+  out += "\",\"content\":";
+  AppendJsonString(out, m.content);
+  if (!m.tool_calls.empty()) {
+    AppendKey(out, "tool_calls");
+    out += '[';
+    for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+      const ToolCall& c = m.tool_calls[i];
+      out += i == 0 ? "{\"id\":" : ",{\"id\":";
+      AppendJsonString(out, c.id);
+      AppendKey(out, "name");
+      AppendJsonString(out, c.name);
+      AppendKey(out, "arguments");
+      AppendJsonString(out, c.arguments);
+      out += '}';
+    }
+    out += ']';
+  }
+  if (!m.tool_call_id.empty()) {
+    AppendKey(out, "tool_call_id");
+    AppendJsonString(out, m.tool_call_id);
+  }
+  if (!m.tool_name.empty()) {
+    AppendKey(out, "tool_name");
+    AppendJsonString(out, m.tool_name);
+  }
+  out += '}';
+}
+
+void AppendNumber(std::string& out, std::string_view key, int64_t value) {
+  AppendKey(out, key);
+  out += std::to_string(value);
+}
+
+// The shortest text that reads back as the same double; JSON has no NaN
+// or infinity, so those are null (read back as zero, as before).
+void AppendNumber(std::string& out, std::string_view key, double value) {
+  AppendKey(out, key);
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char text[64];
+  auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+  out.append(text, ec == std::errc() ? end : text);
+}
+
+}  // namespace
+
+// Written field by field rather than through a json value: every turn of
+// every conversation writes one, and the reader (CheckpointFrom) takes
+// keys in any order.
 std::string CheckpointJson(const agent::ConversationCheckpoint& cp) {
-  json messages = json::array();
-  for (const Message& m : cp.messages) messages.push_back(MessageJson(m));
-  json j = {{"messages", std::move(messages)}};
-  if (cp.nudge) j["nudge"] = true;
+  std::string out = "{\"messages\":[";
+  for (size_t i = 0; i < cp.messages.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendMessage(out, cp.messages[i]);
+  }
+  out += ']';
+  if (cp.nudge) out += ",\"nudge\":true";
   if (cp.kind == Kind::kAnswer) {
-    j["source"] = cp.source;
-    j["provider_requests"] = cp.provider_requests;
-    j["prompt_tokens"] = cp.prompt_tokens;
-    j["completion_tokens"] = cp.completion_tokens;
-    j["usd"] = cp.usd;
+    AppendKey(out, "source");
+    AppendJsonString(out, cp.source);
+    AppendNumber(out, "provider_requests", int64_t{cp.provider_requests});
+    AppendNumber(out, "prompt_tokens", cp.prompt_tokens);
+    AppendNumber(out, "completion_tokens", cp.completion_tokens);
+    AppendNumber(out, "usd", cp.usd);
   }
   if (cp.kind == Kind::kToolStarted || cp.kind == Kind::kToolFinished) {
-    j["call_id"] = cp.call_id;
-    j["tool"] = cp.tool;
-    j["arguments"] = cp.arguments;
-    j["is_error"] = cp.is_error;
+    AppendKey(out, "call_id");
+    AppendJsonString(out, cp.call_id);
+    AppendKey(out, "tool");
+    AppendJsonString(out, cp.tool);
+    AppendKey(out, "arguments");
+    AppendJsonString(out, cp.arguments);
+    out += cp.is_error ? ",\"is_error\":true" : ",\"is_error\":false";
   }
-  return DumpJson(j);
+  out += '}';
+  return out;
 }
 
 Status WriteCheckpoint(Db& db, const std::string& run_id,

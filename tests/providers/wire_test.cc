@@ -2,6 +2,7 @@
 // providers document them, and answers as they send them.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
@@ -95,6 +96,99 @@ TEST(EncodedHistoryTest, ReusedBodiesAreTheBodiesBuiltWhole) {
         "read_file"));
   }
   EXPECT_EQ(history.encoded(), static_cast<int64_t>(r.messages.size()) - 2);
+}
+
+// Each kind of message is sent as the dump of its json value: the fields
+// the chat completions API documents, with nothing else (tool_name stays
+// home), null content for an assistant turn that only calls tools.
+TEST(OpenAiWireTest, MessagesAreWrittenAsTheirJsonValuesDump) {
+  ChatRequest r;
+  r.model = "m";
+  r.messages = {
+      Message::System("sys \x01\x7f \"q\" \\ /"),
+      Message::User("caf\xC3\xA9 \xE2\x82 cut"),
+      Message::Assistant("plain answer", {}),
+      Message::Assistant("", {}),
+      Message::Assistant("", {{"c1", "read_file", R"({"path":"a"})"},
+                              {"c2", "run\tshell", "not json \xFF"}}),
+      Message::Assistant("thinking aloud", {{"c3", "x", ""}}),
+      Message::ToolResult("c1", "line\nline", "read_file"),
+      Message::ToolResult("c2", "", "run_shell"),
+  };
+  const json expected_messages = json::array({
+      {{"role", "system"}, {"content", "sys \x01\x7f \"q\" \\ /"}},
+      {{"role", "user"}, {"content", "caf\xC3\xA9 \xEF\xBF\xBD cut"}},
+      {{"role", "assistant"}, {"content", "plain answer"}},
+      {{"role", "assistant"}, {"content", ""}},
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "c1"},
+          {"type", "function"},
+          {"function", {{"name", "read_file"}, {"arguments", R"({"path":"a"})"}}}},
+         {{"id", "c2"},
+          {"type", "function"},
+          {"function",
+           {{"name", "run\tshell"}, {"arguments", "not json \xEF\xBF\xBD"}}}}}}},
+      {{"role", "assistant"},
+       {"content", "thinking aloud"},
+       {"tool_calls",
+        {{{"id", "c3"},
+          {"type", "function"},
+          {"function", {{"name", "x"}, {"arguments", ""}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "line\nline"}},
+      {{"role", "tool"}, {"tool_call_id", "c2"}, {"content", ""}},
+  });
+  const std::string body = BuildOpenAiRequestBody(r, false, false);
+  EXPECT_EQ(body, DumpJson(json{{"model", "m"}, {"messages", expected_messages}}));
+}
+
+// The body around the messages is made once and kept while nothing it is
+// made from changes; a change to any field it carries makes it again, so
+// the body sent is always the one built whole.
+TEST(EncodedHistoryTest, TheFrameIsMadeAgainWhenAnythingInItChanges) {
+  ChatRequest r = ToolConversation();
+  EncodedHistory history;
+  bool stream = false, cost = false;
+  int64_t made = 0;
+  auto expect_body = [&](bool new_frame, const char* what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(BuildOpenAiRequestBody(r, stream, cost, &history),
+              BuildOpenAiRequestBody(r, stream, cost));
+    made += new_frame ? 1 : 0;
+    EXPECT_EQ(history.frames_made(), made);
+  };
+  expect_body(true, "first");
+  r.messages.push_back(Message::User("more"));
+  expect_body(false, "a new message");
+  const std::vector<std::pair<const char*, std::function<void()>>> changes = {
+      {"model", [&] { r.model = "gpt-5"; }},
+      {"a tool's name", [&] { r.tools[0].name = "read"; }},
+      {"a tool's description", [&] { r.tools[0].description = "Reads"; }},
+      {"a tool's parameters", [&] { r.tools[0].parameters_json = ""; }},
+      {"another tool", [&] { r.tools.push_back({"run_shell", "", ""}); }},
+      {"tool choice", [&] { r.tool_choice = ToolChoice::Function("read"); }},
+      {"tool choice's function",
+       [&] { r.tool_choice = ToolChoice::Function("run_shell"); }},
+      {"max_tokens", [&] { r.max_tokens = 100; }},
+      {"max_tokens again", [&] { r.max_tokens = 101; }},
+      {"max_output_tokens", [&] { r.params.max_output_tokens = 7; }},
+      {"temperature", [&] { r.params.temperature = 0.5; }},
+      {"temperature 0", [&] { r.params.temperature = 0.0; }},
+      {"top_p", [&] { r.params.top_p = 0.9; }},
+      {"seed", [&] { r.params.seed = 3; }},
+      {"stop", [&] { r.params.stop = {"END"}; }},
+      {"stop split", [&] { r.params.stop = {"EN", "D"}; }},
+      {"json schema", [&] { r.params.json_schema = R"({"type":"object"})"; }},
+      {"stream", [&] { stream = true; }},
+      {"cost", [&] { cost = true; }},
+      {"no tools", [&] { r.tools.clear(); }},
+  };
+  for (const auto& [what, change] : changes) {
+    change();
+    expect_body(true, what);
+    expect_body(false, what);
+  }
 }
 
 // A history that changed before its end (another conversation, an edited

@@ -3,6 +3,9 @@
 #include "store/recorder.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -291,7 +294,7 @@ TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
   written[1].provider_requests = 2;
   written[1].prompt_tokens = 120;
   written[1].completion_tokens = 7;
-  written[1].usd = 0.25;
+  written[1].usd = 0.1 + 0.2;  // Read back exactly, not 0.3.
   written[2].kind = Kind::kToolStarted;
   written[2].turn = 1;
   written[2].call_id = "call_1";
@@ -336,7 +339,7 @@ TEST_F(RecorderTest, CheckpointsReadBackAsWritten) {
     }
   }
   EXPECT_EQ((*back)[1].messages[0].tool_calls[0].arguments, R"({"path":"a"})");
-  EXPECT_EQ((*back)[1].usd, 0.25);
+  EXPECT_EQ((*back)[1].usd, 0.1 + 0.2);
   EXPECT_TRUE((*back)[3].is_error);
   EXPECT_TRUE((*back)[0].nudge);
   EXPECT_FALSE((*back)[1].nudge);
@@ -392,6 +395,36 @@ TEST_F(RecorderTest, DamagedCheckpointsReadAsZerosOrErrors) {
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("row 2"), std::string::npos)
       << back.status().message();
+}
+
+// A checkpoint's text is strict JSON whatever its messages hold: control
+// characters, quotes, bytes that are not UTF-8 (read back as U+FFFD), a
+// cost that is not a number (read back as zero), the largest counts.
+TEST(CheckpointJsonTest, HostileContentStaysStrictJson) {
+  using Kind = agent::ConversationCheckpoint::Kind;
+  agent::ConversationCheckpoint cp;
+  cp.kind = Kind::kAnswer;
+  const std::string hostile("\x00\x01\x1f\x7f \"\\ \xff\xc0\xaf \xe2\x82", 14);
+  cp.messages = {Message::Assistant(hostile, {{hostile, hostile, hostile}}),
+                 Message::ToolResult(hostile, hostile, hostile)};
+  cp.source = hostile;
+  cp.prompt_tokens = INT64_MAX;
+  cp.completion_tokens = INT64_MIN;
+  cp.usd = std::nan("");
+  const std::string text = CheckpointJson(cp);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << text;
+  const std::string fffd = "\xEF\xBF\xBD";
+  const std::string clean = std::string("\x00\x01\x1f\x7f \"\\ ", 8) + fffd +
+                            fffd + fffd + " " + fffd;
+  EXPECT_EQ(j["messages"][0]["content"], clean);
+  EXPECT_EQ(j["messages"][0]["tool_calls"][0]["arguments"], clean);
+  EXPECT_EQ(j["messages"][1]["tool_call_id"], clean);
+  EXPECT_EQ(j["messages"][1]["tool_name"], clean);
+  EXPECT_EQ(j["source"], clean);
+  EXPECT_EQ(j["prompt_tokens"], INT64_MAX);
+  EXPECT_EQ(j["completion_tokens"], INT64_MIN);
+  EXPECT_TRUE(j["usd"].is_null());
 }
 
 TEST_F(RecorderTest, TotalTimeoutFieldsAreKept) {
