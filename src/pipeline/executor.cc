@@ -278,6 +278,20 @@ std::string JobRunner::WorkDir(const StepRef& ref) const {
       .string();
 }
 
+void JobRunner::FolderAhead(const std::vector<StepPtr>& steps, size_t i,
+                            const std::vector<int>& visits,
+                            const std::string& id_prefix, const Scope& scope) {
+  if (i >= steps.size() || visits[i] > 0 || scope.in_hook) return;
+  const Step& next = *steps[i];
+  if (next.kind != StepKind::kTask && next.kind != StepKind::kGet &&
+      next.kind != StepKind::kPut) {
+    return;
+  }
+  folders_.Ahead(WorkDir(
+      MakeRef(next, id_prefix + std::to_string(i + 1), std::nullopt,
+              scope.cell)));
+}
+
 std::string JobRunner::ArtifactDir(const std::string& name) const {
   return (fs::path(job_dir_) / "artifacts" / SafeName(name)).string();
 }
@@ -322,6 +336,7 @@ StepResult JobRunner::RunSequence(const std::vector<StepPtr>& steps,
       return JobDeadlineResult(step.name);
     }
     ++visits[i];
+    FolderAhead(steps, i + 1, visits, id_prefix, scope);
     Scope step_scope = scope;
     step_scope.critique = std::move(critique);
     critique.reset();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "pipeline/executor.h"
+#include "pipeline/folder_maker.h"
 #include "pipeline/step_assert.h"
 #include "pipeline/workspace.h"
 #include "process/sandbox_bwrap.h"
@@ -252,6 +253,11 @@ class JobRunner {
   StepRef MakeRef(const Step& step, const std::string& id,
                   std::optional<HookKind> hook, const std::string& cell) const;
   std::string WorkDir(const StepRef& ref) const;
+  // Asks for the working folder of steps[i] ahead of it (FolderMaker), when
+  // it is a task, get or put that would get one on its first run.
+  void FolderAhead(const std::vector<StepPtr>& steps, size_t i,
+                   const std::vector<int>& visits, const std::string& id_prefix,
+                   const Scope& scope);
   std::string ArtifactDir(const std::string& name) const;
   // Where a hook of `scope` runs: under the run's abort token (or, once the
   // run is aborted, the cleanup token only a second signal cancels), never
@@ -268,6 +274,9 @@ class JobRunner {
   ContentDigests digests_;
   std::mutex mu_;
   JobRecord record_;
+  // The steps' working folders, made ahead of them where the job knows
+  // which step comes next. Destroyed before the rest: its thread stops.
+  FolderMaker folders_;
 };
 
 // The launcher's sandbox options for a resolved `sandbox:`, nullopt when

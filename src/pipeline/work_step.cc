@@ -448,9 +448,8 @@ std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
 // kCancelled or kDeadlineExceeded with what it was doing as the message.
 Status JobRunner::PrepareWorkDir(const Step& step, const std::string& workdir,
                                  const WorkLimit& limit) {
+  if (Status made = folders_.Make(workdir); !made.ok()) return made;
   std::error_code ec;
-  fs::create_directories(workdir, ec);
-  if (ec) return IoError("cannot create " + workdir + ": " + ec.message());
   for (const std::string& in : step.inputs) {
     const std::string artifact = ArtifactDir(in);
     if (!fs::exists(fs::symlink_status(artifact, ec))) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -711,6 +712,34 @@ TEST(ExecutorTest, AbortStopsEverythingRunsCleanupHooksAndLeavesNoProcess) {
   ASSERT_GT(pgid, 0);
   EXPECT_EQ(LiveMembersOfGroup(pgid), 0)
       << "no process of the task's group is left";
+}
+
+// Each task gets a working folder of its own; the folder of the step that
+// comes next is made while the current one runs, and when the job stops
+// before that step, its folder is not left behind.
+TEST(ExecutorTest, EachTaskRunsInItsOwnFolderAndNoneIsLeftForAStepThatNeverRan) {
+  PipelineRun run(R"(jobs:
+- name: j
+  plan:
+  - task: first
+    run: pwd; touch mine
+  - task: second
+    run: pwd; ls; exit 1
+  - task: third
+    run: pwd
+)");
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_EQ(job.execution, Names({"first", "second"}));
+  const std::string work = run.run_dir() + "/j/work";
+  EXPECT_EQ(run.observer().output["first"], work + "/1-first\n");
+  EXPECT_EQ(run.observer().output["second"], work + "/2-second\n")
+      << "the second task's folder is its own: empty";
+  std::vector<std::string> folders;
+  for (const auto& e : std::filesystem::directory_iterator(work))
+    folders.push_back(e.path().filename().string());
+  std::sort(folders.begin(), folders.end());
+  EXPECT_EQ(folders, Names({"1-first", "2-second"}));
 }
 
 TEST(ExecutorTest, AttemptCountsAndEnvironment) {
