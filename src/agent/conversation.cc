@@ -110,6 +110,9 @@ class Conversation {
   // A fresh conversation's history: the system message (persona, deadline,
   // required tools), the user messages, a critique, the context files.
   bool BuildHistory() {
+    // The history is only appended to from here on: see
+    // ChatRequest::history_id.
+    request_.history_id = NewHistoryId();
     std::string system = inv_.persona;
     auto add_paragraph = [&system](const std::string& text) {
       if (!system.empty()) system += "\n\n";
@@ -153,6 +156,7 @@ class Conversation {
   void ResumeHistory() {
     const ResumedConversation& r = *inv_.resume_from;
     request_.messages = r.messages;
+    request_.history_id = NewHistoryId();
     durable_messages_ = request_.messages.size();
     result_.turns = r.turns;
     result_.provider_requests = r.provider_requests;

@@ -90,7 +90,18 @@ struct ChatRequest {
   // Sampling and output parameters; params.max_output_tokens, when set,
   // takes the place of max_tokens.
   ModelParameters params;
+  // Vouches for `messages`: requests that carry the same nonzero number
+  // are one history that is only ever appended to (each request's
+  // messages begin with all of the earlier one's, unchanged), so an
+  // adapter that keeps the encodings of messages already sent may reuse
+  // them without comparing each one again. 0 vouches for nothing. Take one
+  // from NewHistoryId(), and a new one whenever a message already sent is
+  // changed or removed.
+  uint64_t history_id = 0;
 };
+
+// A number no other history of this process has.
+uint64_t NewHistoryId();
 
 struct Usage {
   int64_t prompt_tokens = 0;

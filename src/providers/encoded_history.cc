@@ -29,16 +29,16 @@ uint64_t HashOf(const Message& m) {
 }  // namespace
 
 void EncodedHistory::AppendJoined(const std::vector<Message>& messages,
-                                  std::string_view format,
+                                  uint64_t history_id, std::string_view format,
                                   const Encoder& encode, std::string& out) {
   std::lock_guard<std::mutex> lock(mu_);
-  AppendJoinedLocked(messages, format, encode, out);
+  AppendJoinedLocked(messages, history_id, format, encode, out);
 }
 
 std::string EncodedHistory::Body(uint64_t frame_key,
                                  const FrameMaker& make_frame,
                                  const std::vector<Message>& messages,
-                                 std::string_view format,
+                                 uint64_t history_id, std::string_view format,
                                  const Encoder& encode) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!has_frame_ || frame_key != frame_key_) {
@@ -51,13 +51,36 @@ std::string EncodedHistory::Body(uint64_t frame_key,
   out.clear();
   out += frame_.before;
   out += '[';
-  AppendJoinedLocked(messages, format, encode, out);
+  AppendJoinedLocked(messages, history_id, format, encode, out);
   out += ']';
   out += frame_.after;
   return out;
 }
 
+size_t EncodedHistory::Kept(const std::vector<Message>& messages,
+                            uint64_t history_id) {
+  const size_t kept = hashes_.size();
+  const bool vouched = history_id != 0 && history_id == history_id_ &&
+                       kept <= messages.size();
+  history_id_ = history_id;
+  if (vouched) {
+    // The last kept one is still compared: a history changed without a new
+    // vouch is most likely changed at its end.
+    if (kept == 0) return 0;
+    ++compared_;
+    if (hashes_[kept - 1] == HashOf(messages[kept - 1])) return kept;
+  }
+  size_t same = 0;
+  while (same < kept && same < messages.size()) {
+    ++compared_;
+    if (hashes_[same] != HashOf(messages[same])) break;
+    ++same;
+  }
+  return same;
+}
+
 void EncodedHistory::AppendJoinedLocked(const std::vector<Message>& messages,
+                                        uint64_t history_id,
                                         std::string_view format,
                                         const Encoder& encode,
                                         std::string& out) {
@@ -67,12 +90,7 @@ void EncodedHistory::AppendJoinedLocked(const std::vector<Message>& messages,
     ends_.clear();
     joined_.clear();
   }
-  // How many of the kept encodings are those of these messages.
-  size_t keep = 0;
-  while (keep < hashes_.size() && keep < messages.size() &&
-         hashes_[keep] == HashOf(messages[keep])) {
-    ++keep;
-  }
+  const size_t keep = Kept(messages, history_id);
   hashes_.resize(keep);
   ends_.resize(keep);
   joined_.resize(keep == 0 ? 0 : ends_.back());
@@ -111,6 +129,11 @@ int64_t EncodedHistory::reused() const {
 int64_t EncodedHistory::encoded() const {
   std::lock_guard<std::mutex> lock(mu_);
   return encoded_;
+}
+
+int64_t EncodedHistory::compared() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compared_;
 }
 
 int64_t EncodedHistory::frames_made() const {

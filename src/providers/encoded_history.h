@@ -5,7 +5,10 @@
 // Each message's encoding is kept with a hash of the message; a request
 // whose messages do not begin with the ones kept (another conversation, a
 // history that was changed) is encoded from the first message that
-// differs. So reuse never changes what is sent, only what it costs.
+// differs. So reuse never changes what is sent, only what it costs. A
+// request that vouches for its history (ChatRequest::history_id, the same
+// as the last one's) has only its last kept message compared, so a long
+// conversation's check costs its new messages, not all of them again.
 // Thread-safe; one per conversation (AdapterProvider keeps it).
 #ifndef STEPS_PROVIDERS_ENCODED_HISTORY_H_
 #define STEPS_PROVIDERS_ENCODED_HISTORY_H_
@@ -39,19 +42,22 @@ class EncodedHistory {
   // messages as AppendJoined writes them, in brackets. Built in the room
   // TakeBuffer gives.
   std::string Body(uint64_t frame_key, const FrameMaker& make_frame,
-                   const std::vector<Message>& messages,
+                   const std::vector<Message>& messages, uint64_t history_id,
                    std::string_view format, const Encoder& encode);
 
   // Appends to `out` the encodings of `messages`, in order, separated by
   // commas, as `encode` makes them. `format` names the encoding (an
   // adapter's wire format): what was kept for another format is dropped.
-  void AppendJoined(const std::vector<Message>& messages,
+  // `history_id` as ChatRequest::history_id vouches for `messages`.
+  void AppendJoined(const std::vector<Message>& messages, uint64_t history_id,
                     std::string_view format, const Encoder& encode,
                     std::string& out);
 
   // Messages whose encoding was reused / made, since construction.
   int64_t reused() const;
   int64_t encoded() const;
+  // Kept messages compared with a request's, since construction.
+  int64_t compared() const;
   // Frames made, since construction.
   int64_t frames_made() const;
 
@@ -65,15 +71,19 @@ class EncodedHistory {
 
  private:
   void AppendJoinedLocked(const std::vector<Message>& messages,
-                          std::string_view format, const Encoder& encode,
-                          std::string& out);
+                          uint64_t history_id, std::string_view format,
+                          const Encoder& encode, std::string& out);
+  // How many of the kept encodings are those of the first of `messages`.
+  size_t Kept(const std::vector<Message>& messages, uint64_t history_id);
 
   mutable std::mutex mu_;
   std::string format_;
   std::vector<uint64_t> hashes_;  // Of each message kept.
   std::vector<size_t> ends_;      // Where each one's encoding ends in joined_.
   std::string joined_;
+  uint64_t history_id_ = 0;  // The vouch of the last request, 0 for none.
   int64_t reused_ = 0;
+  int64_t compared_ = 0;
   int64_t encoded_ = 0;
   std::string buffer_;
   bool has_frame_ = false;

@@ -223,7 +223,7 @@ std::string BuildOpenAiRequestBody(const ChatRequest& request, bool stream,
   return encoded.Body(
       FrameKey(request, stream, request_cost),
       [&] { return OpenAiFrame(request, stream, request_cost); },
-      request.messages, "openai", MessageText);
+      request.messages, request.history_id, "openai", MessageText);
 }
 
 ChatResult ParseOpenAiResponse(std::string_view body) {

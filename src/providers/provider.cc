@@ -1,6 +1,7 @@
 #include "providers/provider.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace steps {
 
@@ -16,6 +17,11 @@ const char* RoleName(Role role) {
       return "tool";
   }
   return "user";
+}
+
+uint64_t NewHistoryId() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 Message Message::System(std::string text) {

@@ -217,6 +217,47 @@ TEST(EncodedHistoryTest, AChangedHistoryIsEncodedAgainFromTheChange) {
             json::array());
 }
 
+// A request that vouches for its history (the same history_id as the last
+// one) has only its last kept message compared, not all of them: a long
+// conversation's check costs its new messages. The body is still the one
+// built whole. A changed vouch, an unvouched request, a shorter history or
+// a changed last message are all compared in full.
+TEST(EncodedHistoryTest, AVouchedHistoryComparesOnlyItsLastKeptMessage) {
+  ChatRequest r = ToolConversation();
+  r.history_id = NewHistoryId();
+  EncodedHistory history;
+  auto expect_body = [&](int64_t compared, const char* what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(BuildOpenAiRequestBody(r, false, false, &history),
+              BuildOpenAiRequestBody(r, false, false));
+    EXPECT_EQ(history.compared(), compared);
+  };
+  expect_body(0, "first request: nothing kept");
+  for (int turn = 0; turn < 50; ++turn) {
+    r.messages.push_back(Message::Assistant("a", {{"c", "read_file", "{}"}}));
+    r.messages.push_back(Message::ToolResult("c", "r", "read_file"));
+  }
+  expect_body(1, "vouched");
+  r.messages.push_back(Message::User("more"));
+  expect_body(2, "vouched again");
+  const int64_t kept = static_cast<int64_t>(r.messages.size());
+
+  r.history_id = NewHistoryId();
+  r.messages.push_back(Message::User("more"));
+  int64_t now = 2 + kept;
+  expect_body(now, "a new vouch: all compared");
+  const int64_t all = kept + 1;
+  r.history_id = 0;
+  expect_body(now += all, "no vouch: all compared");
+  r.history_id = NewHistoryId();
+  expect_body(now += all, "new vouch");
+  r.messages.back().content = "changed at its end";
+  expect_body(now += 1 + all, "the last kept one differs: all compared");
+  const int64_t before = history.compared();
+  r.messages.resize(3);
+  expect_body(before + 3, "shorter: compared in full");
+}
+
 // A large body given back lends its room to the next request's body (the
 // same storage, not a fresh allocation); a small one is not kept.
 TEST(EncodedHistoryTest, ALargeBodysRoomServesTheNextBody) {
