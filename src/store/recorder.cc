@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/hash.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "store/conversation_log.h"
@@ -103,6 +105,40 @@ nlohmann::json ToolCallsColumn(
                    {"is_error", c.is_error}});
   }
   return out;
+}
+
+// What a turn's row holds besides its time, hashed: two records with the
+// same print make the same row (xxHash64, chained; each field framed by its
+// length, so ("ab","c") and ("a","bc") differ).
+uint64_t TurnPrint(const agent::AgentTurnRecord& t) {
+  uint64_t h = 0x5EED;
+  auto add = [&h](std::string_view field) {
+    h = FastHash64(field, h ^ (field.size() * 0x9E3779B97F4A7C15ULL));
+  };
+  auto add_number = [&add](auto n) {
+    char bytes[sizeof(n)];
+    std::memcpy(bytes, &n, sizeof(n));
+    add(std::string_view(bytes, sizeof(n)));
+  };
+  add_number(t.turn);
+  add_number(t.provider_requests);
+  add(t.source);
+  add_number(t.prompt_tokens);
+  add_number(t.completion_tokens);
+  add_number(t.usd);
+  add(t.text);
+  add_number(t.tool_calls.size());
+  for (const agent::ToolCallRecord& c : t.tool_calls) {
+    add(c.name);
+    add(c.arguments);
+    add_number(c.arguments_truncated);
+    add_number(c.result.has_value());
+    if (c.result) add(*c.result);
+    add_number(c.result_truncated);
+    add_number(c.result_bytes);
+    add_number(c.is_error);
+  }
+  return h;
 }
 
 // A turn's row. `at_ms` is when its answer arrived: set by the turn's own
@@ -452,8 +488,10 @@ void RunRecorder::WriteReportedTurns(const pipeline::StepRef& step) {
   const std::string id = StoredId(step, false);
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
   if (turns.empty()) return;
-  Check(store_.Write(
-      [&](Db& db) -> Status { return WritePendingTurns(db, id, turns); }));
+  const Status written = store_.Write(
+      [&](Db& db) -> Status { return WritePendingTurns(db, id, turns); });
+  Check(written);
+  if (written.ok()) RememberStored(id, turns);
 }
 
 std::vector<RunRecorder::PendingTurn> RunRecorder::TakePendingTurns(
@@ -471,8 +509,42 @@ Status RunRecorder::WritePendingTurns(Db& db, const std::string& id,
   for (const PendingTurn& p : turns) {
     if (Status s = WriteTurn(db, run_id_, id, p.turn, p.at_ms); !s.ok())
       return s;
+    ++turn_rows_written_;
   }
   return Status::Ok();
+}
+
+void RunRecorder::RememberStored(const std::string& id,
+                                 const std::vector<PendingTurn>& turns) {
+  if (turns.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, uint64_t>& stored = stored_turns_[id];
+  for (const PendingTurn& p : turns) stored[p.turn.turn] = TurnPrint(p.turn);
+}
+
+std::vector<const agent::AgentTurnRecord*> RunRecorder::TurnsToRewrite(
+    const std::string& id, const std::vector<agent::AgentTurnRecord>& record,
+    const std::vector<PendingTurn>& pending) {
+  std::map<int, uint64_t> stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = stored_turns_.find(id);
+    if (it != stored_turns_.end()) {
+      stored = std::move(it->second);
+      stored_turns_.erase(it);
+    }
+  }
+  for (const PendingTurn& p : pending) stored[p.turn.turn] = TurnPrint(p.turn);
+  std::vector<const agent::AgentTurnRecord*> out;
+  for (const agent::AgentTurnRecord& t : record) {
+    auto it = stored.find(t.turn);
+    if (it == stored.end() || it->second != TurnPrint(t)) out.push_back(&t);
+  }
+  return out;
+}
+
+int64_t RunRecorder::turn_rows_written() const {
+  return turn_rows_written_.load();
 }
 
 void RunRecorder::OnCheckpoints(
@@ -502,13 +574,15 @@ void RunRecorder::OnCheckpoints(
   }
   const int64_t at = ToMs(clock_.WallNow());
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
-  Check(store_.Write([&](Db& db) -> Status {
+  const Status written = store_.Write([&](Db& db) -> Status {
     for (const agent::ConversationCheckpoint& cp : checkpoints) {
       if (Status s = WriteCheckpoint(db, run_id_, id, ++seq, at, cp); !s.ok())
         return s;
     }
     return WritePendingTurns(db, id, turns);
-  }));
+  });
+  Check(written);
+  if (written.ok()) RememberStored(id, turns);
 }
 
 void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
@@ -529,6 +603,9 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     seq = ++seq_;
   }
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
+  const std::vector<const agent::AgentTurnRecord*> rewrite =
+      step.agent ? TurnsToRewrite(id, step.agent->turn_records, turns)
+                 : std::vector<const agent::AgentTurnRecord*>();
   Check(store_.Write([&](Db& db) -> Status {
     if (Status w = WritePendingTurns(db, id, turns); !w.ok()) return w;
     Result<StatementUse> st = db.Prepared(
@@ -591,11 +668,12 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
         return r;
       }
     }
-    if (step.agent) {
-      for (const agent::AgentTurnRecord& t : step.agent->turn_records) {
-        if (Status r = WriteTurn(db, run_id_, id, t, std::nullopt); !r.ok())
-          return r;
-      }
+    // Turns whose row is stored as the record has them are not written
+    // again.
+    for (const agent::AgentTurnRecord* t : rewrite) {
+      if (Status r = WriteTurn(db, run_id_, id, *t, std::nullopt); !r.ok())
+        return r;
+      ++turn_rows_written_;
     }
     return Status::Ok();
   }));

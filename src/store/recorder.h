@@ -86,6 +86,11 @@ class RunRecorder : public pipeline::RunObserver {
   // Output lines kept per step; later lines are counted, not stored.
   static constexpr int kMaxOutputLines = 10000;
 
+  // Turn rows written, since construction: a step's end writes again only
+  // the turns whose row it does not hold as its record says (benchmarks
+  // and tests count them).
+  int64_t turn_rows_written() const;
+
  private:
   // The stored id of a step: its StepRef id, or with "~N" for the Nth run
   // of the same id (a fixer runs once per failed attempt).
@@ -120,6 +125,19 @@ class RunRecorder : public pipeline::RunObserver {
   std::vector<PendingTurn> TakePendingTurns(const std::string& id);
   Status WritePendingTurns(Db& db, const std::string& id,
                            const std::vector<PendingTurn>& turns);
+  // Notes that `turns` of step `id` are stored (their transaction was
+  // committed), so that the step's end need not write them again.
+  void RememberStored(const std::string& id,
+                      const std::vector<PendingTurn>& turns);
+  // The turns of `record` (step `id`) whose stored row, if any, is not what
+  // the record says, given that `pending` is written first in the same
+  // transaction; forgets what was remembered of the step.
+  std::vector<const agent::AgentTurnRecord*> TurnsToRewrite(
+      const std::string& id, const std::vector<agent::AgentTurnRecord>& record,
+      const std::vector<PendingTurn>& pending);
+  // A fingerprint of each stored turn, by stored step id and turn number.
+  std::map<std::string, std::map<int, uint64_t>> stored_turns_;
+  std::atomic<int64_t> turn_rows_written_{0};
   std::string file_hash_;
   std::string file_text_;
   std::optional<std::string> resume_status_;  // Set in resume mode.

@@ -233,6 +233,73 @@ TEST_F(RecorderTest, AStepsStartAndOutputRideWithItsAttempt) {
   EXPECT_EQ(Count("SELECT seq FROM output_lines WHERE line = 'line 20'"), 20);
 }
 
+// A step's end writes again only the turns whose stored row is not what
+// its record says: a turn stored as reported is left alone (its time
+// kept), one the record changed since, and one never stored, are written.
+TEST_F(RecorderTest, AStepsEndWritesAgainOnlyTheTurnsItsRecordChanged) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef review = Ref("1", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, std::nullopt);
+  recorder_->OnAttemptStart(review, 1, 1, std::nullopt);
+  std::vector<agent::AgentTurnRecord> turns(4);
+  for (int t = 1; t <= 4; ++t) {
+    agent::AgentTurnRecord& turn = turns[t - 1];
+    turn.turn = t;
+    turn.provider_requests = 1;
+    turn.source = "openai/a";
+    turn.text = "turn " + std::to_string(t);
+    agent::ToolCallRecord call;
+    call.name = "read_file";
+    call.arguments = R"({"path":"a"})";
+    call.result = "contents";
+    call.result_bytes = 8;
+    turn.tool_calls = {call};
+  }
+  for (int t = 0; t < 3; ++t) recorder_->OnAgentTurn(review, turns[t]);
+  recorder_->WriteReportedTurns(review);
+  EXPECT_EQ(recorder_->turn_rows_written(), 3);
+  const int64_t first_at =
+      Count("SELECT at_ms FROM agent_turns WHERE turn = 1");
+  ASSERT_GT(first_at, 0);
+  ASSERT_TRUE(store_
+                  ->Write([&](Db& db) -> Status {
+                    return db.Exec("UPDATE agent_turns SET at_ms = 7");
+                  })
+                  .ok());
+
+  recorder_->OnAgentTurn(review, turns[3]);  // Rides with the step's end.
+  turns[1].tool_calls[0].result = "changed after it was reported";
+  turns[2].usd = 0.25;
+  agent::AgentResult ar;
+  ar.outcome = Outcome::kSucceeded;
+  ar.turns = 4;
+  ar.turn_records = turns;
+  pipeline::AttemptRecord a = Attempt(1, 1, Outcome::kSucceeded);
+  recorder_->OnAttemptEnd(review, a);
+  pipeline::StepRecord rec;
+  rec.ref = review;
+  rec.outcome = Outcome::kSucceeded;
+  rec.attempts = {a};
+  rec.agent = ar;
+  recorder_->OnStepEnd(rec);
+
+  // Turn 4 as reported, turns 2 and 3 as the record changed them.
+  EXPECT_EQ(recorder_->turn_rows_written(), 6);
+  EXPECT_EQ(Count("SELECT count(*) FROM agent_turns"), 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM agent_turns WHERE at_ms = 7"), 3)
+      << "a rewritten row keeps its time";
+  EXPECT_EQ(Count("SELECT count(*) FROM agent_turns WHERE turn = 2 AND"
+                  " tool_calls LIKE '%changed after it was reported%'"),
+            1);
+  EXPECT_EQ(Count("SELECT count(*) FROM agent_turns WHERE turn = 3 AND"
+                  " usd = 0.25"),
+            1);
+  EXPECT_EQ(Count("SELECT count(*) FROM agent_turns WHERE turn = 4 AND"
+                  " text = 'turn 4'"),
+            1);
+}
+
 TEST_F(RecorderTest, ToolCallsOfAnOlderStoreReadAsObjects) {
   recorder_->OnRunStart(run_);
   recorder_->OnJobStart("build", std::nullopt);
