@@ -6,11 +6,11 @@
 #include <atomic>
 #include <ctime>
 #include <filesystem>
-#include <random>
 #include <thread>
 
 #include "core/futex_slots.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "pipeline/executor_internal.h"
 
 namespace steps::pipeline {
@@ -27,8 +27,8 @@ std::string NewRunId(const Clock& clock) {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   static std::atomic<uint32_t> counter{0};
-  std::random_device rd;
-  uint32_t bits = (rd() ^ (counter++ * 0x9e3779b9u)) & 0xffff;
+  uint32_t bits =
+      (static_cast<uint32_t>(RandomU64()) ^ (counter++ * 0x9e3779b9u)) & 0xffff;
   char suffix[8];
   std::snprintf(suffix, sizeof suffix, "%04x", bits);
   return std::string(stamp) + "-" + suffix;

@@ -3,19 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <random>
 
 #include "core/log.h"
+#include "core/random.h"
 #include "providers/exchange.h"
 #include "providers/wire_json.h"
 
 namespace steps {
 namespace {
 
-double DefaultJitter() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-}
+double DefaultJitter() { return RandomUnit(); }
 
 void Log(const CallContext& context, LogLevel level, std::string_view event,
          std::vector<LogField> fields) {

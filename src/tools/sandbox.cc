@@ -10,10 +10,11 @@
 #include <cstdio>
 #include <deque>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/random.h"
 
 namespace steps {
 namespace {
@@ -102,11 +103,10 @@ struct TempFile {
 
 Result<TempFile> CreateTempBeside(int dir, const std::string& leaf,
                                   const std::string& shown) {
-  thread_local std::mt19937_64 random{std::random_device{}()};
   for (int tries = 0; tries < 16; ++tries) {
     char suffix[17];
     std::snprintf(suffix, sizeof suffix, "%016llx",
-                  static_cast<unsigned long long>(random()));
+                  static_cast<unsigned long long>(RandomU64()));
     // Within NAME_MAX whatever the leaf's length.
     std::string name = "." + leaf.substr(0, 200) + ".steps-" + suffix;
     int fd = openat(dir, name.c_str(),
@@ -130,14 +130,23 @@ Status WriteAll(int fd, std::string_view data, const std::string& shown) {
 // The canonical path of the directory open at `fd`, as the kernel names it
 // (two system calls, where realpath walks every component); empty when
 // /proc is not there or the directory is gone.
+// The target of the symlink `name` in `dir`, or nullopt with errno set;
+// "" when it does not fit in PATH_MAX bytes. Its buffer is on the heap:
+// callers run on every conversation's thread, whose stacks stay small.
+std::optional<std::string> ReadLinkAt(int dir, const char* name) {
+  std::string buf(PATH_MAX + 1, '\0');
+  ssize_t n = readlinkat(dir, name, buf.data(), buf.size());
+  if (n < 0) return std::nullopt;
+  if (static_cast<size_t>(n) >= buf.size()) return std::string();
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
 std::string PathOfFd(int fd) {
-  char buf[PATH_MAX];
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = readlink(link.c_str(), buf, sizeof buf);
-  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf || buf[0] != '/') {
-    return "";
-  }
-  std::string path(buf, static_cast<size_t>(n));
+  std::optional<std::string> target = ReadLinkAt(AT_FDCWD, link.c_str());
+  if (!target || target->empty() || (*target)[0] != '/') return "";
+  std::string path = std::move(*target);
   constexpr std::string_view kDeleted = " (deleted)";
   if (path.size() >= kDeleted.size() &&
       path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) ==
@@ -216,13 +225,12 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
       if (++symlinks > kMaxSymlinks) {
         return Refused(shown + " goes through too many symlinks");
       }
-      char buf[PATH_MAX + 1];
-      ssize_t n = readlinkat(current(), name.c_str(), buf, sizeof buf);
-      if (n < 0) return ErrnoStatus(shown, errno);
-      if (n == 0 || static_cast<size_t>(n) >= sizeof buf) {
+      std::optional<std::string> read = ReadLinkAt(current(), name.c_str());
+      if (!read) return ErrnoStatus(shown, errno);
+      if (read->empty()) {
         return Refused(shown + " goes through an unusable symlink");
       }
-      std::string target(buf, static_cast<size_t>(n));
+      std::string target = std::move(*read);
       via = name;
       if (target[0] == '/') {
         if (!root_path) root_path = root();
