@@ -199,4 +199,8 @@ uint64_t FastHash64(std::string_view data, uint64_t seed) {
   return h;
 }
 
+uint64_t FastHashChain(uint64_t h, std::string_view field) {
+  return FastHash64(field, h ^ (field.size() * 0x9E3779B97F4A7C15ULL));
+}
+
 }  // namespace steps

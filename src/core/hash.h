@@ -33,6 +33,11 @@ std::string Sha256Hex(std::string_view data);
 // in every process.
 uint64_t FastHash64(std::string_view data, uint64_t seed = 0);
 
+// `h` with `field` hashed into it (FastHash64 seeded by what came before,
+// the field's length included): chained over a record's fields, ("ab","c")
+// and ("a","bc") differ.
+uint64_t FastHashChain(uint64_t h, std::string_view field);
+
 // Hashes a sequence of named fields unambiguously: each field is framed by
 // its name and its length, so ("ab","c") and ("a","bc") differ and a field
 // that is absent differs from one that is empty.

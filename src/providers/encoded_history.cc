@@ -7,21 +7,15 @@
 namespace steps {
 namespace {
 
-uint64_t Mix(uint64_t h, std::string_view text) {
-  // Seeded by what came before, length included: "ab"+"c" and "a"+"bc"
-  // differ.
-  return FastHash64(text, h ^ (text.size() * 0x9E3779B97F4A7C15ULL));
-}
-
 uint64_t HashOf(const Message& m) {
   uint64_t h = static_cast<uint64_t>(m.role) + 1;
-  h = Mix(h, m.content);
-  h = Mix(h, m.tool_call_id);
-  h = Mix(h, m.tool_name);
+  h = FastHashChain(h, m.content);
+  h = FastHashChain(h, m.tool_call_id);
+  h = FastHashChain(h, m.tool_name);
   for (const ToolCall& c : m.tool_calls) {
-    h = Mix(h, c.id);
-    h = Mix(h, c.name);
-    h = Mix(h, c.arguments);
+    h = FastHashChain(h, c.id);
+    h = FastHashChain(h, c.name);
+    h = FastHashChain(h, c.arguments);
   }
   return h ^ (m.tool_calls.size() * 0xC2B2AE3D27D4EB4FULL);
 }

@@ -12,8 +12,6 @@
 namespace steps {
 namespace {
 
-double DefaultJitter() { return RandomUnit(); }
-
 void Log(const CallContext& context, LogLevel level, std::string_view event,
          std::vector<LogField> fields) {
   if (context.on_log) context.on_log(FormatLogEvent(level, event, fields));
@@ -91,7 +89,7 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
     if (server_asked) {
       wait = *error.retry_after;
     } else {
-      double u = policy_.jitter ? policy_.jitter() : DefaultJitter();
+      double u = policy_.jitter ? policy_.jitter() : RandomUnit();
       wait = BackoffDelay(policy_, attempt, u);
     }
     std::optional<Millis> left = context.deadline.Remaining(*context.clock);

@@ -108,13 +108,10 @@ nlohmann::json ToolCallsColumn(
 }
 
 // What a turn's row holds besides its time, hashed: two records with the
-// same print make the same row (xxHash64, chained; each field framed by its
-// length, so ("ab","c") and ("a","bc") differ).
+// same print make the same row.
 uint64_t TurnPrint(const agent::AgentTurnRecord& t) {
   uint64_t h = 0x5EED;
-  auto add = [&h](std::string_view field) {
-    h = FastHash64(field, h ^ (field.size() * 0x9E3779B97F4A7C15ULL));
-  };
+  auto add = [&h](std::string_view field) { h = FastHashChain(h, field); };
   auto add_number = [&add](auto n) {
     char bytes[sizeof(n)];
     std::memcpy(bytes, &n, sizeof(n));

@@ -127,9 +127,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& shown) {
   return Status::Ok();
 }
 
-// The canonical path of the directory open at `fd`, as the kernel names it
-// (two system calls, where realpath walks every component); empty when
-// /proc is not there or the directory is gone.
 // The target of the symlink `name` in `dir`, or nullopt with errno set;
 // "" when it does not fit in PATH_MAX bytes. Its buffer is on the heap:
 // callers run on every conversation's thread, whose stacks stay small.
@@ -142,6 +139,9 @@ std::optional<std::string> ReadLinkAt(int dir, const char* name) {
   return buf;
 }
 
+// The canonical path of the directory open at `fd`, as the kernel names it
+// (two system calls, where realpath walks every component); empty when
+// /proc is not there or the directory is gone.
 std::string PathOfFd(int fd) {
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
   std::optional<std::string> target = ReadLinkAt(AT_FDCWD, link.c_str());

@@ -33,6 +33,16 @@ pipeline::StepRef Ref(const std::string& id, const std::string& name,
   return r;
 }
 
+// A read_file call of "a" that read "contents".
+agent::ToolCallRecord ReadFileCall() {
+  agent::ToolCallRecord call;
+  call.name = "read_file";
+  call.arguments = R"({"path":"a"})";
+  call.result = "contents";
+  call.result_bytes = 8;
+  return call;
+}
+
 pipeline::AttemptRecord Attempt(int number, int of, Outcome o,
                                 std::string error = "") {
   pipeline::AttemptRecord a;
@@ -128,14 +138,7 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
     turn.source = "openai/a";
     turn.prompt_tokens = 50;
     turn.completion_tokens = 10;
-    if (t == 1) {
-      agent::ToolCallRecord call;
-      call.name = "read_file";
-      call.arguments = R"({"path":"a"})";
-      call.result = "contents";
-      call.result_bytes = 8;
-      turn.tool_calls = {call};
-    }
+    if (t == 1) turn.tool_calls = {ReadFileCall()};
     recorder_->OnAgentTurn(review, turn);
     ar.turn_records.push_back(turn);
   }
@@ -249,12 +252,7 @@ TEST_F(RecorderTest, AStepsEndWritesAgainOnlyTheTurnsItsRecordChanged) {
     turn.provider_requests = 1;
     turn.source = "openai/a";
     turn.text = "turn " + std::to_string(t);
-    agent::ToolCallRecord call;
-    call.name = "read_file";
-    call.arguments = R"({"path":"a"})";
-    call.result = "contents";
-    call.result_bytes = 8;
-    turn.tool_calls = {call};
+    turn.tool_calls = {ReadFileCall()};
   }
   for (int t = 0; t < 3; ++t) recorder_->OnAgentTurn(review, turns[t]);
   recorder_->WriteReportedTurns(review);
