@@ -6,13 +6,40 @@ namespace {
 class SystemClock : public Clock {
  public:
   SteadyTime Now() const override { return std::chrono::steady_clock::now(); }
-  WallTime WallNow() const override { return std::chrono::system_clock::now(); }
+  WallTime WallNow() const override {
+    return anchor_.At(std::chrono::steady_clock::now(),
+                      std::chrono::system_clock::now());
+  }
   bool SleepUntil(SteadyTime until, const CancelToken& token) override {
     return token.WaitUntil(until);
   }
+
+ private:
+  mutable WallAnchor anchor_;
 };
 
+int64_t Ns(std::chrono::nanoseconds d) { return d.count(); }
+
 }  // namespace
+
+WallTime WallAnchor::At(SteadyTime steady, WallTime system) {
+  using std::chrono::nanoseconds;
+  const int64_t steady_ns = Ns(steady.time_since_epoch());
+  const int64_t system_ns =
+      Ns(std::chrono::duration_cast<nanoseconds>(system.time_since_epoch()));
+  int64_t offset = offset_ns_.load(std::memory_order_relaxed);
+  if (offset != kUnset) {
+    const int64_t drift = system_ns - (steady_ns + offset);
+    const int64_t max = Ns(nanoseconds(kMaxDrift));
+    if (drift <= max && drift >= -max) {
+      return WallTime(std::chrono::duration_cast<WallTime::duration>(
+          nanoseconds(steady_ns + offset)));
+    }
+  }
+  // First reading, or the system clock was stepped: follow it.
+  offset_ns_.store(system_ns - steady_ns, std::memory_order_relaxed);
+  return system;
+}
 
 Clock& RealClock() {
   static SystemClock clock;

@@ -4,8 +4,10 @@
 #ifndef STEPS_CORE_CLOCK_H_
 #define STEPS_CORE_CLOCK_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 
@@ -33,8 +35,30 @@ class Clock {
   }
 };
 
-// The process-wide real clock.
+// The process-wide real clock. Its calendar time is the steady clock plus
+// an offset, so the times one process records lie on one line with the
+// durations it measures: a wall clock being slewed (chrony slews a freshly
+// booted machine by up to 8%) cannot put a turn after the end of its step.
+// A step of the system clock by more than WallAnchor::kMaxDrift is followed.
 Clock& RealClock();
+
+// The offset between the steady and the calendar clock, taken once and kept
+// until the calendar clock has moved away from it by more than kMaxDrift.
+// Thread-safe.
+class WallAnchor {
+ public:
+  static constexpr std::chrono::milliseconds kMaxDrift{1000};
+
+  // The calendar time for `steady`, given that the system clock reads
+  // `system` at that instant.
+  WallTime At(SteadyTime steady, WallTime system);
+
+ private:
+  // system - steady, in nanoseconds since each clock's epoch; kUnset until
+  // the first call.
+  static constexpr int64_t kUnset = INT64_MIN;
+  std::atomic<int64_t> offset_ns_{kUnset};
+};
 
 // A clock that moves only when told to. Thread-safe.
 // With auto_advance, a SleepUntil moves the time forward to its target at

@@ -76,5 +76,54 @@ TEST(RealClockTest, SleepIsCutByCancel) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// Points `ms` after a fixed calendar and steady origin.
+WallTime Wall(int64_t ms) {
+  return WallTime() + std::chrono::hours(24 * 365 * 56) +
+         std::chrono::milliseconds(ms);
+}
+SteadyTime Steady(int64_t ms) {
+  return SteadyTime() + std::chrono::hours(1000) +
+         std::chrono::milliseconds(ms);
+}
+
+TEST(WallAnchorTest, ASlewedSystemClockDoesNotMoveRecordedTimes) {
+  WallAnchor anchor;
+  EXPECT_EQ(anchor.At(Steady(0), Wall(0)), Wall(0)) << "the first reading";
+  // Three seconds later the system clock, being slewed, reads 15 ms ahead:
+  // the calendar time stays three seconds after the first.
+  EXPECT_EQ(anchor.At(Steady(3000), Wall(3015)), Wall(3000));
+  EXPECT_EQ(anchor.At(Steady(6000), Wall(5990)), Wall(6000));
+  // Exactly the largest drift kept, either way.
+  EXPECT_EQ(anchor.At(Steady(7000), Wall(8000)), Wall(7000));
+  EXPECT_EQ(anchor.At(Steady(7000), Wall(6000)), Wall(7000));
+}
+
+TEST(WallAnchorTest, AStepOfTheSystemClockIsFollowed) {
+  WallAnchor anchor;
+  anchor.At(Steady(0), Wall(0));
+  // One millisecond past the drift kept: the clock was set; follow it and
+  // keep the new offset from then on.
+  EXPECT_EQ(anchor.At(Steady(1000), Wall(2001)), Wall(2001));
+  EXPECT_EQ(anchor.At(Steady(2000), Wall(3005)), Wall(3001));
+  EXPECT_EQ(anchor.At(Steady(3000), Wall(1000)), Wall(1000)) << "backwards";
+  EXPECT_EQ(anchor.At(Steady(4000), Wall(2000)), Wall(2000));
+}
+
+TEST(RealClockTest, CalendarTimeAdvancesWithTheSteadyClock) {
+  Clock& clock = RealClock();
+  const SteadyTime s0 = clock.Now();
+  const WallTime w0 = clock.WallNow();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const WallTime w1 = clock.WallNow();
+  const SteadyTime s1 = clock.Now();
+  // Unless the system clock was set meanwhile, the calendar interval lies
+  // within the steady one taken around it.
+  EXPECT_LE(w1 - w0, s1 - s0);
+  EXPECT_GE(w1 - w0, std::chrono::milliseconds(20));
+  const auto off = std::chrono::system_clock::now() - clock.WallNow();
+  EXPECT_LT(std::chrono::abs(off),
+            WallAnchor::kMaxDrift + std::chrono::milliseconds(100));
+}
+
 }  // namespace
 }  // namespace steps
