@@ -102,8 +102,13 @@ StoreStepCache::StoreStepCache(Store& store, std::string cache_dir,
 std::optional<pipeline::CachedStep> StoreStepCache::Find(
     const std::string& key) {
   if (!lookups_) return std::nullopt;
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    queued = remembered_.count(key) > 0;
+  }
   std::optional<pipeline::CachedStep> hit;
-  Status s = store_.Read([&](Db& db) -> Status {
+  auto read = [&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "SELECT output, outputs, exit_code, lines, run_id, step_id FROM cache"
         " WHERE key = ?1 AND format = ?2");
@@ -136,7 +141,8 @@ std::optional<pipeline::CachedStep> StoreStepCache::Find(
     }
     hit = std::move(entry);
     return Status::Ok();
-  });
+  };
+  const Status s = queued ? store_.Read(read) : store_.ReadCommitted(read);
   if (!s.ok()) return std::nullopt;
   return hit;
 }
@@ -195,6 +201,10 @@ void StoreStepCache::Remember(const std::string& key,
       return;
     }
     size += *saved;
+  }
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    remembered_.insert(key);
   }
   // The entry rides with the step's end (no durable point: an entry lost
   // to a kill only means the step runs again next time).

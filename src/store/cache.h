@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,12 @@ class StoreStepCache : public pipeline::StepCache {
   std::string run_id_;
   bool lookups_;
   std::mutex files_mu_;  // One entry's folders are written at a time.
+  std::mutex keys_mu_;
+  // Keys this cache remembered: their rows may still be queued, so a Find
+  // of one commits the store's queue first. Other keys are read as
+  // committed, without cutting short what waits to ride with the next
+  // write (Store::ReadCommitted).
+  std::set<std::string> remembered_;
 };
 
 // One entry as `steps cache ls` lists it.

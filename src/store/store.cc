@@ -645,6 +645,10 @@ void Store::SetAfterCommit(std::function<void(int64_t)> hook) {
 
 Status Store::Read(const std::function<Status(Db&)>& fn) {
   (void)Flush();  // A failed write reports through its own callback.
+  return ReadCommitted(fn);
+}
+
+Status Store::ReadCommitted(const std::function<Status(Db&)>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
   return fn(*db_);
 }

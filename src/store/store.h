@@ -117,6 +117,11 @@ class Store {
   // Runs `fn` under the lock, outside a write transaction, after what
   // WriteSoon queued was committed (a reader sees this process's writes).
   Status Read(const std::function<Status(Db&)>& fn);
+  // The same without committing the queue first: `fn` sees what is
+  // committed (this process's and others'), not what WriteSoon holds. For
+  // a reader that knows nothing it needs is queued (the step cache), so
+  // that reading does not cut short the ends waiting for the next Write.
+  Status ReadCommitted(const std::function<Status(Db&)>& fn);
 
   // Stops the flusher and commits what is still queued.
   ~Store();
