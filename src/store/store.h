@@ -114,7 +114,8 @@ class Store {
   // The same without committing the queue first: `fn` sees what is
   // committed (this process's and others'), not what WriteSoon holds. For
   // a reader that knows nothing it needs is queued (the step cache), so
-  // that reading does not cut short the ends waiting for the next Write.
+  // that reading does not cost a transaction for what would ride with the
+  // next Write.
   Status ReadCommitted(const std::function<Status(Db&)>& fn);
 
   // Stops the flusher and commits what is still queued.
