@@ -202,6 +202,12 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
+RunRecorder::~RunRecorder() {
+  // A transaction of nothing: it waits for one a flusher may be committing,
+  // and commits what is queued before it.
+  Check(store_.Write([](Db&) { return Status::Ok(); }));
+}
+
 void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
   std::lock_guard<std::mutex> lock(mu_);
   outline_ = std::move(outline);
@@ -582,13 +588,19 @@ void RunRecorder::OnCheckpoints(
   if (written.ok()) RememberStored(id, turns);
 }
 
+// An attempt's and a step's end ride with what follows them (the next
+// attempt's start: a sequence of tasks costs one transaction per task), or
+// are committed on their own within Store::kEndLinger when nothing does.
 void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
                                const pipeline::AttemptRecord& attempt) {
   const std::string id = StoredId(step, false);
-  Check(store_.Write([&](Db& db) -> Status {
-    return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_, attempt,
-                        store_.disk_full());
-  }));
+  const size_t bytes = attempt.output.size() + attempt.error.size();
+  store_.WriteSoon(
+      [this, id, attempt](Db& db) -> Status {
+        return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_,
+                            attempt, store_.disk_full());
+      },
+      nullptr, bytes, Store::Soon::kEnd);
 }
 
 void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
@@ -599,81 +611,102 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++seq_;
   }
-  const std::vector<PendingTurn> turns = TakePendingTurns(id);
-  const std::vector<const agent::AgentTurnRecord*> rewrite =
-      step.agent ? TurnsToRewrite(id, step.agent->turn_records, turns)
-                 : std::vector<const agent::AgentTurnRecord*>();
-  Check(store_.Write([&](Db& db) -> Status {
-    if (Status w = WritePendingTurns(db, id, turns); !w.ok()) return w;
-    Result<StatementUse> st = db.Prepared(
-        "INSERT INTO steps (run_id, step_id, job, name, kind, hook, fixer,"
-        " line, status, error, output, started_ms, duration_ms, identity,"
-        " cached, start_seq, end_seq, agent_turns, provider_requests,"
-        " prompt_tokens, completion_tokens, usd, nudge_sent,"
-        " deadline_disclosed, fallbacks_taken, cached_from_run,"
-        " cached_from_step, cell) VALUES (?1, ?2, ?3, ?4, ?5,"
-        " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
-        " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
-        " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
-        " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
-        " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
-        " provider_requests = ?18, prompt_tokens = ?19,"
-        " completion_tokens = ?20, usd = ?21, nudge_sent = ?22,"
-        " deadline_disclosed = ?23, fallbacks_taken = ?24,"
-        " cached_from_run = ?25, cached_from_step = ?26");
-    if (!st.ok()) return st.status();
-    Statement& s = **st;
-    const pipeline::StepRef& ref = step.ref;
-    s.Bind(1, run_id_);
-    s.Bind(2, id);
-    s.Bind(3, ref.job);
-    s.Bind(4, ref.name);
-    s.Bind(5, std::string_view(pipeline::StepKindName(ref.kind)));
-    BindHook(s, 6, ref);
-    s.Bind(7, int64_t{ref.fixer});
-    s.Bind(8, int64_t{ref.line});
-    s.Bind(9, OutcomeName(step.outcome));
-    s.Bind(10, step.error);
-    s.Bind(11, KeptOutput(step.output, store_.disk_full()));
-    s.Bind(12, ToMs(step.started));
-    s.Bind(13, int64_t{step.duration.count()});
-    s.Bind(14, step.identity);
-    s.Bind(15, int64_t{step.cached});
-    s.Bind(16, seq);
-    s.Bind(27, ref.cell);
-    if (const auto& a = step.agent) {
-      s.Bind(17, int64_t{a->turns});
-      s.Bind(18, int64_t{a->provider_requests});
-      s.Bind(19, a->prompt_tokens);
-      s.Bind(20, a->completion_tokens);
-      s.Bind(21, a->usd);
-      s.Bind(22, int64_t{a->nudge_sent});
-      s.Bind(23, int64_t{a->deadline_disclosed});
-      s.Bind(24, DumpJson(nlohmann::json(a->fallbacks_taken)));
+  std::vector<PendingTurn> turns = TakePendingTurns(id);
+  // The write owns what it writes: the turns whose stored row differs from
+  // the record, by their place in it.
+  auto owned = std::make_shared<const pipeline::StepRecord>(step);
+  std::vector<size_t> rewrite;
+  if (owned->agent) {
+    const std::vector<agent::AgentTurnRecord>& all = owned->agent->turn_records;
+    for (const agent::AgentTurnRecord* t : TurnsToRewrite(id, all, turns))
+      rewrite.push_back(static_cast<size_t>(t - all.data()));
+  }
+  size_t bytes = step.output.size() + step.error.size();
+  for (const pipeline::AttemptRecord& a : step.attempts)
+    bytes += a.output.size() + a.error.size();
+  store_.WriteSoon(
+      [this, id, seq, turns = std::move(turns), rewrite = std::move(rewrite),
+       owned](Db& db) -> Status {
+        return WriteStepEnd(db, id, seq, *owned, turns, rewrite);
+      },
+      nullptr, bytes, Store::Soon::kEnd);
+}
+
+Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
+                                 const pipeline::StepRecord& step,
+                                 const std::vector<PendingTurn>& turns,
+                                 const std::vector<size_t>& rewrite) {
+  if (Status w = WritePendingTurns(db, id, turns); !w.ok()) return w;
+  Result<StatementUse> st = db.Prepared(
+      "INSERT INTO steps (run_id, step_id, job, name, kind, hook, fixer,"
+      " line, status, error, output, started_ms, duration_ms, identity,"
+      " cached, start_seq, end_seq, agent_turns, provider_requests,"
+      " prompt_tokens, completion_tokens, usd, nudge_sent,"
+      " deadline_disclosed, fallbacks_taken, cached_from_run,"
+      " cached_from_step, cell) VALUES (?1, ?2, ?3, ?4, ?5,"
+      " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
+      " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
+      " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
+      " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
+      " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
+      " provider_requests = ?18, prompt_tokens = ?19,"
+      " completion_tokens = ?20, usd = ?21, nudge_sent = ?22,"
+      " deadline_disclosed = ?23, fallbacks_taken = ?24,"
+      " cached_from_run = ?25, cached_from_step = ?26");
+  if (!st.ok()) return st.status();
+  Statement& s = **st;
+  const pipeline::StepRef& ref = step.ref;
+  s.Bind(1, run_id_);
+  s.Bind(2, id);
+  s.Bind(3, ref.job);
+  s.Bind(4, ref.name);
+  s.Bind(5, std::string_view(pipeline::StepKindName(ref.kind)));
+  BindHook(s, 6, ref);
+  s.Bind(7, int64_t{ref.fixer});
+  s.Bind(8, int64_t{ref.line});
+  s.Bind(9, OutcomeName(step.outcome));
+  s.Bind(10, step.error);
+  s.Bind(11, KeptOutput(step.output, store_.disk_full()));
+  s.Bind(12, ToMs(step.started));
+  s.Bind(13, int64_t{step.duration.count()});
+  s.Bind(14, step.identity);
+  s.Bind(15, int64_t{step.cached});
+  s.Bind(16, seq);
+  s.Bind(27, ref.cell);
+  if (const auto& a = step.agent) {
+    s.Bind(17, int64_t{a->turns});
+    s.Bind(18, int64_t{a->provider_requests});
+    s.Bind(19, a->prompt_tokens);
+    s.Bind(20, a->completion_tokens);
+    s.Bind(21, a->usd);
+    s.Bind(22, int64_t{a->nudge_sent});
+    s.Bind(23, int64_t{a->deadline_disclosed});
+    s.Bind(24, DumpJson(nlohmann::json(a->fallbacks_taken)));
+  }
+  if (step.cached) {
+    s.Bind(25, step.cached_from_run);
+    s.Bind(26, step.cached_from_step);
+  }
+  if (Status r = s.Run(); !r.ok()) return r;
+  // The record is the authority: attempts that ended without an event of
+  // their own (a retry wait cut by an abort) and every agent turn.
+  for (const pipeline::AttemptRecord& a : step.attempts) {
+    if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a,
+                                store_.disk_full());
+        !r.ok()) {
+      return r;
     }
-    if (step.cached) {
-      s.Bind(25, step.cached_from_run);
-      s.Bind(26, step.cached_from_step);
-    }
-    if (Status r = s.Run(); !r.ok()) return r;
-    // The record is the authority: attempts that ended without an event of
-    // their own (a retry wait cut by an abort) and every agent turn.
-    for (const pipeline::AttemptRecord& a : step.attempts) {
-      if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a,
-                                  store_.disk_full());
-          !r.ok()) {
-        return r;
-      }
-    }
-    // Turns whose row is stored as the record has them are not written
-    // again.
-    for (const agent::AgentTurnRecord* t : rewrite) {
-      if (Status r = WriteTurn(db, run_id_, id, *t, std::nullopt); !r.ok())
-        return r;
-      ++turn_rows_written_;
-    }
-    return Status::Ok();
-  }));
+  }
+  // Turns whose row is stored as the record has them are not written
+  // again.
+  for (size_t t : rewrite) {
+    if (Status r = WriteTurn(db, run_id_, id, step.agent->turn_records[t],
+                             std::nullopt);
+        !r.ok())
+      return r;
+    ++turn_rows_written_;
+  }
+  return Status::Ok();
 }
 
 void RunRecorder::OnJobEnd(const pipeline::JobRecord& job) {

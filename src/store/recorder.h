@@ -30,6 +30,8 @@ class RunRecorder : public pipeline::RunObserver {
   // `store` and `clock` must outlive the recorder. `clock` stamps events
   // that carry no time of their own and turns deadlines into wall time.
   explicit RunRecorder(Store& store, Clock& clock = RealClock());
+  // Commits the ends still queued (their writes refer to the recorder).
+  ~RunRecorder() override;
 
   // The outline of the plan the run will follow, recorded with the run's
   // row at OnRunStart (runs.plan). Call before the run starts; a run
@@ -123,6 +125,12 @@ class RunRecorder : public pipeline::RunObserver {
   };
   std::map<std::string, std::vector<PendingTurn>> pending_turns_;
   std::vector<PendingTurn> TakePendingTurns(const std::string& id);
+  // A step's end: its row, its attempts, and the turns of `step` at
+  // `rewrite` (places in its record).
+  Status WriteStepEnd(Db& db, const std::string& id, int64_t seq,
+                      const pipeline::StepRecord& step,
+                      const std::vector<PendingTurn>& turns,
+                      const std::vector<size_t>& rewrite);
   Status WritePendingTurns(Db& db, const std::string& id,
                            const std::vector<PendingTurn>& turns);
   // Notes that `turns` of step `id` are stored (their transaction was

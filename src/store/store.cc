@@ -394,13 +394,16 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
   soon_.push_back({std::move(fn), std::move(failed), bytes, kind, {}});
   soon_bytes_ += bytes;
   // The flusher ticks on its own; waking it for each write would cost a
-  // context switch per write.
+  // context switch per write. It is woken for the first end queued only.
+  const bool wake = kind == Soon::kEnd && !end_due_;
+  if (wake) end_due_ = std::chrono::steady_clock::now() + kEndLinger;
   if (!flusher_.joinable() && !stopping_) {
     flusher_ = std::thread([this] { FlusherLoop(); });
   }
   const bool full =
       soon_.size() >= kSoonFlushWrites || soon_bytes_ >= kSoonFlushBytes;
   lock.unlock();
+  if (wake) soon_cv_.notify_all();
   if (full) (void)Flush();  // The writer waits for the disk, as with Write.
 }
 
@@ -422,11 +425,24 @@ Status Store::Flush() {
 }
 
 void Store::FlusherLoop() {
-  // Every kSoonLinger, commits what is queued, unless a Write took it.
+  // Every kSoonLinger, and when an end queued has waited kEndLinger,
+  // commits what is queued, unless a Write took it.
+  using std::chrono::steady_clock;
   std::unique_lock<std::mutex> lock(soon_mu_);
+  steady_clock::time_point tick = steady_clock::now() + kSoonLinger;
   while (!stopping_) {
-    soon_cv_.wait_for(lock, kSoonLinger, [&] { return stopping_; });
-    if (stopping_ || soon_.empty()) continue;
+    const steady_clock::time_point due =
+        end_due_ ? std::min(*end_due_, tick) : tick;
+    soon_cv_.wait_until(lock, due);
+    if (stopping_) break;
+    const steady_clock::time_point now = steady_clock::now();
+    const bool end_due = end_due_ && now >= *end_due_;
+    if (now >= tick) {
+      tick = now + kSoonLinger;
+    } else if (!end_due) {
+      continue;  // Woken for an end queued: wait until it is due.
+    }
+    if (soon_.empty()) continue;
     lock.unlock();
     (void)Flush();  // A failed write reports through its own callback.
     lock.lock();
@@ -469,6 +485,7 @@ std::vector<Store::SoonWrite> Store::TakeSoon() {
   std::lock_guard<std::mutex> lock(soon_mu_);
   soon.swap(soon_);
   soon_bytes_ = 0;
+  end_due_.reset();
   return soon;
 }
 

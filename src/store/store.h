@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,10 +53,13 @@ class Store {
   // savepoint of its own, so one's error undoes only its own writes.
   Status Write(const std::function<Status(Db&)>& fn);
   // What a WriteSoon holds: a record the run's state needs (a step's
-  // start row, a process group's removal), or a payload (an
-  // output line, a cache entry) that may be dropped when the store cannot
-  // commit everything queued (a full disk).
-  enum class Soon { kRecord, kPayload };
+  // start row, a process group's removal), the end of something (an
+  // attempt's, a step's), or a payload (an output line, a cache entry)
+  // that may be dropped when the store cannot commit everything queued (a
+  // full disk). An end rides with the next Write only when one comes
+  // within kEndLinger (the next attempt's start in a sequence of tasks);
+  // otherwise the flusher commits it then.
+  enum class Soon { kRecord, kEnd, kPayload };
   // Queues `fn` for a later transaction instead of one of its own: it is
   // committed with the next Write (before that write, in the order queued),
   // by the store's flusher within kSoonLinger (it commits what is queued
@@ -81,6 +85,8 @@ class Store {
   void WarnWriteFailed(const Status& s);
   // The longest a WriteSoon waits for a transaction to ride with.
   static constexpr std::chrono::milliseconds kSoonLinger{100};
+  // The longest an end (Soon::kEnd) waits for a transaction to ride with.
+  static constexpr std::chrono::microseconds kEndLinger{1000};
   static constexpr size_t kSoonFlushWrites = 10000;
   static constexpr size_t kSoonFlushBytes = 4 << 20;
   static constexpr size_t kMaxSoonWrites = 100000;
@@ -188,6 +194,8 @@ class Store {
   std::condition_variable soon_cv_;
   std::vector<SoonWrite> soon_;
   size_t soon_bytes_ = 0;
+  // When the oldest end queued must be committed by; unset when none is.
+  std::optional<std::chrono::steady_clock::time_point> end_due_;
   bool stopping_ = false;
   std::thread flusher_;  // Started by the first WriteSoon.
 };

@@ -3,10 +3,9 @@
 // under its own id; what ended is not run again; a changed pipeline file is
 // refused; the time already spent counts against deadlines.
 #include <gtest/gtest.h>
-
-#include <filesystem>
 #include <httplib.h>
 
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -212,12 +211,12 @@ TEST_F(ResumeCliTest, ARunRestoredFromAnotherMachineResumes) {
             "running runner-7");
   auto listed = RunSteps(dir_.path(), "runs --state-dir restored");
   EXPECT_TRUE(Has(listed.out, "interrupted")) << listed.out;
-  auto resumed =
-      RunSteps(dir_.path(),
-               "run p.yaml --resume-if-interrupted --plain --state-dir restored",
-               {.prefix = "",
-                .streams = test_support::Streams::kMerged,
-                .kill_after = std::chrono::seconds(60)});
+  auto resumed = RunSteps(
+      dir_.path(),
+      "run p.yaml --resume-if-interrupted --plain --state-dir restored",
+      {.prefix = "",
+       .streams = test_support::Streams::kMerged,
+       .kill_after = std::chrono::seconds(60)});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
   EXPECT_TRUE(Has(resumed.out, "resuming run")) << resumed.out;
   EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
@@ -575,11 +574,16 @@ namespace {
 // `steps` killed after each of its store commits in turn
 // (STEPS_CHAOS_KILL_AFTER_COMMITS) until one leaves the task's attempt
 // stored as succeeded and the step itself still running: the resumed run
-// ends the step with that attempt instead of running the task again.
+// ends the step with that attempt instead of running the task again. The
+// attempt's end is committed on its own when its step's end does not come
+// within a millisecond: here publishing 64 MiB of outputs holds it back.
 TEST_F(ResumeCliTest, AnAttemptThatSucceededIsNotRunAgain) {
   dir_.Write("p.yaml",
-             "jobs:\n- name: j\n  plan:\n  - task: once\n    run: echo ran >> " +
-                 dir_.path() + "/lines.txt; echo out\n");
+             "jobs:\n- name: j\n  plan:\n  - task: once\n    outputs: [out]\n"
+             "    run: echo ran >> " +
+                 dir_.path() +
+                 "/lines.txt; mkdir -p out; head -c 64M /dev/zero > out/big;"
+                 " echo out\n");
   bool found = false;
   for (int n = 1; n <= 30 && !found; ++n) {
     std::filesystem::remove_all(dir_.path() + "/state");
@@ -608,12 +612,11 @@ TEST_F(ResumeCliTest, ABadChaosKillCountIsIgnoredWithAWarning) {
   for (const char* bad : {"0", "-3", "x", "99999999999999999999"}) {
     std::filesystem::remove_all(dir_.path() + "/state");
     std::filesystem::remove(dir_.path() + "/mark");
-    auto run = RunSteps(dir_.path(),
-                        "run p.yaml --plain --state-dir state",
-                        {.prefix = std::string("STEPS_CHAOS_KILL_AFTER_COMMITS=") +
-                                   bad,
-                         .streams = test_support::Streams::kMerged,
-                         .kill_after = std::chrono::seconds(60)});
+    auto run = RunSteps(
+        dir_.path(), "run p.yaml --plain --state-dir state",
+        {.prefix = std::string("STEPS_CHAOS_KILL_AFTER_COMMITS=") + bad,
+         .streams = test_support::Streams::kMerged,
+         .kill_after = std::chrono::seconds(60)});
     // Killed by its own second task, as without the variable.
     EXPECT_EQ(run.exit_code, 137) << bad << "\n" << run.out;
     EXPECT_TRUE(Has(run.out, "chaos.ignored")) << bad << "\n" << run.out;

@@ -3,12 +3,13 @@
 #include "store/recorder.h"
 
 #include <gtest/gtest.h>
-
-#include <cmath>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "store/conversation_log.h"
@@ -224,6 +225,9 @@ TEST_F(RecorderTest, AStepsStartAndOutputRideWithItsAttempt) {
                         "line " + std::to_string(i));
   }
   recorder_->OnAttemptEnd(ref, Attempt(1, 1, Outcome::kSucceeded));
+  // Nothing follows the attempt's end here: it waits no longer than
+  // Store::kEndLinger for a transaction to ride with (Flush cuts that).
+  ASSERT_TRUE(store_->Flush().ok());
   // Two transactions for 23 events: the step's start rides with the
   // attempt's start (durable before its task runs), the output lines with
   // the attempt's end. The store's flusher ticks every 100 ms and may have
@@ -234,6 +238,92 @@ TEST_F(RecorderTest, AStepsStartAndOutputRideWithItsAttempt) {
   EXPECT_EQ(Count("SELECT count(*) FROM attempts WHERE number = 1"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM output_lines"), 20);
   EXPECT_EQ(Count("SELECT seq FROM output_lines WHERE line = 'line 20'"), 20);
+}
+
+// In a sequence of tasks, an attempt's end and its step's end ride with
+// the next attempt's start: durable before the next task runs, in one
+// transaction with it.
+TEST_F(RecorderTest, AStepsEndRidesWithTheNextAttemptsStart) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  const pipeline::StepRef first = Ref("1", "first");
+  const pipeline::StepRef second = Ref("2", "second");
+  recorder_->OnStepStart(first, std::nullopt);
+  recorder_->OnAttemptStart(first, 1, 1, std::nullopt);
+  const int64_t before = store_->commits();
+  recorder_->OnAttemptEnd(first, Attempt(1, 1, Outcome::kSucceeded));
+  pipeline::StepRecord rec;
+  rec.ref = first;
+  rec.outcome = Outcome::kSucceeded;
+  rec.output = "done";
+  rec.attempts = {Attempt(1, 1, Outcome::kSucceeded)};
+  recorder_->OnStepEnd(rec);
+  recorder_->OnStepStart(second, std::nullopt);
+  recorder_->OnAttemptStart(second, 1, 1, std::nullopt);
+  const int64_t commits = store_->commits() - before;
+  // One transaction, or two when the store's flusher found the ends older
+  // than kEndLinger (a slow machine) and committed them first.
+  EXPECT_GE(commits, 1);
+  EXPECT_LE(commits, 2);
+  // Read from a connection of its own: nothing is flushed for it.
+  Result<std::unique_ptr<Store>> other =
+      Store::OpenExisting(StorePath(dir_.path()));
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  int64_t ended = -1;
+  ASSERT_TRUE((*other)
+                  ->Read([&](Db& db) -> Status {
+                    Result<StatementUse> st = db.Prepared(
+                        "SELECT count(*) FROM steps WHERE name = 'first'"
+                        " AND status = 'succeeded' AND output = 'done'");
+                    if (!st.ok()) return st.status();
+                    Result<bool> row = (*st)->Step();
+                    if (!row.ok()) return row.status();
+                    ended = (*st)->Int(0);
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_EQ(ended, 1) << "the first step's end is durable once the second "
+                         "attempt's start is";
+}
+
+// An end that nothing follows is committed by the store itself, within
+// Store::kEndLinger of being queued, not at the flusher's 100 ms tick.
+// Tolerance: 50 ms for the flusher thread to be scheduled on a loaded
+// machine; three ends, so that a flusher waiting for its tick instead
+// (uniform over 100 ms) passes all three by chance one time in eight.
+TEST_F(RecorderTest, AnEndNothingFollowsIsCommittedWithinAMillisecond) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t committed = store_->commits();
+  store_->SetAfterCommit([&](int64_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    committed = n;
+    cv.notify_all();
+  });
+  for (int i = 1; i <= 3; ++i) {
+    const pipeline::StepRef ref = Ref(std::to_string(i), "s");
+    recorder_->OnStepStart(ref, std::nullopt);
+    recorder_->OnAttemptStart(ref, 1, 1, std::nullopt);
+    int64_t before;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      before = committed;
+    }
+    const auto queued = std::chrono::steady_clock::now();
+    recorder_->OnAttemptEnd(ref, Attempt(1, 1, Outcome::kSucceeded));
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] {
+      return committed > before;
+    })) << "the end is committed without a write to ride with";
+    EXPECT_LT(std::chrono::steady_clock::now() - queued,
+              std::chrono::milliseconds(50))
+        << "end " << i;
+  }
+  store_->SetAfterCommit(nullptr);
+  EXPECT_EQ(Count("SELECT count(*) FROM attempts WHERE status = 'succeeded'"),
+            3);
 }
 
 // A step's end writes again only the turns whose stored row is not what
@@ -281,6 +371,7 @@ TEST_F(RecorderTest, AStepsEndWritesAgainOnlyTheTurnsItsRecordChanged) {
   rec.attempts = {a};
   rec.agent = ar;
   recorder_->OnStepEnd(rec);
+  ASSERT_TRUE(store_->Flush().ok());
 
   // Turn 4 as reported, turns 2 and 3 as the record changed them.
   EXPECT_EQ(recorder_->turn_rows_written(), 6);
