@@ -202,10 +202,9 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
-RunRecorder::~RunRecorder() {
-  // A transaction of nothing: it waits for one a flusher may be committing,
-  // and commits what is queued before it.
-  Check(store_.Write([](Db&) { return Status::Ok(); }));
+RunRecorder::WriteContext RunRecorder::Context() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return WriteContext{run_id_, taken_by_, &store_, turn_rows_written_};
 }
 
 void RunRecorder::SetPlan(std::vector<PlannedJob> outline) {
@@ -491,8 +490,9 @@ void RunRecorder::WriteReportedTurns(const pipeline::StepRef& step) {
   const std::string id = StoredId(step, false);
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
   if (turns.empty()) return;
-  const Status written = store_.Write(
-      [&](Db& db) -> Status { return WritePendingTurns(db, id, turns); });
+  const Status written = store_.Write([&, c = Context()](Db& db) -> Status {
+    return WritePendingTurns(db, c, id, turns);
+  });
   Check(written);
   if (written.ok()) RememberStored(id, turns);
 }
@@ -507,12 +507,13 @@ std::vector<RunRecorder::PendingTurn> RunRecorder::TakePendingTurns(
   return out;
 }
 
-Status RunRecorder::WritePendingTurns(Db& db, const std::string& id,
+Status RunRecorder::WritePendingTurns(Db& db, const WriteContext& c,
+                                      const std::string& id,
                                       const std::vector<PendingTurn>& turns) {
   for (const PendingTurn& p : turns) {
-    if (Status s = WriteTurn(db, run_id_, id, p.turn, p.at_ms); !s.ok())
+    if (Status s = WriteTurn(db, c.run_id, id, p.turn, p.at_ms); !s.ok())
       return s;
-    ++turn_rows_written_;
+    ++*c.rows_written;
   }
   return Status::Ok();
 }
@@ -547,7 +548,7 @@ std::vector<const agent::AgentTurnRecord*> RunRecorder::TurnsToRewrite(
 }
 
 int64_t RunRecorder::turn_rows_written() const {
-  return turn_rows_written_.load();
+  return turn_rows_written_->load();
 }
 
 void RunRecorder::OnCheckpoints(
@@ -577,12 +578,12 @@ void RunRecorder::OnCheckpoints(
   }
   const int64_t at = ToMs(clock_.WallNow());
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
-  const Status written = store_.Write([&](Db& db) -> Status {
+  const Status written = store_.Write([&, c = Context()](Db& db) -> Status {
     for (const agent::ConversationCheckpoint& cp : checkpoints) {
       if (Status s = WriteCheckpoint(db, run_id_, id, ++seq, at, cp); !s.ok())
         return s;
     }
-    return WritePendingTurns(db, id, turns);
+    return WritePendingTurns(db, c, id, turns);
   });
   Check(written);
   if (written.ok()) RememberStored(id, turns);
@@ -596,9 +597,9 @@ void RunRecorder::OnAttemptEnd(const pipeline::StepRef& step,
   const std::string id = StoredId(step, false);
   const size_t bytes = attempt.output.size() + attempt.error.size();
   store_.WriteSoon(
-      [this, id, attempt](Db& db) -> Status {
-        return WriteAttempt(db, run_id_, id, attempt.identity, taken_by_,
-                            attempt, store_.disk_full());
+      [c = Context(), id, attempt](Db& db) -> Status {
+        return WriteAttempt(db, c.run_id, id, attempt.identity, c.taken_by,
+                            attempt, c.store->disk_full());
       },
       nullptr, bytes, Store::Soon::kEnd);
 }
@@ -625,18 +626,19 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
   for (const pipeline::AttemptRecord& a : step.attempts)
     bytes += a.output.size() + a.error.size();
   store_.WriteSoon(
-      [this, id, seq, turns = std::move(turns), rewrite = std::move(rewrite),
-       owned](Db& db) -> Status {
-        return WriteStepEnd(db, id, seq, *owned, turns, rewrite);
+      [c = Context(), id, seq, turns = std::move(turns),
+       rewrite = std::move(rewrite), owned](Db& db) -> Status {
+        return WriteStepEnd(db, c, id, seq, *owned, turns, rewrite);
       },
       nullptr, bytes, Store::Soon::kEnd);
 }
 
-Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
+Status RunRecorder::WriteStepEnd(Db& db, const WriteContext& c,
+                                 const std::string& id, int64_t seq,
                                  const pipeline::StepRecord& step,
                                  const std::vector<PendingTurn>& turns,
                                  const std::vector<size_t>& rewrite) {
-  if (Status w = WritePendingTurns(db, id, turns); !w.ok()) return w;
+  if (Status w = WritePendingTurns(db, c, id, turns); !w.ok()) return w;
   Result<StatementUse> st = db.Prepared(
       "INSERT INTO steps (run_id, step_id, job, name, kind, hook, fixer,"
       " line, status, error, output, started_ms, duration_ms, identity,"
@@ -656,7 +658,7 @@ Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
   if (!st.ok()) return st.status();
   Statement& s = **st;
   const pipeline::StepRef& ref = step.ref;
-  s.Bind(1, run_id_);
+  s.Bind(1, c.run_id);
   s.Bind(2, id);
   s.Bind(3, ref.job);
   s.Bind(4, ref.name);
@@ -666,7 +668,7 @@ Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
   s.Bind(8, int64_t{ref.line});
   s.Bind(9, OutcomeName(step.outcome));
   s.Bind(10, step.error);
-  s.Bind(11, KeptOutput(step.output, store_.disk_full()));
+  s.Bind(11, KeptOutput(step.output, c.store->disk_full()));
   s.Bind(12, ToMs(step.started));
   s.Bind(13, int64_t{step.duration.count()});
   s.Bind(14, step.identity);
@@ -691,8 +693,8 @@ Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
   // The record is the authority: attempts that ended without an event of
   // their own (a retry wait cut by an abort) and every agent turn.
   for (const pipeline::AttemptRecord& a : step.attempts) {
-    if (Status r = WriteAttempt(db, run_id_, id, step.identity, taken_by_, a,
-                                store_.disk_full());
+    if (Status r = WriteAttempt(db, c.run_id, id, step.identity, c.taken_by, a,
+                                c.store->disk_full());
         !r.ok()) {
       return r;
     }
@@ -700,11 +702,11 @@ Status RunRecorder::WriteStepEnd(Db& db, const std::string& id, int64_t seq,
   // Turns whose row is stored as the record has them are not written
   // again.
   for (size_t t : rewrite) {
-    if (Status r = WriteTurn(db, run_id_, id, step.agent->turn_records[t],
+    if (Status r = WriteTurn(db, c.run_id, id, step.agent->turn_records[t],
                              std::nullopt);
         !r.ok())
       return r;
-    ++turn_rows_written_;
+    ++*c.rows_written;
   }
   return Status::Ok();
 }

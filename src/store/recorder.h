@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -30,8 +31,6 @@ class RunRecorder : public pipeline::RunObserver {
   // `store` and `clock` must outlive the recorder. `clock` stamps events
   // that carry no time of their own and turns deadlines into wall time.
   explicit RunRecorder(Store& store, Clock& clock = RealClock());
-  // Commits the ends still queued (their writes refer to the recorder).
-  ~RunRecorder() override;
 
   // The outline of the plan the run will follow, recorded with the run's
   // row at OnRunStart (runs.plan). Call before the run starts; a run
@@ -125,14 +124,25 @@ class RunRecorder : public pipeline::RunObserver {
   };
   std::map<std::string, std::vector<PendingTurn>> pending_turns_;
   std::vector<PendingTurn> TakePendingTurns(const std::string& id);
+  // What a write needs of the recorder, held by value: a queued write may
+  // be committed after the recorder is gone.
+  struct WriteContext {
+    std::string run_id;
+    std::string taken_by;
+    Store* store = nullptr;  // Outlives its queue.
+    std::shared_ptr<std::atomic<int64_t>> rows_written;
+  };
+  WriteContext Context();
   // A step's end: its row, its attempts, and the turns of `step` at
   // `rewrite` (places in its record).
-  Status WriteStepEnd(Db& db, const std::string& id, int64_t seq,
-                      const pipeline::StepRecord& step,
-                      const std::vector<PendingTurn>& turns,
-                      const std::vector<size_t>& rewrite);
-  Status WritePendingTurns(Db& db, const std::string& id,
-                           const std::vector<PendingTurn>& turns);
+  static Status WriteStepEnd(Db& db, const WriteContext& c,
+                             const std::string& id, int64_t seq,
+                             const pipeline::StepRecord& step,
+                             const std::vector<PendingTurn>& turns,
+                             const std::vector<size_t>& rewrite);
+  static Status WritePendingTurns(Db& db, const WriteContext& c,
+                                  const std::string& id,
+                                  const std::vector<PendingTurn>& turns);
   // Notes that `turns` of step `id` are stored (their transaction was
   // committed), so that the step's end need not write them again.
   void RememberStored(const std::string& id,
@@ -145,7 +155,8 @@ class RunRecorder : public pipeline::RunObserver {
       const std::vector<PendingTurn>& pending);
   // A fingerprint of each stored turn, by stored step id and turn number.
   std::map<std::string, std::map<int, uint64_t>> stored_turns_;
-  std::atomic<int64_t> turn_rows_written_{0};
+  std::shared_ptr<std::atomic<int64_t>> turn_rows_written_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   std::string file_hash_;
   std::string file_text_;
   std::optional<std::string> resume_status_;  // Set in resume mode.

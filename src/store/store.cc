@@ -381,7 +381,10 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
     return;
   }
   std::unique_lock<std::mutex> lock(soon_mu_);
-  if (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes) {
+  // An end is never dropped: it is what a run's record cannot do without,
+  // and ends wait in the queue a millisecond at most.
+  if (kind != Soon::kEnd &&
+      (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes)) {
     // Commits keep failing to begin (another process holds the store, say):
     // memory stays bounded.
     lock.unlock();
@@ -491,11 +494,22 @@ std::vector<Store::SoonWrite> Store::TakeSoon() {
 
 void Store::Requeue(std::vector<SoonWrite> soon) {
   if (soon.empty()) return;
-  std::lock_guard<std::mutex> lock(soon_mu_);
-  for (const SoonWrite& w : soon) soon_bytes_ += w.bytes;
-  soon.insert(soon.end(), std::make_move_iterator(soon_.begin()),
-              std::make_move_iterator(soon_.end()));
-  soon_.swap(soon);
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(soon_mu_);
+    for (const SoonWrite& w : soon) {
+      soon_bytes_ += w.bytes;
+      // An end put back is due again a kEndLinger from now.
+      if (w.kind == Soon::kEnd && !end_due_) {
+        end_due_ = std::chrono::steady_clock::now() + kEndLinger;
+        wake = true;
+      }
+    }
+    soon.insert(soon.end(), std::make_move_iterator(soon_.begin()),
+                std::make_move_iterator(soon_.end()));
+    soon_.swap(soon);
+  }
+  if (wake) soon_cv_.notify_all();
 }
 
 Status Store::InSavepoint(const std::function<Status(Db&)>& write) {

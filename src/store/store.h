@@ -74,7 +74,7 @@ class Store {
   // or kSoonFlushBytes bytes, the caller commits the queue itself (so a
   // chatty task is slowed to the pace of the disk, as with a write each);
   // past kMaxSoonWrites or kMaxSoonBytes (commits keep failing to begin),
-  // new writes are dropped and reported.
+  // new writes are dropped and reported, except ends (Soon::kEnd).
   void WriteSoon(std::function<Status(Db&)> fn,
                  std::function<void(const Status&)> failed = nullptr,
                  size_t bytes = 0, Soon kind = Soon::kRecord);

@@ -326,6 +326,55 @@ TEST_F(RecorderTest, AnEndNothingFollowsIsCommittedWithinAMillisecond) {
             3);
 }
 
+// An end is never dropped from the store's queue, however much output its
+// attempts kept: here more than the queue's whole byte limit.
+TEST_F(RecorderTest, AStepsEndWithMoreOutputThanTheQueueHoldsIsRecorded) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  const pipeline::StepRef ref = Ref("1", "chatty");
+  recorder_->OnStepStart(ref, std::nullopt);
+  constexpr size_t kKept = 1 << 20;  // The most a task's attempt keeps.
+  const int count = static_cast<int>(Store::kMaxSoonBytes / kKept) + 2;
+  pipeline::StepRecord rec;
+  rec.ref = ref;
+  rec.outcome = Outcome::kFailed;
+  for (int i = 1; i <= count; ++i) {
+    recorder_->OnAttemptStart(ref, i, count, std::nullopt);
+    pipeline::AttemptRecord a = Attempt(i, count, Outcome::kFailed);
+    a.output = std::string(kKept, 'x');
+    recorder_->OnAttemptEnd(ref, a);
+    rec.attempts.push_back(std::move(a));
+  }
+  recorder_->OnStepEnd(rec);
+  ASSERT_TRUE(store_->Flush().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM steps WHERE status = 'failed'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM attempts WHERE status = 'failed'"),
+            count);
+}
+
+// A queued end holds what it writes by value: the recorder may be gone
+// when the store commits it (under AddressSanitizer, a write that reached
+// back into the recorder would fail this test).
+TEST_F(RecorderTest, AQueuedEndOutlivesItsRecorder) {
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  const pipeline::StepRef ref = Ref("1", "s");
+  recorder_->OnStepStart(ref, std::nullopt);
+  recorder_->OnAttemptStart(ref, 1, 1, std::nullopt);
+  recorder_->OnAttemptEnd(ref, Attempt(1, 1, Outcome::kSucceeded));
+  pipeline::StepRecord rec;
+  rec.ref = ref;
+  rec.outcome = Outcome::kSucceeded;
+  rec.attempts = {Attempt(1, 1, Outcome::kSucceeded)};
+  recorder_->OnStepEnd(rec);
+  recorder_.reset();
+  ASSERT_TRUE(store_->Flush().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM steps WHERE status = 'succeeded'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM attempts WHERE run_id = '" + run_.id +
+                  "' AND status = 'succeeded'"),
+            1);
+}
+
 // A step's end writes again only the turns whose stored row is not what
 // its record says: a turn stored as reported is left alone (its time
 // kept), one the record changed since, and one never stored, are written.
