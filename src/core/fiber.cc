@@ -1,0 +1,506 @@
+#include "core/fiber.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <exception>
+#include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPS_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPS_FIBER_ASAN 1
+#endif
+#endif
+#ifdef STEPS_FIBER_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace steps {
+namespace fiber_internal {
+
+// What a carrier does with a fiber that has switched back to it.
+enum class Then { kDone, kPark, kParkUntil };
+
+struct Fiber {
+  ucontext_t context;
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  char* stack = nullptr;  // Lowest address of the usable stack.
+  size_t stack_bytes = 0;
+  std::function<void()> fn;
+  FiberPool* pool = nullptr;
+  Then then = Then::kDone;
+  Waiter* waiter = nullptr;
+  SteadyPoint deadline;
+  bool has_timer = false;
+  std::multimap<SteadyPoint, FiberPool::Timer>::iterator timer;
+  // AddressSanitizer's view of the switches: the fiber's fake stack, and
+  // the stack it was resumed from (its carrier's).
+  void* fake_stack = nullptr;
+  const void* from_bottom = nullptr;
+  size_t from_bytes = 0;
+};
+
+struct Carrier {
+  ucontext_t context;
+  Fiber* running = nullptr;
+  FiberPool* pool = nullptr;
+  // Runs `f` until it finishes or parks.
+  void Run(Fiber* f);
+};
+
+namespace {
+
+thread_local Carrier* t_carrier = nullptr;
+
+// Read anew at each call: a fiber that parked may resume on another
+// carrier, and a TLS address kept in a register across the switch would
+// name the old one.
+__attribute__((noinline)) Carrier* CurrentCarrier() {
+  asm volatile("" ::: "memory");
+  return t_carrier;
+}
+
+Fiber* CurrentFiber() {
+  Carrier* c = CurrentCarrier();
+  return c ? c->running : nullptr;
+}
+
+void StartSwitch(void** fake_stack, const void* bottom, size_t bytes) {
+#ifdef STEPS_FIBER_ASAN
+  __sanitizer_start_switch_fiber(fake_stack, bottom, bytes);
+#else
+  (void)fake_stack;
+  (void)bottom;
+  (void)bytes;
+#endif
+}
+
+void FinishSwitch(void* fake_stack, const void** bottom, size_t* bytes) {
+#ifdef STEPS_FIBER_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, bytes);
+#else
+  (void)fake_stack;
+  (void)bottom;
+  (void)bytes;
+#endif
+}
+
+// From a fiber to its carrier; returns when the fiber is resumed.
+void SwitchOut(Fiber* f) {
+  Carrier* c = CurrentCarrier();
+  StartSwitch(&f->fake_stack, f->from_bottom, f->from_bytes);
+  swapcontext(&f->context, &c->context);
+  FinishSwitch(f->fake_stack, &f->from_bottom, &f->from_bytes);
+}
+
+void Trampoline() {
+  Fiber* f = CurrentFiber();
+  FinishSwitch(nullptr, &f->from_bottom, &f->from_bytes);
+  // An exception out of a fiber ends the process, as out of a thread.
+  [&]() noexcept { f->fn(); }();
+  f->fn = nullptr;  // Its captures go while still on the fiber.
+  f->then = Then::kDone;
+  StartSwitch(nullptr, f->from_bottom, f->from_bytes);
+  setcontext(&CurrentCarrier()->context);
+}
+
+long Futex(std::atomic<int>* word, int op, int value,
+           const struct timespec* timeout, uint32_t mask) {
+  return syscall(SYS_futex, reinterpret_cast<int*>(word), op, value, timeout,
+                 nullptr, mask);
+}
+
+}  // namespace
+
+void Carrier::Run(Fiber* f) {
+  while (true) {
+    running = f;
+    void* fake = nullptr;
+    StartSwitch(&fake, f->stack, f->stack_bytes);
+    swapcontext(&context, &f->context);
+    FinishSwitch(fake, nullptr, nullptr);
+    running = nullptr;
+    switch (f->then) {
+      case Then::kDone:
+        pool->Finished(f);
+        return;
+      case Then::kPark: {
+        int expected = 0;
+        if (f->waiter->state_.compare_exchange_strong(
+                expected, Waiter::kParked, std::memory_order_acq_rel)) {
+          return;  // Give readies it.
+        }
+        continue;  // Given while switching out: straight back in.
+      }
+      case Then::kParkUntil: {
+        // Under the pool's lock, so that a Give's Ready (which takes it)
+        // finds the timer in place for the fiber to cancel.
+        std::lock_guard<std::mutex> lock(pool->mu_);
+        int expected = 0;
+        if (f->waiter->state_.compare_exchange_strong(
+                expected, Waiter::kParked, std::memory_order_acq_rel)) {
+          f->timer = pool->timers_.emplace(f->deadline,
+                                           FiberPool::Timer{f->waiter, f});
+          f->has_timer = true;
+          return;
+        }
+        break;  // Given while switching out: straight back in.
+      }
+    }
+  }
+}
+
+}  // namespace fiber_internal
+
+using fiber_internal::Carrier;
+using fiber_internal::CurrentCarrier;
+using fiber_internal::CurrentFiber;
+using fiber_internal::Fiber;
+using fiber_internal::Then;
+
+bool OnFiber() { return CurrentFiber() != nullptr; }
+
+// Waiter
+
+int Waiter::Peek() const {
+  const int v = state_.load(std::memory_order_acquire);
+  return v > 0 ? v : 0;
+}
+
+int Waiter::Wait() {
+  if (Fiber* f = CurrentFiber()) {
+    while (true) {
+      if (int v = Peek()) return v;
+      fiber_ = f;
+      f->waiter = this;
+      f->then = Then::kPark;
+      fiber_internal::SwitchOut(f);
+    }
+  }
+  while (true) {
+    int v = state_.load(std::memory_order_acquire);
+    if (v > 0) return v;
+    if (v == 0 && !state_.compare_exchange_weak(v, kThreadWaits,
+                                                std::memory_order_acq_rel)) {
+      continue;
+    }
+    fiber_internal::Futex(&state_, FUTEX_WAIT_PRIVATE, kThreadWaits, nullptr,
+                          0);
+  }
+}
+
+int Waiter::WaitUntil(SteadyPoint deadline) {
+  if (Fiber* f = CurrentFiber()) {
+    if (int v = Peek()) return v;
+    if (std::chrono::steady_clock::now() >= deadline) return 0;
+    fiber_ = f;
+    f->waiter = this;
+    f->deadline = deadline;
+    f->then = Then::kParkUntil;
+    fiber_internal::SwitchOut(f);
+    // Resumed by Give or by the timer (which took itself out of the pool).
+    FiberPool* pool = f->pool;
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    if (f->has_timer) {
+      pool->timers_.erase(f->timer);
+      f->has_timer = false;
+    }
+    return Peek();
+  }
+  const auto since_epoch = deadline.time_since_epoch();
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+  struct timespec at;
+  at.tv_sec = static_cast<time_t>(secs.count());
+  at.tv_nsec = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch - secs)
+          .count());
+  while (true) {
+    int v = state_.load(std::memory_order_acquire);
+    if (v > 0) return v;
+    if (v == 0 && !state_.compare_exchange_weak(v, kThreadWaits,
+                                                std::memory_order_acq_rel)) {
+      continue;
+    }
+    // An absolute CLOCK_MONOTONIC time, the steady clock's.
+    const long rc =
+        fiber_internal::Futex(&state_, FUTEX_WAIT_BITSET_PRIVATE, kThreadWaits,
+                              &at, FUTEX_BITSET_MATCH_ANY);
+    if (rc != 0 && errno == ETIMEDOUT) {
+      int waiting = kThreadWaits;
+      if (state_.compare_exchange_strong(waiting, 0,
+                                         std::memory_order_acq_rel)) {
+        return 0;
+      }
+    }
+  }
+}
+
+void Waiter::Give(int value) {
+  const int old = state_.exchange(value, std::memory_order_acq_rel);
+  if (old == kParked) {
+    Fiber* f = fiber_;  // Parked: it cannot return before this Ready.
+    f->pool->Ready(f);
+  } else if (old == kThreadWaits) {
+    // Only the address is used: a wake where nobody waits wakes nobody.
+    fiber_internal::Futex(&state_, FUTEX_WAKE_PRIVATE, 1, nullptr, 0);
+  }
+}
+
+// FiberCondVar
+
+void FiberCondVar::Link(Node& n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  n.prev = tail_;
+  n.next = nullptr;
+  if (tail_) {
+    tail_->next = &n;
+  } else {
+    head_ = &n;
+  }
+  tail_ = &n;
+  n.linked = true;
+}
+
+bool FiberCondVar::Unlink(Node& n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!n.linked) return false;
+  (n.prev ? n.prev->next : head_) = n.next;
+  (n.next ? n.next->prev : tail_) = n.prev;
+  n.linked = false;
+  return true;
+}
+
+void FiberCondVar::Wait(std::unique_lock<std::mutex>& lock) {
+  Node n;
+  Link(n);
+  lock.unlock();
+  n.waiter.Wait();
+  lock.lock();
+}
+
+bool FiberCondVar::WaitUntil(std::unique_lock<std::mutex>& lock,
+                             SteadyPoint deadline) {
+  Node n;
+  Link(n);
+  lock.unlock();
+  bool notified = n.waiter.WaitUntil(deadline) != 0;
+  if (!notified && !Unlink(n)) {
+    // A notify took it off the list: its Give is on the way, and must
+    // find the node alive.
+    n.waiter.Wait();
+    notified = true;
+  }
+  lock.lock();
+  return notified;
+}
+
+void FiberCondVar::NotifyOne() {
+  Node* n = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = head_;
+    if (!n) return;
+    head_ = n->next;
+    (head_ ? head_->prev : tail_) = nullptr;
+    n->linked = false;
+  }
+  n->waiter.Give(1);
+}
+
+void FiberCondVar::NotifyAll() {
+  Node* n = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = head_;
+    for (Node* m = head_; m; m = m->next) m->linked = false;
+    head_ = tail_ = nullptr;
+  }
+  while (n) {
+    Node* next = n->next;  // Read before the Give lets it go.
+    n->waiter.Give(1);
+    n = next;
+  }
+}
+
+// Free functions
+
+void SleepUntil(SteadyPoint deadline) {
+  if (OnFiber()) {
+    Waiter never_given;
+    while (never_given.WaitUntil(deadline) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    return;
+  }
+  std::this_thread::sleep_until(deadline);
+}
+
+void RunOnThread(const std::function<void()>& fn) {
+  if (!OnFiber()) {
+    fn();
+    return;
+  }
+  Waiter done;
+  // Give is the thread's last touch of this frame.
+  std::thread([&] {
+    fn();
+    done.Give(1);
+  }).detach();
+  done.Wait();
+}
+
+// FiberPool
+
+FiberPool::FiberPool() : FiberPool(Options()) {}
+
+FiberPool::FiberPool(Options options) : options_(options) {
+  const int n = options_.carriers > 0 ? options_.carriers : 1;
+  threads_.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { CarrierLoop(); });
+}
+
+FiberPool::~FiberPool() {
+  Join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t map_bytes =
+      (options_.stack_bytes + page - 1) / page * page + page;
+  for (void* map : spare_stacks_) munmap(map, map_bytes);
+}
+
+bool FiberPool::Spawn(std::function<void()> fn) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t stack_bytes =
+      (options_.stack_bytes + page - 1) / page * page;
+  const size_t map_bytes = stack_bytes + page;
+  void* map = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_stacks_.empty()) {
+      map = spare_stacks_.back();
+      spare_stacks_.pop_back();
+    }
+  }
+  if (!map) {
+    map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED) return false;
+    // The lowest page is a guard: an overflow faults instead of writing
+    // over whatever lies below.
+    if (mprotect(map, page, PROT_NONE) != 0) {
+      munmap(map, map_bytes);
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stacks_mapped_;
+  }
+  auto* f = new Fiber;
+  f->map = map;
+  f->map_bytes = map_bytes;
+  f->stack = static_cast<char*>(map) + page;
+  f->stack_bytes = stack_bytes;
+  f->fn = std::move(fn);
+  f->pool = this;
+  getcontext(&f->context);
+  f->context.uc_stack.ss_sp = f->stack;
+  f->context.uc_stack.ss_size = f->stack_bytes;
+  f->context.uc_link = nullptr;
+  makecontext(&f->context, &fiber_internal::Trampoline, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++live_;
+  ReadyLocked(f);
+  return true;
+}
+
+void FiberPool::Join() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return live_ == 0; });
+}
+
+size_t FiberPool::stacks_mapped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stacks_mapped_;
+}
+
+size_t FiberPool::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+void FiberPool::Ready(Fiber* f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReadyLocked(f);
+}
+
+void FiberPool::ReadyLocked(Fiber* f) {
+  ready_.push_back(f);
+  if (idle_ > 0) work_cv_.notify_one();
+}
+
+void FiberPool::Finished(Fiber* f) {
+  void* map = f->map;
+  delete f;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Kept mapped, guard and touched pages as they are: the next fiber takes
+  // it without a system call or a page fault.
+  spare_stacks_.push_back(map);
+  if (--live_ == 0) done_cv_.notify_all();
+}
+
+SteadyPoint FiberPool::FireTimers(SteadyPoint now) {
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    auto it = timers_.begin();
+    Timer t = it->second;
+    timers_.erase(it);
+    t.fiber->has_timer = false;
+    int parked = Waiter::kParked;
+    // Not parked any more: a Give came first and readies it.
+    if (t.waiter->state_.compare_exchange_strong(parked, 0,
+                                                 std::memory_order_acq_rel)) {
+      ReadyLocked(t.fiber);
+    }
+  }
+  return timers_.empty() ? SteadyPoint::max() : timers_.begin()->first;
+}
+
+void FiberPool::CarrierLoop() {
+  Carrier carrier;
+  carrier.pool = this;
+  fiber_internal::t_carrier = &carrier;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    const SteadyPoint next = FireTimers(std::chrono::steady_clock::now());
+    if (!ready_.empty()) {
+      Fiber* f = ready_.front();
+      ready_.pop_front();
+      lock.unlock();
+      carrier.Run(f);
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    ++idle_;
+    if (next == SteadyPoint::max()) {
+      work_cv_.wait(lock);
+    } else {
+      work_cv_.wait_until(lock, next);
+    }
+    --idle_;
+  }
+  fiber_internal::t_carrier = nullptr;
+}
+
+}  // namespace steps

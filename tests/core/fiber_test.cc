@@ -1,0 +1,301 @@
+#include "core/fiber.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace steps {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+FiberPool::Options Carriers(int n) {
+  FiberPool::Options o;
+  o.carriers = n;
+  o.stack_bytes = 256 << 10;
+  return o;
+}
+
+TEST(FiberTest, TenThousandParkedFibersOnTwoCarriersAllFinish) {
+  constexpr int kFibers = 10000;
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  for (int i = 0; i < kFibers; ++i) waiters.push_back(std::make_unique<Waiter>());
+  std::atomic<int> parked{0};
+  std::atomic<int> got_sum{0};
+  FiberPool pool(Carriers(2));
+  for (int i = 0; i < kFibers; ++i) {
+    ASSERT_TRUE(pool.Spawn([&, i] {
+      ++parked;
+      got_sum += waiters[static_cast<size_t>(i)]->Wait();
+    }));
+  }
+  // Every fiber waits at once: two threads carry ten thousand waits.
+  while (parked.load() < kFibers) std::this_thread::yield();
+  EXPECT_EQ(pool.live(), static_cast<size_t>(kFibers));
+  EXPECT_EQ(got_sum.load(), 0);
+  for (int i = 0; i < kFibers; ++i) waiters[static_cast<size_t>(i)]->Give(2);
+  pool.Join();
+  EXPECT_EQ(got_sum.load(), 2 * kFibers);
+  EXPECT_EQ(pool.live(), 0u);
+}
+
+TEST(FiberTest, AFinishedFibersStackIsTakenByTheNext) {
+  FiberPool pool(Carriers(2));
+  for (int i = 0; i < 50; ++i) {
+    pool.Spawn([] {});
+    pool.Join();
+  }
+  EXPECT_EQ(pool.stacks_mapped(), 1u);
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  for (int i = 0; i < 3; ++i) waiters.push_back(std::make_unique<Waiter>());
+  for (auto& w : waiters) pool.Spawn([&w] { w->Wait(); });
+  for (auto& w : waiters) w->Give(1);
+  pool.Join();
+  EXPECT_EQ(pool.stacks_mapped(), 3u);  // Three at once.
+}
+
+TEST(FiberTest, OnFiberTellsAFiberFromAThread) {
+  EXPECT_FALSE(OnFiber());
+  std::atomic<bool> inside{false};
+  FiberPool pool(Carriers(1));
+  pool.Spawn([&] { inside = OnFiber(); });
+  pool.Join();
+  EXPECT_TRUE(inside.load());
+}
+
+TEST(FiberTest, AGiveBeforeTheWaitIsKept) {
+  Waiter on_thread;
+  on_thread.Give(7);
+  EXPECT_EQ(on_thread.Wait(), 7);
+  EXPECT_EQ(on_thread.WaitUntil(steady_clock::now()), 7);
+  std::atomic<int> got{0};
+  FiberPool pool(Carriers(1));
+  Waiter for_fiber;
+  for_fiber.Give(9);
+  pool.Spawn([&] { got = for_fiber.Wait(); });
+  pool.Join();
+  EXPECT_EQ(got.load(), 9);
+}
+
+// A Give that races the fiber's switch out (the window between its choice
+// to park and its carrier marking it parked) neither loses the wake nor
+// resumes it twice.
+TEST(FiberTest, GivesRacingParksAreNeitherLostNorDoubled) {
+  constexpr int kFibers = 64;
+  constexpr int kRounds = 300;
+  FiberPool pool(Carriers(2));
+  std::vector<std::unique_ptr<Waiter>> to(kFibers * kRounds);
+  std::vector<std::unique_ptr<Waiter>> back(kFibers * kRounds);
+  for (auto& w : to) w = std::make_unique<Waiter>();
+  for (auto& w : back) w = std::make_unique<Waiter>();
+  std::atomic<int> rounds{0};
+  for (int f = 0; f < kFibers; ++f) {
+    pool.Spawn([&, f] {
+      for (int r = 0; r < kRounds; ++r) {
+        const size_t k = static_cast<size_t>(f * kRounds + r);
+        EXPECT_EQ(to[k]->Wait(), r + 1);
+        back[k]->Give(r + 1);
+        ++rounds;
+      }
+    });
+  }
+  std::thread giver([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      for (int f = 0; f < kFibers; ++f) {
+        to[static_cast<size_t>(f * kRounds + r)]->Give(r + 1);
+      }
+      for (int f = 0; f < kFibers; ++f) {
+        EXPECT_EQ(back[static_cast<size_t>(f * kRounds + r)]->Wait(), r + 1);
+      }
+    }
+  });
+  giver.join();
+  pool.Join();
+  EXPECT_EQ(rounds.load(), kFibers * kRounds);
+}
+
+TEST(FiberTest, ATimedWaitOnAFiberEndsAtItsDeadlineNotBefore) {
+  FiberPool pool(Carriers(1));
+  std::atomic<int> got{-1};
+  std::atomic<int64_t> waited_ms{0};
+  pool.Spawn([&] {
+    Waiter never;
+    const auto start = steady_clock::now();
+    got = never.WaitUntil(start + milliseconds(60));
+    waited_ms = std::chrono::duration_cast<milliseconds>(steady_clock::now() -
+                                                         start)
+                    .count();
+  });
+  pool.Join();
+  EXPECT_EQ(got.load(), 0);
+  EXPECT_GE(waited_ms.load(), 60);
+  EXPECT_LT(waited_ms.load(), 5000);  // Generous: a loaded 2-core machine.
+}
+
+TEST(FiberTest, ATimedWaitGivenEarlyReturnsTheValueAndItsTimerGoes) {
+  FiberPool pool(Carriers(1));
+  Waiter w;
+  std::atomic<int> got{-1};
+  std::atomic<bool> waiting{false};
+  pool.Spawn([&] {
+    waiting = true;
+    got = w.WaitUntil(steady_clock::now() + std::chrono::hours(1));
+  });
+  while (!waiting.load()) std::this_thread::yield();
+  w.Give(5);
+  pool.Join();  // Would not end for an hour if the wait did.
+  EXPECT_EQ(got.load(), 5);
+}
+
+TEST(FiberTest, ATimedWaitOnAThreadEndsAtItsDeadlineOrAtTheGive) {
+  Waiter never;
+  const auto start = steady_clock::now();
+  EXPECT_EQ(never.WaitUntil(start + milliseconds(40)), 0);
+  EXPECT_GE(steady_clock::now() - start, milliseconds(40));
+  Waiter given;
+  std::thread t([&] { given.Give(3); });
+  EXPECT_EQ(given.WaitUntil(steady_clock::now() + std::chrono::hours(1)), 3);
+  t.join();
+  // Timed out, then given: the value is there for the next wait.
+  Waiter late;
+  EXPECT_EQ(late.WaitUntil(steady_clock::now()), 0);
+  late.Give(4);
+  EXPECT_EQ(late.Wait(), 4);
+}
+
+// One carrier: a sleeping fiber lets the other run meanwhile.
+TEST(FiberTest, ASleepingFiberLeavesItsCarrierToOthers) {
+  FiberPool pool(Carriers(1));
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto note = [&](const char* what) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(what);
+  };
+  pool.Spawn([&] {
+    note("sleeper starts");
+    SleepUntil(steady_clock::now() + milliseconds(100));
+    note("sleeper wakes");
+  });
+  pool.Spawn([&] { note("other runs"); });
+  pool.Join();
+  EXPECT_EQ(order, (std::vector<std::string>{"sleeper starts", "other runs",
+                                             "sleeper wakes"}));
+}
+
+TEST(FiberTest, ACondVarWakesFibersAndThreadsAlike) {
+  FiberPool pool(Carriers(2));
+  std::mutex mu;
+  FiberCondVar cv;
+  int stage = 0;
+  std::atomic<int> woke{0};
+  constexpr int kFibers = 200;
+  for (int i = 0; i < kFibers; ++i) {
+    pool.Spawn([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (stage == 0) cv.Wait(lock);
+      ++woke;
+    });
+  }
+  std::thread on_thread([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (stage == 0) cv.Wait(lock);
+    ++woke;
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stage = 1;
+  }
+  cv.NotifyAll();
+  on_thread.join();
+  pool.Join();
+  EXPECT_EQ(woke.load(), kFibers + 1);
+}
+
+TEST(FiberTest, ACondVarWaitTimesOutAndANotifyRacingTheTimeoutIsSafe) {
+  FiberPool pool(Carriers(2));
+  std::mutex mu;
+  FiberCondVar cv;
+  std::atomic<int> timed_out{0};
+  std::atomic<int> done{0};
+  constexpr int kFibers = 500;
+  for (int i = 0; i < kFibers; ++i) {
+    pool.Spawn([&, i] {
+      std::unique_lock<std::mutex> lock(mu);
+      // Deadlines spread over the notifies below.
+      if (!cv.WaitUntil(lock, steady_clock::now() + milliseconds(i % 20))) {
+        ++timed_out;
+      }
+      ++done;
+    });
+  }
+  // Notifies race the timeouts: each node is given once or times out,
+  // never both, and none is touched after its fiber has gone.
+  while (done.load() < kFibers) {
+    cv.NotifyOne();
+    std::this_thread::yield();
+  }
+  pool.Join();
+  EXPECT_EQ(done.load(), kFibers);
+  std::unique_lock<std::mutex> lock(mu);
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(cv.WaitUntil(lock, start + milliseconds(30)));
+  EXPECT_GE(steady_clock::now() - start, milliseconds(30));
+}
+
+// One carrier: a fiber blocked in the kernel through RunOnThread does not
+// hold the carrier the writer needs.
+TEST(FiberTest, WorkOnAThreadDoesNotHoldTheCarrier) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  FiberPool pool(Carriers(1));
+  std::atomic<char> read_byte{0};
+  pool.Spawn([&] {
+    RunOnThread([&] {
+      char c = 0;
+      if (read(fds[0], &c, 1) == 1) read_byte = c;
+    });
+  });
+  pool.Spawn([&] {
+    SleepUntil(steady_clock::now() + milliseconds(20));
+    ASSERT_EQ(write(fds[1], "x", 1), 1);
+  });
+  pool.Join();
+  EXPECT_EQ(read_byte.load(), 'x');
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(FiberTest, FibersRunOnEveryCarrierAndMayMoveBetweenThem) {
+  FiberPool pool(Carriers(2));
+  std::mutex mu;
+  std::set<std::thread::id> seen;
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 200; ++i) {
+    pool.Spawn([&] {
+      for (int r = 0; r < 20; ++r) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          seen.insert(std::this_thread::get_id());
+        }
+        SleepUntil(steady_clock::now() + std::chrono::microseconds(200));
+      }
+      ++finished;
+    });
+  }
+  pool.Join();
+  EXPECT_EQ(finished.load(), 200);
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(pool.carriers(), 2);
+}
+
+}  // namespace
+}  // namespace steps
