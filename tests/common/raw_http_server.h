@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -28,7 +29,10 @@ class RawHttpServer {
     // Written as is; empty = no answer at all.
     std::string bytes;
     // Close the connection after writing (else keep it for the next
-    // request, keep-alive).
+    // request, keep-alive). A response head without a Connection header
+    // gets "Connection: close" then, as a real server's would: else the
+    // client may pick the connection for its next request before it sees
+    // the close, and a test meant for another case meets that one.
     bool close = true;
   };
   // Called with the 0-based index of the request (over all connections)
@@ -138,10 +142,25 @@ class RawHttpServer {
     return true;
   }
 
+  // Adds "Connection: close" to a response head that has no Connection
+  // header.
+  static void SayClose(std::string& bytes) {
+    if (bytes.rfind("HTTP/1.", 0) != 0) return;
+    const size_t end = bytes.find("\r\n\r\n");
+    if (end == std::string::npos) return;
+    std::string head = bytes.substr(0, end);
+    for (char& c : head) {
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    if (head.find("\r\nconnection:") != std::string::npos) return;
+    bytes.insert(end + 2, "Connection: close\r\n");
+  }
+
   void Serve(int fd) {
     std::string buffer, request;
     while (ReadRequest(fd, buffer, request)) {
       Reply reply = handler_(requests_++, request);
+      if (reply.close) SayClose(reply.bytes);
       size_t off = 0;
       while (off < reply.bytes.size()) {
         ssize_t n = send(fd, reply.bytes.data() + off, reply.bytes.size() - off,
