@@ -119,8 +119,11 @@ Status ReadSteps(Db& db, ResumePoint& point,
     const std::string id = s.Text(0);
     const std::string status = s.Text(1);
     const bool after_abort = !s.IsNull(10) && s.Int(8) > s.Int(10);
+    // Neither done nor in flight: no attempt of it is carried over (a
+    // succeeded one would end it unrun), it starts anew if it fires.
+    if (after_abort) return;
     std::optional<Outcome> outcome = ParseOutcome(status);
-    if (Ended(status) && outcome && !after_abort) {
+    if (Ended(status) && outcome) {
       point.state.finished[id] = FinishedRecord(s, *outcome);
       return;
     }

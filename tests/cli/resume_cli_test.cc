@@ -127,6 +127,21 @@ TEST_F(ResumeCliTest, AbortedRunResumes) {
   EXPECT_EQ(Sql(Db(), "SELECT status FROM run_interruptions"), "aborted");
 }
 
+// The job's ensure ran because of the abort: the resumed run fires it
+// again at its own end, and its script runs (docs/resume.md).
+TEST_F(ResumeCliTest, AHookThatRanBecauseOfTheAbortRunsAgain) {
+  WritePipeline("INT", "  ensure:\n    task: tidy\n    run: echo tidy >> " +
+                           dir_.path() + "/hooks.txt\n");
+  auto aborted = Steps("run p.yaml");
+  EXPECT_EQ(aborted.exit_code, 130) << aborted.out;
+  EXPECT_EQ(dir_.Read("hooks.txt"), "tidy\n");
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(dir_.Read("hooks.txt"), "tidy\ntidy\n");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
+}
+
 TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
   WritePipeline("KILL");
   EXPECT_EQ(Steps("run p.yaml").exit_code, 137);

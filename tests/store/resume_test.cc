@@ -101,6 +101,9 @@ TEST_F(ResumePointTest, FinishedStepsStayInFlightOnesRestart) {
   EXPECT_EQ(p->state.finished.at("j:1").outcome, Outcome::kSucceeded);
   // The hook ran because of the abort: the resumed run decides again.
   EXPECT_EQ(p->state.finished.count("j:2/on_abort"), 0u);
+  // Nor is it resumed: its succeeded attempt would end it unrun.
+  EXPECT_EQ(p->state.attempts.count("j:2/on_abort"), 0u);
+  EXPECT_EQ(p->state.step_started.count("j:2/on_abort"), 0u);
   EXPECT_EQ(p->state.step_spent.at("j:2"), Millis(30000));
   EXPECT_EQ(p->state.job_spent.at("j"), Millis(40000));
   EXPECT_EQ(p->state.run_started, start_);
