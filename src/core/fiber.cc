@@ -31,7 +31,6 @@ enum class Then { kDone, kPark, kParkUntil };
 struct Fiber {
   ucontext_t context;
   void* map = nullptr;
-  size_t map_bytes = 0;
   char* stack = nullptr;  // Lowest address of the usable stack.
   size_t stack_bytes = 0;
   std::function<void()> fn;
@@ -185,16 +184,7 @@ int Waiter::Wait() {
       fiber_internal::SwitchOut(f);
     }
   }
-  while (true) {
-    int v = state_.load(std::memory_order_acquire);
-    if (v > 0) return v;
-    if (v == 0 && !state_.compare_exchange_weak(v, kThreadWaits,
-                                                std::memory_order_acq_rel)) {
-      continue;
-    }
-    fiber_internal::Futex(&state_, FUTEX_WAIT_PRIVATE, kThreadWaits, nullptr,
-                          0);
-  }
+  return WaitOnThread(nullptr);
 }
 
 int Waiter::WaitUntil(SteadyPoint deadline) {
@@ -222,6 +212,10 @@ int Waiter::WaitUntil(SteadyPoint deadline) {
   at.tv_nsec = static_cast<long>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch - secs)
           .count());
+  return WaitOnThread(&at);
+}
+
+int Waiter::WaitOnThread(const struct timespec* until) {
   while (true) {
     int v = state_.load(std::memory_order_acquire);
     if (v > 0) return v;
@@ -229,10 +223,11 @@ int Waiter::WaitUntil(SteadyPoint deadline) {
                                                 std::memory_order_acq_rel)) {
       continue;
     }
-    // An absolute CLOCK_MONOTONIC time, the steady clock's.
+    // An absolute CLOCK_MONOTONIC time, the steady clock's; none waits for
+    // ever.
     const long rc =
         fiber_internal::Futex(&state_, FUTEX_WAIT_BITSET_PRIVATE, kThreadWaits,
-                              &at, FUTEX_BITSET_MATCH_ANY);
+                              until, FUTEX_BITSET_MATCH_ANY);
     if (rc != 0 && errno == ETIMEDOUT) {
       int waiting = kThreadWaits;
       if (state_.compare_exchange_strong(waiting, 0,
@@ -361,7 +356,21 @@ void RunOnThread(const std::function<void()>& fn) {
 
 FiberPool::FiberPool() : FiberPool(Options()) {}
 
-FiberPool::FiberPool(Options options) : options_(options) {
+namespace {
+
+size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+size_t WholePages(size_t bytes) {
+  const size_t page = PageBytes();
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
+FiberPool::FiberPool(Options options)
+    : options_(options),
+      stack_bytes_(WholePages(options.stack_bytes)),
+      map_bytes_(stack_bytes_ + PageBytes()) {
   const int n = options_.carriers > 0 ? options_.carriers : 1;
   threads_.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { CarrierLoop(); });
@@ -375,17 +384,10 @@ FiberPool::~FiberPool() {
   }
   work_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t map_bytes =
-      (options_.stack_bytes + page - 1) / page * page + page;
-  for (void* map : spare_stacks_) munmap(map, map_bytes);
+  for (void* map : spare_stacks_) munmap(map, map_bytes_);
 }
 
 bool FiberPool::Spawn(std::function<void()> fn) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t stack_bytes =
-      (options_.stack_bytes + page - 1) / page * page;
-  const size_t map_bytes = stack_bytes + page;
   void* map = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -395,13 +397,13 @@ bool FiberPool::Spawn(std::function<void()> fn) {
     }
   }
   if (!map) {
-    map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE,
+    map = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (map == MAP_FAILED) return false;
     // The lowest page is a guard: an overflow faults instead of writing
     // over whatever lies below.
-    if (mprotect(map, page, PROT_NONE) != 0) {
-      munmap(map, map_bytes);
+    if (mprotect(map, map_bytes_ - stack_bytes_, PROT_NONE) != 0) {
+      munmap(map, map_bytes_);
       return false;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -409,9 +411,8 @@ bool FiberPool::Spawn(std::function<void()> fn) {
   }
   auto* f = new Fiber;
   f->map = map;
-  f->map_bytes = map_bytes;
-  f->stack = static_cast<char*>(map) + page;
-  f->stack_bytes = stack_bytes;
+  f->stack = static_cast<char*>(map) + (map_bytes_ - stack_bytes_);
+  f->stack_bytes = stack_bytes_;
   f->fn = std::move(fn);
   f->pool = this;
   getcontext(&f->context);

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <map>
@@ -61,6 +62,9 @@ class Waiter {
  private:
   friend struct fiber_internal::Carrier;
   friend class FiberPool;
+  // A plain thread's wait, until `until` (absolute, the steady clock's) or
+  // for ever when it is null; 0 when it came first.
+  int WaitOnThread(const struct timespec* until);
   // state_: 0, a value given (> 0), or one of these.
   static constexpr int kThreadWaits = -1;  // A thread sleeps on the futex.
   static constexpr int kParked = -2;       // A fiber is parked on it.
@@ -157,6 +161,10 @@ class FiberPool {
   void Finished(fiber_internal::Fiber* f);
 
   const Options options_;
+  // A fiber's stack, rounded up to whole pages, and its mapping (the stack
+  // and a guard page below it).
+  const size_t stack_bytes_;
+  const size_t map_bytes_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // Carriers wait here for work.
   std::condition_variable done_cv_;  // Join waits here.
