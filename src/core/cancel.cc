@@ -1,10 +1,12 @@
 #include "core/cancel.h"
 
+#include "core/fiber.h"
+
 namespace steps {
 
 struct CancelToken::State {
   std::mutex mu;
-  std::condition_variable cv;
+  FiberCondVar cv;  // Parks a fiber that waits, or sleeps a thread.
   CancelReason reason = CancelReason::kNone;
   uint64_t next_id = 1;
   std::map<uint64_t, std::function<void()>> callbacks;
@@ -46,7 +48,7 @@ void CancelToken::Cancel(CancelReason reason) const {
     state_->reason = reason;
     to_run.swap(state_->callbacks);
   }
-  state_->cv.notify_all();
+  state_->cv.NotifyAll();
   for (auto& [id, fn] : to_run) fn();
 }
 
@@ -81,7 +83,7 @@ void CancelToken::RemoveCallback(uint64_t id) const {
 
 bool CancelToken::WaitUntil(std::chrono::steady_clock::time_point until) const {
   std::unique_lock<std::mutex> lock(state_->mu);
-  return !state_->cv.wait_until(
+  return !state_->cv.WaitUntil(
       lock, until, [&] { return state_->reason != CancelReason::kNone; });
 }
 

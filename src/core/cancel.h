@@ -4,7 +4,6 @@
 #define STEPS_CORE_CANCEL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -75,16 +75,16 @@ bool FakeClock::SleepUntil(SteadyTime until, const CancelToken& token) {
     return true;
   }
   ++sleepers_;
-  cv_.notify_all();
+  cv_.NotifyAll();
   // Wake on Advance or on cancellation.
   uint64_t id = 0;
   lock.unlock();
   id = token.OnCancel([this] {
     std::lock_guard<std::mutex> l(mu_);
-    cv_.notify_all();
+    cv_.NotifyAll();
   });
   lock.lock();
-  cv_.wait(lock, [&] { return now_ >= until || token.cancelled(); });
+  cv_.Wait(lock, [&] { return now_ >= until || token.cancelled(); });
   --sleepers_;
   bool reached = now_ >= until && !token.cancelled();
   lock.unlock();
@@ -97,7 +97,7 @@ void FakeClock::Advance(Millis d) {
     std::lock_guard<std::mutex> lock(mu_);
     now_ += d;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Millis FakeClock::total_slept() const {
@@ -112,7 +112,7 @@ int FakeClock::sleepers() const {
 
 void FakeClock::WaitForSleepers(int n) const {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return sleepers_ >= n; });
+  cv_.Wait(lock, [&] { return sleepers_ >= n; });
 }
 
 std::optional<Millis> Deadline::Remaining(const Clock& clock) const {

@@ -6,13 +6,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 
 #include "core/cancel.h"
 #include "core/duration.h"
+#include "core/fiber.h"
 
 namespace steps {
 
@@ -84,7 +84,7 @@ class FakeClock : public Clock {
 
  private:
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
+  mutable FiberCondVar cv_;
   bool auto_advance_;
   SteadyTime now_;
   WallTime wall_start_;

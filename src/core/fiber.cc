@@ -6,6 +6,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <exception>
@@ -352,6 +353,17 @@ void RunOnThread(const std::function<void()>& fn) {
   done.Wait();
 }
 
+FiberPool& SharedFiberPool() {
+  static FiberPool* pool = [] {
+    FiberPool::Options options;
+    options.carriers =
+        std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+    options.stack_bytes = size_t{8} << 20;
+    return new FiberPool(options);
+  }();
+  return *pool;
+}
+
 // FiberPool
 
 FiberPool::FiberPool() : FiberPool(Options()) {}
@@ -373,7 +385,10 @@ FiberPool::FiberPool(Options options)
       map_bytes_(stack_bytes_ + PageBytes()) {
   const int n = options_.carriers > 0 ? options_.carriers : 1;
   threads_.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { CarrierLoop(); });
+  for (int i = 0; i < n; ++i) {
+    threads_.emplace_back([this] { CarrierLoop(/*extra=*/false); });
+  }
+  if (options_.stuck_after.count() > 0) watcher_ = std::thread([this] { Watch(); });
 }
 
 FiberPool::~FiberPool() {
@@ -383,7 +398,13 @@ FiberPool::~FiberPool() {
     stopping_ = true;
   }
   work_cv_.notify_all();
+  watch_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  if (watcher_.joinable()) watcher_.join();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    extras_cv_.wait(lock, [this] { return extras_ == 0; });
+  }
   for (void* map : spare_stacks_) munmap(map, map_bytes_);
 }
 
@@ -421,7 +442,7 @@ bool FiberPool::Spawn(std::function<void()> fn) {
   f->context.uc_link = nullptr;
   makecontext(&f->context, &fiber_internal::Trampoline, 0);
   std::lock_guard<std::mutex> lock(mu_);
-  ++live_;
+  if (live_++ == 0) watch_cv_.notify_one();
   ReadyLocked(f);
   return true;
 }
@@ -434,6 +455,11 @@ void FiberPool::Join() {
 size_t FiberPool::stacks_mapped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stacks_mapped_;
+}
+
+int FiberPool::carriers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(threads_.size()) + extras_;
 }
 
 size_t FiberPool::live() const {
@@ -477,16 +503,20 @@ SteadyPoint FiberPool::FireTimers(SteadyPoint now) {
   return timers_.empty() ? SteadyPoint::max() : timers_.begin()->first;
 }
 
-void FiberPool::CarrierLoop() {
+void FiberPool::CarrierLoop(bool extra) {
+  // How long an extra carrier stays with nothing to do.
+  constexpr std::chrono::seconds kExtraIdle{1};
   Carrier carrier;
   carrier.pool = this;
   fiber_internal::t_carrier = &carrier;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    const SteadyPoint next = FireTimers(std::chrono::steady_clock::now());
+    const SteadyPoint now = std::chrono::steady_clock::now();
+    const SteadyPoint next = FireTimers(now);
     if (!ready_.empty()) {
       Fiber* f = ready_.front();
       ready_.pop_front();
+      ++taken_;
       lock.unlock();
       carrier.Run(f);
       lock.lock();
@@ -494,6 +524,17 @@ void FiberPool::CarrierLoop() {
     }
     if (stopping_) break;
     ++idle_;
+    if (extra) {
+      const SteadyPoint give_up = now + kExtraIdle;
+      const bool work = work_cv_.wait_until(lock, std::min(next, give_up)) ==
+                        std::cv_status::no_timeout;
+      --idle_;
+      if (!work && ready_.empty() && next > give_up &&
+          std::chrono::steady_clock::now() >= give_up) {
+        break;
+      }
+      continue;
+    }
     if (next == SteadyPoint::max()) {
       work_cv_.wait(lock);
     } else {
@@ -502,6 +543,33 @@ void FiberPool::CarrierLoop() {
     --idle_;
   }
   fiber_internal::t_carrier = nullptr;
+  if (extra) {
+    // Notified under the lock: the destructor cannot go before this
+    // thread is done with the pool.
+    --extras_;
+    extras_cv_.notify_all();
+  }
+}
+
+void FiberPool::Watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t seen = taken_;
+  while (!stopping_) {
+    if (live_ == 0) {
+      watch_cv_.wait(lock, [this] { return live_ > 0 || stopping_; });
+      seen = taken_;
+      continue;
+    }
+    watch_cv_.wait_for(lock, options_.stuck_after);
+    if (stopping_) break;
+    // Fibers wait, no carrier is free, and none has taken a fiber since
+    // the last look: every carrier is blocked (or busy for that long).
+    if (!ready_.empty() && idle_ == 0 && taken_ == seen) {
+      ++extras_;
+      std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
+    }
+    seen = taken_;
+  }
 }
 
 }  // namespace steps

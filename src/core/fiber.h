@@ -11,6 +11,11 @@
 //
 // A fiber may resume on another carrier than the one it parked on: what is
 // thread_local is the carrier's, not the fiber's.
+//
+// A fiber that blocks its carrier anyway slows the others but never stops
+// them: when fibers are ready and no carrier has taken one for a while
+// (Options::stuck_after), the pool starts another carrier, which ends
+// again once it has had nothing to do for a second.
 #ifndef STEPS_CORE_FIBER_H_
 #define STEPS_CORE_FIBER_H_
 
@@ -23,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -56,8 +62,13 @@ class Waiter {
   int Peek() const;
   // Gives `value` (> 0) and wakes the waiter, which may destroy the Waiter
   // as soon as it has returned: Give touches nothing of it after the wake.
-  // At most one Give per Waiter.
+  // At most one Give per Waiter, unless Reset between them.
   void Give(int value);
+  // Makes the waiter new again (Peek 0, Wait blocks), to be given once
+  // more. REQUIRES: nobody waits, and no Give comes until the reset is seen
+  // (the giver and the resetter share a lock). A thread's wake left over
+  // from the last Give may still come; Wait sleeps again on it.
+  void Reset() { state_.store(0, std::memory_order_relaxed); }
 
  private:
   friend struct fiber_internal::Carrier;
@@ -83,6 +94,10 @@ class FiberCondVar {
   FiberCondVar& operator=(const FiberCondVar&) = delete;
 
   void Wait(std::unique_lock<std::mutex>& lock);
+  template <typename Pred>
+  void Wait(std::unique_lock<std::mutex>& lock, Pred pred) {
+    while (!pred()) Wait(lock);
+  }
   // False when `deadline` came first.
   bool WaitUntil(std::unique_lock<std::mutex>& lock, SteadyPoint deadline);
   template <typename Pred>
@@ -119,6 +134,17 @@ void SleepUntil(SteadyPoint deadline);
 // process's pipes, a blocking read.
 void RunOnThread(const std::function<void()>& fn);
 
+// Runs `fn` and returns what it returns: on a thread of its own when
+// called on a fiber (RunOnThread), here otherwise. For work that blocks in
+// the kernel or holds a mutex while it waits.
+template <typename Fn>
+auto OffFiber(Fn&& fn) -> decltype(fn()) {
+  if (!OnFiber()) return fn();
+  std::optional<decltype(fn())> out;
+  RunOnThread([&] { out.emplace(fn()); });
+  return std::move(*out);
+}
+
 class FiberPool {
  public:
   struct Options {
@@ -126,6 +152,9 @@ class FiberPool {
     // Virtual size of each fiber's stack (plus a guard page); pages are
     // committed as touched.
     size_t stack_bytes = size_t{1} << 20;
+    // Ready fibers left waiting this long with every carrier busy start
+    // one more carrier; zero never does.
+    std::chrono::milliseconds stuck_after{5};
   };
   FiberPool();
   explicit FiberPool(Options options);
@@ -140,7 +169,9 @@ class FiberPool {
   void Join();
   // Fibers spawned and not finished.
   size_t live() const;
-  int carriers() const { return static_cast<int>(threads_.size()); }
+  // Carriers running now: those the pool started with, and the ones
+  // started since for stuck carriers that have not ended yet.
+  int carriers() const;
   // Stacks mapped so far: at most as many as fibers were ever live at once.
   size_t stacks_mapped() const;
 
@@ -152,7 +183,10 @@ class FiberPool {
     Waiter* waiter;
     fiber_internal::Fiber* fiber;
   };
-  void CarrierLoop();
+  // `extra`: started for stuck carriers; ends after a second idle.
+  void CarrierLoop(bool extra);
+  // Watches for stuck carriers while fibers are live.
+  void Watch();
   // REQUIRES: mu_ held. Readies the fibers whose timers are due; returns
   // when the next one is.
   SteadyPoint FireTimers(SteadyPoint now);
@@ -173,13 +207,23 @@ class FiberPool {
   size_t live_ = 0;
   int idle_ = 0;
   bool stopping_ = false;
+  uint64_t taken_ = 0;  // Times a carrier took a ready fiber.
+  int extras_ = 0;      // Extra carriers running (detached).
+  std::condition_variable watch_cv_;   // The watcher: a fiber went live.
+  std::condition_variable extras_cv_;  // The destructor: an extra ended.
   // Stacks of finished fibers, kept for the next ones until the pool goes
   // (as many as were ever in use at once): unmapping one costs every other
   // thread's TLB a flush.
   std::vector<void*> spare_stacks_;
   size_t stacks_mapped_ = 0;
   std::vector<std::thread> threads_;
+  std::thread watcher_;
 };
+
+// The process's own pool, made at the first call and never destroyed: as
+// many carriers as the machine has cores (at least two), stacks as large
+// as a thread's (8 MiB, committed as touched).
+FiberPool& SharedFiberPool();
 
 }  // namespace steps
 

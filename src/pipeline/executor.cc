@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/futex_slots.h"
+#include "core/fiber.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "pipeline/executor_internal.h"
@@ -492,6 +492,42 @@ static StepResult FoldFanOut(const std::vector<StepResult>& results,
   return out;
 }
 
+// Runs `worker` `n` times at once: once on the calling thread (or fiber),
+// the rest as fibers of the shared pool, each one's waits (for a model's
+// answer, a commit, a child process) parking it instead of holding a
+// thread. Returns when all have returned.
+static void RunWorkers(size_t n, const std::function<void()>& worker) {
+  if (n == 0) return;
+  std::mutex mu;
+  FiberCondVar done;
+  size_t running = n - 1;
+  auto one_done = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    // Notified under the lock: the waiter cannot return (and take `done`
+    // with it) before this is over.
+    if (--running == 0) done.NotifyAll();
+  };
+  std::vector<std::thread> threads;  // Should a fiber's stack not be had.
+  FiberPool& pool = SharedFiberPool();
+  for (size_t i = 1; i < n; ++i) {
+    if (!pool.Spawn([&] {
+          worker();
+          one_done();
+        })) {
+      threads.emplace_back([&] {
+        worker();
+        one_done();
+      });
+    }
+  }
+  worker();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    done.Wait(lock, [&] { return running == 0; });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
   Scope block = scope;
   block.token = scope.token.Child();
@@ -537,14 +573,7 @@ StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {
       results[i] = std::move(r);
     }
   };
-  size_t threads = std::min(units.limit, count);
-  // Thousands of threads asleep at once need a futex table to match, or
-  // every wake-up walks past hundreds of them (core/futex_slots.h).
-  ProvideFutexSlots(threads);
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  if (threads > 0) worker();
-  for (std::thread& t : pool) t.join();
+  RunWorkers(std::min(units.limit, count), worker);
 
   if (scope.token.cancelled()) return {Outcome::kAborted, "aborted"};
   return FoldFanOut(results, ran,

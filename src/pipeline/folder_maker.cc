@@ -75,7 +75,7 @@ Status FolderMaker::Make(const std::string& path) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = entries_.find(path);
   if (it != entries_.end() && it->second.state != State::kQueued) {
-    done_.wait(lock, [&] { return it->second.state == State::kDone; });
+    done_.Wait(lock, [&] { return it->second.state == State::kDone; });
     Status status = it->second.status;
     entries_.erase(it);
     return status;
@@ -109,7 +109,7 @@ void FolderMaker::Loop() {
     it->second.state = State::kDone;
     it->second.status = std::move(status);
     it->second.made = made;
-    done_.notify_all();
+    done_.NotifyAll();
   }
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "core/fiber.h"
 #include "core/status.h"
 
 namespace steps::pipeline {
@@ -66,7 +67,7 @@ class FolderMaker {
   RemoveFn remove_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // The thread: work queued, or stop.
-  std::condition_variable done_;  // Make: an entry became kDone.
+  FiberCondVar done_;  // Make: an entry became kDone.
   std::map<std::string, Entry> entries_;  // Asked for, not yet claimed.
   std::deque<std::string> queue_;
   bool stopping_ = false;

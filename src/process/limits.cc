@@ -74,10 +74,10 @@ DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel,
   count = std::clamp<size_t>(count, 1, slots_);
   CancelCallback wake(cancel, [this] {
     std::lock_guard<std::mutex> lock(mu_);
-    freed_.notify_all();
+    freed_.NotifyAll();
   });
   std::unique_lock<std::mutex> lock(mu_);
-  freed_.wait(lock, [&] { return free_ >= count || cancel.cancelled(); });
+  freed_.Wait(lock, [&] { return free_ >= count || cancel.cancelled(); });
   if (free_ < count) return Lease();
   free_ -= count;
   return Lease(this, count);
@@ -86,7 +86,7 @@ DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel,
 void DescriptorGate::Release(size_t count) {
   std::lock_guard<std::mutex> lock(mu_);
   free_ += count;
-  freed_.notify_all();
+  freed_.NotifyAll();
 }
 
 size_t DescriptorGate::in_use() const {

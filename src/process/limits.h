@@ -2,12 +2,12 @@
 #ifndef STEPS_PROCESS_LIMITS_H_
 #define STEPS_PROCESS_LIMITS_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 
 #include "core/cancel.h"
+#include "core/fiber.h"
 #include "core/status.h"
 
 namespace steps {
@@ -90,7 +90,7 @@ class DescriptorGate {
   void Release(size_t count);
 
   mutable std::mutex mu_;
-  std::condition_variable freed_;
+  FiberCondVar freed_;
   size_t free_;
   const size_t slots_;
 };

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "core/fiber.h"
 #include "process/limits.h"
 #include "process/live_process.h"
 #include "process/output_capture.h"
@@ -376,6 +377,15 @@ LocalProcessLauncher::LocalProcessLauncher(Clock& clock,
     : clock_(clock), base_env_(std::move(base_env)), options_(options) {}
 
 ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
+  if (!OnFiber()) return RunHere(request);
+  // Waiting for a child (poll on its pipes, waitpid) blocks in the kernel:
+  // a fiber hands that to a thread of its own and parks meanwhile.
+  ProcessResult result;
+  RunOnThread([&] { result = RunHere(request); });
+  return result;
+}
+
+ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request) {
   ProcessResult result;
   SteadyTime start = clock_.Now();
   auto finish = [&]() -> ProcessResult {

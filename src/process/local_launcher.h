@@ -94,6 +94,9 @@ class LocalProcessLauncher : public ProcessLauncher {
       const ProcessRequest& request) override;
 
  private:
+  // Run, on the calling thread.
+  ProcessResult RunHere(const ProcessRequest& request);
+
   Clock& clock_;
   const std::vector<std::string> base_env_;
   const LocalLauncherOptions options_;

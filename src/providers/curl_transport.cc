@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/hand_off.h"
+#include "core/fiber.h"
 
 namespace steps {
 namespace {
@@ -73,8 +73,11 @@ struct Transfer {
   bool done = false;
   // Its Post, waiting while another leads the loop (`following`, under the
   // loop's lock), waits on it: given once done is set.
-  HandOff done_wake;
+  Waiter done_wake;
   bool following = false;
+  // Its Post runs on a fiber, which never leads: the loop's wait in epoll
+  // would hold the fiber's carrier (under the loop's lock).
+  bool on_fiber = false;
   bool finished = false;  // libcurl reported an end (`code` holds it).
   bool idle_cut = false;
   bool timed_out_waiting = false;  // Its limit passed before admission.
@@ -293,9 +296,21 @@ class CurlTransport::Loop {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (t.done) return;
-      follow = leading_;
-      t.following = follow;
-      leading_ = true;
+      if (OnFiber()) {
+        t.on_fiber = t.following = true;
+        if (!leading_) {
+          leading_ = true;
+          ThreadLeadsLocked();
+        } else if (!thread_leads_) {
+          demote_ = true;  // A Post leads: the loop goes to its thread.
+          WakeLocked();
+        }
+        follow = true;
+      } else {
+        follow = leading_;
+        t.following = follow;
+        leading_ = true;
+      }
     }
     while (true) {
       if (follow && t.done_wake.Wait() == kDone) return;
@@ -422,20 +437,23 @@ class CurlTransport::Loop {
       while (true) {
         const size_t transfers = running_.size() + incoming_.size();
         const auto now = std::chrono::steady_clock::now();
-        if (transfers > 1) last_busy = now;
+        // A lone transfer a fiber waits for stays with the thread.
+        const Transfer* lone = LoneLocked();
+        if (transfers > 1 || (lone != nullptr && lone->on_fiber)) {
+          last_busy = now;
+        }
         const Millis left =
             kLinger - std::chrono::duration_cast<Millis>(now - last_busy);
         if (transfers <= 1 && left.count() <= 0) break;
         lock.unlock();
-        RunOnce(nullptr,
-                transfers <= 1 ? static_cast<int>(left.count()) : kMaxWaitMs);
+        RunOnce(nullptr, transfers <= 1 && left < Millis(kMaxWaitMs)
+                             ? static_cast<int>(left.count())
+                             : kMaxWaitMs);
         lock.lock();
       }
       thread_leads_ = false;
       leading_ = false;
-      Transfer* lone =
-          running_.empty() ? nullptr : running_.begin()->second.get();
-      if (lone == nullptr && !incoming_.empty()) lone = incoming_.front().get();
+      Transfer* lone = LoneLocked();
       // A Post not yet waiting finds leading_ false and leads; one waiting
       // is told to.
       if (lone != nullptr && lone->following && !lone->done) {
@@ -444,6 +462,13 @@ class CurlTransport::Loop {
         lone->done_wake.Give(kLead);
       }
     }
+  }
+
+  // Under mu_: a transfer running or waiting to be admitted, if any (the
+  // only one when at most one is left).
+  Transfer* LoneLocked() const {
+    if (!running_.empty()) return running_.begin()->second.get();
+    return incoming_.empty() ? nullptr : incoming_.front().get();
   }
 
   // Under mu_.

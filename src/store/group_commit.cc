@@ -9,7 +9,7 @@ Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(&me);
-    if (watchers_ > 0) queued_.notify_all();
+    if (watchers_ > 0) queued_.NotifyAll();
     if (!committing_) committing_ = lead = true;
   }
   // Woken when its write is committed, or to lead the next batch.
@@ -35,7 +35,7 @@ Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
       next = queue_.front();
     }
   }
-  // Each waiter is woken through a hand-off of its own, outside the
+  // Each waiter is woken through a Waiter of its own, outside the
   // queue's lock: a batch of thousands wakes them without each one queueing
   // again for the lock the next arrivals need. A waiter may return as soon
   // as it is given its answer: nothing of an entry is read after that.
@@ -49,7 +49,7 @@ Status GroupCommit::Submit(const std::function<Status(Db&)>& write) {
 void GroupCommit::WaitForQueued(size_t n) {
   std::unique_lock<std::mutex> lock(mu_);
   ++watchers_;
-  queued_.wait(lock, [&] { return queue_.size() >= n; });
+  queued_.Wait(lock, [&] { return queue_.size() >= n; });
   --watchers_;
 }
 

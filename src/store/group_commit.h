@@ -7,13 +7,12 @@
 #ifndef STEPS_STORE_GROUP_COMMIT_H_
 #define STEPS_STORE_GROUP_COMMIT_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <mutex>
 #include <vector>
 
-#include "core/hand_off.h"
+#include "core/fiber.h"
 #include "core/status.h"
 
 namespace steps::store {
@@ -47,12 +46,12 @@ class GroupCommit {
   // A waiting write, on its writer's stack.
   struct Entry {
     Item item;
-    HandOff wake;
+    Waiter wake;
   };
 
   Committer commit_;
   std::mutex mu_;
-  std::condition_variable queued_;  // For WaitForQueued.
+  FiberCondVar queued_;             // For WaitForQueued.
   int watchers_ = 0;                // Callers in WaitForQueued.
   std::vector<Entry*> queue_;       // Under mu_.
   // A leader is committing or handing over; under mu_.

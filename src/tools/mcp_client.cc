@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/fiber.h"
 #include "core/utf8.h"
 #include "tools/mcp_http_session.h"
 #include "tools/mcp_session.h"
@@ -54,6 +55,14 @@ Result<std::shared_ptr<McpClient>> McpClient::Start(
     const McpServerSpec& spec, ProcessLauncher& launcher,
     const std::string& working_dir, Clock& clock, Deadline deadline,
     const CancelToken& cancel, const McpClientOptions& options) {
+  if (OnFiber()) {
+    // Its exchanges block on the server's pipes, and hold the client's lock
+    // while they wait: a thread of their own, not the fiber's carrier.
+    return OffFiber([&] {
+      return Start(spec, launcher, working_dir, clock, deadline, cancel,
+                   options);
+    });
+  }
   const std::string prefix = "mcp server '" + spec.name + "': ";
   std::shared_ptr<McpClient> client(new McpClient(spec, options));
   if (spec.url.empty()) {
@@ -173,6 +182,10 @@ Result<nlohmann::json> McpClient::CallTool(const std::string& tool,
                                            const nlohmann::json& arguments,
                                            Deadline deadline,
                                            const CancelToken& cancel) {
+  if (OnFiber()) {
+    return OffFiber(
+        [&] { return CallTool(tool, arguments, deadline, cancel); });
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!session_) {
     return Status(StatusCode::kUnavailable,

@@ -17,10 +17,12 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+// A pool of exactly `n` carriers: none is added for a stuck one.
 FiberPool::Options Carriers(int n) {
   FiberPool::Options o;
   o.carriers = n;
   o.stack_bytes = 256 << 10;
+  o.stuck_after = milliseconds(0);
   return o;
 }
 
@@ -295,6 +297,56 @@ TEST(FiberTest, FibersRunOnEveryCarrierAndMayMoveBetweenThem) {
   EXPECT_EQ(finished.load(), 200);
   EXPECT_EQ(seen.size(), 2u);
   EXPECT_EQ(pool.carriers(), 2);
+}
+
+// A fiber that blocks its only carrier outside the pool's waits (a plain
+// read here) would stop every other fiber for good; the pool starts
+// another carrier instead, which ends once it has been idle a second.
+TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  FiberPool::Options options = Carriers(1);
+  options.stuck_after = milliseconds(5);
+  FiberPool pool(options);
+  std::atomic<char> read_byte{0};
+  pool.Spawn([&] {
+    char c = 0;
+    if (read(fds[0], &c, 1) == 1) read_byte = c;  // Blocks the carrier.
+  });
+  pool.Spawn([&] { ASSERT_EQ(write(fds[1], "x", 1), 1); });
+  pool.Join();
+  EXPECT_EQ(read_byte.load(), 'x');
+  EXPECT_EQ(pool.carriers(), 2);
+  // The extra carrier ends after a second with nothing to do (generous:
+  // up to ten seconds on a loaded machine).
+  const auto give_up = steady_clock::now() + std::chrono::seconds(10);
+  while (pool.carriers() > 1 && steady_clock::now() < give_up) {
+    SleepUntil(steady_clock::now() + milliseconds(50));
+  }
+  EXPECT_EQ(pool.carriers(), 1);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// Fibers that keep their carriers busy, but each only briefly, add none.
+TEST(FiberTest, BusyCarriersThatKeepTakingFibersGetNoOther) {
+  FiberPool::Options options = Carriers(1);
+  options.stuck_after = milliseconds(20);
+  FiberPool pool(options);
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 5000; ++i) {
+    pool.Spawn([&] {
+      // About 50 microseconds of work, far below the 20 ms: a quarter of a
+      // second in all, the watcher looks about a dozen times.
+      const auto until = steady_clock::now() + std::chrono::microseconds(50);
+      while (steady_clock::now() < until) {
+      }
+      ++finished;
+    });
+  }
+  pool.Join();
+  EXPECT_EQ(finished.load(), 5000);
+  EXPECT_EQ(pool.carriers(), 1);
 }
 
 }  // namespace
