@@ -1,14 +1,12 @@
-// Waiter (on plain threads) and ProvideFutexSlots: the two pieces that let
-// thousands of sleeping threads be woken cheaply.
+// Waiter on plain threads: one thread waits until another gives it a
+// value, on a futex of its own.
 #include <gtest/gtest.h>
-#include <sys/prctl.h>
 
 #include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
 
-#include "core/futex_slots.h"
 #include "core/fiber.h"
 
 namespace steps {
@@ -59,31 +57,6 @@ TEST(WaiterOnThreadsTest, AWaiterMayDestroyItAsSoonAsItIsWoken) {
   }
   for (std::thread& t : waiters) t.join();
   EXPECT_EQ(woken.load(), kRounds);
-}
-
-bool KernelHasOwnTables() {
-  return prctl(78 /* PR_FUTEX_HASH */, 2 /* GET_SLOTS */, 0, 0, 0) >= 0;
-}
-
-TEST(FutexSlotsTest, GrowsForManyThreadsAndNeverShrinks) {
-  if (!KernelHasOwnTables()) {
-    GTEST_SKIP() << "this kernel has no per-process futex table (Linux "
-                    "6.16 and later have one): nothing to size";
-  }
-  const int before = prctl(78, 2, 0, 0, 0);
-  // Below the threshold nothing changes.
-  EXPECT_EQ(ProvideFutexSlots(kFutexSlotsFrom - 1),
-            static_cast<size_t>(before));
-  EXPECT_EQ(prctl(78, 2, 0, 0, 0), before);
-  // 3000 threads: the next power of two at or above 6000.
-  EXPECT_EQ(ProvideFutexSlots(3000), 8192u);
-  EXPECT_EQ(prctl(78, 2, 0, 0, 0), 8192);
-  // A smaller fan-out later leaves the table as it is.
-  EXPECT_EQ(ProvideFutexSlots(300), 8192u);
-  EXPECT_EQ(prctl(78, 2, 0, 0, 0), 8192);
-  // However many threads, the table stays bounded.
-  EXPECT_EQ(ProvideFutexSlots(size_t{1} << 30), kMaxFutexSlots);
-  EXPECT_EQ(prctl(78, 2, 0, 0, 0), static_cast<int>(kMaxFutexSlots));
 }
 
 }  // namespace
