@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <ctime>
 #include <exception>
+#include <system_error>
 #include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -345,11 +346,18 @@ void RunOnThread(const std::function<void()>& fn) {
     return;
   }
   Waiter done;
-  // Give is the thread's last touch of this frame.
-  std::thread([&] {
+  try {
+    // Give is the thread's last touch of this frame.
+    std::thread([&] {
+      fn();
+      done.Give(1);
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had (the process's or the user's limit): the carrier
+    // runs it, and the pool's watcher gives the others a carrier meanwhile.
     fn();
-    done.Give(1);
-  }).detach();
+    return;
+  }
   done.Wait();
 }
 
@@ -565,8 +573,12 @@ void FiberPool::Watch() {
     // Fibers wait, no carrier is free, and none has taken a fiber since
     // the last look: every carrier is blocked (or busy for that long).
     if (!ready_.empty() && idle_ == 0 && taken_ == seen) {
-      ++extras_;
-      std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
+      try {
+        std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
+        ++extras_;  // Under the lock, before the new carrier can end.
+      } catch (const std::system_error&) {
+        // No thread to be had now: the next look tries again.
+      }
     }
     seen = taken_;
   }
