@@ -572,7 +572,8 @@ void FiberPool::Watch() {
     if (stopping_) break;
     // Fibers wait, no carrier is free, and none has taken a fiber since
     // the last look: every carrier is blocked (or busy for that long).
-    if (!ready_.empty() && idle_ == 0 && taken_ == seen) {
+    if (!ready_.empty() && idle_ == 0 && taken_ == seen &&
+        extras_ < options_.max_extra_carriers) {
       try {
         std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
         ++extras_;  // Under the lock, before the new carrier can end.

@@ -14,8 +14,9 @@
 //
 // A fiber that blocks its carrier anyway slows the others but never stops
 // them: when fibers are ready and no carrier has taken one for a while
-// (Options::stuck_after), the pool starts another carrier, which ends
-// again once it has had nothing to do for a second.
+// (Options::stuck_after), the pool starts another carrier (up to
+// Options::max_extra_carriers), which ends again once it has had nothing
+// to do for a second.
 #ifndef STEPS_CORE_FIBER_H_
 #define STEPS_CORE_FIBER_H_
 
@@ -155,6 +156,10 @@ class FiberPool {
     // Ready fibers left waiting this long with every carrier busy start
     // one more carrier; zero never does.
     std::chrono::milliseconds stuck_after{5};
+    // At most this many carriers beyond `carriers` at once: when they too
+    // all wait on one lock (a terminal that does not read its output),
+    // more would only add threads.
+    int max_extra_carriers = 64;
   };
   FiberPool();
   explicit FiberPool(Options options);

@@ -495,37 +495,44 @@ static StepResult FoldFanOut(const std::vector<StepResult>& results,
 // Runs `worker` `n` times at once: once on the calling thread (or fiber),
 // the rest as fibers of the shared pool, each one's waits (for a model's
 // answer, a commit, a child process) parking it instead of holding a
-// thread. Returns when all have returned.
+// thread. Returns when all have returned. Where no more fiber stacks can
+// be had (the process's mappings or memory run out), fewer run at once:
+// the workers take units from one queue, so every unit still runs.
 static void RunWorkers(size_t n, const std::function<void()>& worker) {
   if (n == 0) return;
   std::mutex mu;
   FiberCondVar done;
-  size_t running = n - 1;
+  size_t running = 0;
   auto one_done = [&] {
     std::lock_guard<std::mutex> lock(mu);
     // Notified under the lock: the waiter cannot return (and take `done`
     // with it) before this is over.
     if (--running == 0) done.NotifyAll();
   };
-  std::vector<std::thread> threads;  // Should a fiber's stack not be had.
   FiberPool& pool = SharedFiberPool();
   for (size_t i = 1; i < n; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++running;
+    }
     if (!pool.Spawn([&] {
           worker();
           one_done();
         })) {
-      threads.emplace_back([&] {
-        worker();
-        one_done();
-      });
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --running;
+      }
+      LogEvent(LogLevel::kWarn, "fanout.narrowed",
+               {{"in_flight", std::to_string(i)},
+                {"wanted", std::to_string(n)},
+                {"why", "no memory for more fiber stacks"}});
+      break;
     }
   }
   worker();
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    done.Wait(lock, [&] { return running == 0; });
-  }
-  for (std::thread& t : threads) t.join();
+  std::unique_lock<std::mutex> lock(mu);
+  done.Wait(lock, [&] { return running == 0; });
 }
 
 StepResult JobRunner::FanOut(const FanOutUnits& units, const Scope& scope) {

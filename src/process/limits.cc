@@ -72,21 +72,74 @@ DescriptorGate& DescriptorGate::Processes() {
 DescriptorGate::Lease DescriptorGate::Acquire(const CancelToken& cancel,
                                               size_t count) {
   count = std::clamp<size_t>(count, 1, slots_);
-  CancelCallback wake(cancel, [this] {
+  Ticket me;
+  me.count = count;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    freed_.NotifyAll();
-  });
-  std::unique_lock<std::mutex> lock(mu_);
-  freed_.Wait(lock, [&] { return free_ >= count || cancel.cancelled(); });
-  if (free_ < count) return Lease();
-  free_ -= count;
-  return Lease(this, count);
+    if (free_ >= count) {
+      free_ -= count;
+      return Lease(this, count);
+    }
+    me.prev = tail_;
+    (tail_ ? tail_->next : head_) = &me;
+    tail_ = &me;
+    ++waiting_;
+  }
+  {
+    // The callback looks for the ticket in the queue before touching it:
+    // once granted, it is no longer there (and may be gone).
+    Ticket* const mine = &me;
+    CancelCallback on_cancel(cancel, [this, mine] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Ticket* t = head_;
+        while (t != nullptr && t != mine) t = t->next;
+        if (t == nullptr) return;
+        UnlinkLocked(t);
+      }
+      mine->answer.Give(kCancelled);
+    });
+    if (me.answer.Wait() == kGranted) return Lease(this, count);
+  }
+  return Lease();
+}
+
+void DescriptorGate::UnlinkLocked(Ticket* t) {
+  (t->prev ? t->prev->next : head_) = t->next;
+  (t->next ? t->next->prev : tail_) = t->prev;
+  t->prev = t->next = nullptr;
+  --waiting_;
 }
 
 void DescriptorGate::Release(size_t count) {
+  Ticket* granted = nullptr;  // Taken off the queue, chained by `next`.
+  Ticket* last = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_ += count;
+    // A ticket cancelled meanwhile has left the queue; a cancel that comes
+    // after this finds its ticket gone.
+    for (Ticket* t = head_; t != nullptr && free_ > 0;) {
+      Ticket* after = t->next;
+      if (free_ >= t->count) {
+        free_ -= t->count;
+        UnlinkLocked(t);
+        (last ? last->next : granted) = t;
+        last = t;
+      }
+      t = after;
+    }
+  }
+  while (granted != nullptr) {
+    Ticket* next = granted->next;  // Read before the Give lets it go.
+    granted->answer.Give(kGranted);
+    granted = next;
+  }
+}
+
+size_t DescriptorGate::waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
-  free_ += count;
-  freed_.NotifyAll();
+  return waiting_;
 }
 
 size_t DescriptorGate::in_use() const {

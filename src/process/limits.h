@@ -81,18 +81,36 @@ class DescriptorGate {
 
   // Blocks until `count` slots are free (at most all of them), or until
   // `cancel` fires: then the lease holds nothing and the caller carries on
-  // into its own cancellation.
+  // into its own cancellation. Freed slots go to the waiters that fit, in
+  // the order they came, each woken alone once its slots are set aside for
+  // it: a slot freed wakes one waiter, not every one. A fiber parks while
+  // it waits.
   Lease Acquire(const CancelToken& cancel, size_t count = 1);
   size_t slots() const { return slots_; }
   size_t in_use() const;
+  size_t waiting() const;
 
  private:
+  // A waiter, on its own stack, queued until granted or cancelled.
+  struct Ticket {
+    size_t count = 0;
+    Waiter answer;  // kGranted or kCancelled.
+    Ticket* prev = nullptr;
+    Ticket* next = nullptr;
+  };
+  static constexpr int kGranted = 1;
+  static constexpr int kCancelled = 2;
+
   void Release(size_t count);
+  // Under mu_: takes `t` off the queue.
+  void UnlinkLocked(Ticket* t);
 
   mutable std::mutex mu_;
-  FiberCondVar freed_;
   size_t free_;
   const size_t slots_;
+  Ticket* head_ = nullptr;  // Under mu_: the oldest waiter.
+  Ticket* tail_ = nullptr;
+  size_t waiting_ = 0;
 };
 
 }  // namespace steps

@@ -377,37 +377,35 @@ LocalProcessLauncher::LocalProcessLauncher(Clock& clock,
     : clock_(clock), base_env_(std::move(base_env)), options_(options) {}
 
 ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
-  if (!OnFiber()) return RunHere(request);
+  const SteadyTime start = clock_.Now();
+  ProcessResult result;
+  auto ended = [&](ProcessEnd end) {
+    result.end = end;
+    result.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    return result;
+  };
+  if (request.cancel.cancelled()) return ended(ProcessEnd::kCancelled);
+  if (request.deadline.Expired(clock_)) return ended(ProcessEnd::kTimedOut);
+  // A fan-out wider than the descriptor limit allows waits here for a
+  // running child to end, instead of failing to start with EMFILE; a
+  // fiber parks while it waits.
+  DescriptorGate::Lease slot =
+      DescriptorGate::Processes().Acquire(request.cancel);
+  if (!slot.held()) return ended(ProcessEnd::kCancelled);
+  if (!OnFiber()) return RunHere(request, start);
   // Waiting for a child (poll on its pipes, waitpid) blocks in the kernel:
   // a fiber hands that to a thread of its own and parks meanwhile.
-  ProcessResult result;
-  RunOnThread([&] { result = RunHere(request); });
+  RunOnThread([&] { result = RunHere(request, start); });
   return result;
 }
 
-ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request) {
+ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request,
+                                            SteadyTime start) {
   ProcessResult result;
-  SteadyTime start = clock_.Now();
   auto finish = [&]() -> ProcessResult {
     result.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
     return std::move(result);
   };
-  if (request.cancel.cancelled()) {
-    result.end = ProcessEnd::kCancelled;
-    return finish();
-  }
-  if (request.deadline.Expired(clock_)) {
-    result.end = ProcessEnd::kTimedOut;
-    return finish();
-  }
-  // A fan-out wider than the descriptor limit allows waits here for a
-  // running child to end, instead of failing to start with EMFILE.
-  DescriptorGate::Lease slot =
-      DescriptorGate::Processes().Acquire(request.cancel);
-  if (!slot.held()) {
-    result.end = ProcessEnd::kCancelled;
-    return finish();
-  }
 
   auto wakeup = std::make_shared<Wakeup>();
   wakeup->fd.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -94,8 +94,9 @@ class LocalProcessLauncher : public ProcessLauncher {
       const ProcessRequest& request) override;
 
  private:
-  // Run, on the calling thread.
-  ProcessResult RunHere(const ProcessRequest& request);
+  // Run's work once its descriptor slot is held, on the calling thread;
+  // `start` is when Run began.
+  ProcessResult RunHere(const ProcessRequest& request, SteadyTime start);
 
   Clock& clock_;
   const std::vector<std::string> base_env_;

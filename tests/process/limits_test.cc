@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <thread>
 
 namespace steps {
@@ -71,6 +72,56 @@ TEST(DescriptorGateTest, ALeaseForMoreThanTheGateHoldsTakesAllOfIt) {
   DescriptorGate::Lease all = gate.Acquire(CancelToken(), 100);
   EXPECT_TRUE(all.held());
   EXPECT_EQ(gate.in_use(), 4u);
+}
+
+// A thousand fibers queue for two slots: each gets its turn, never more
+// than two hold one at once, and none is left queued.
+TEST(DescriptorGateTest, FibersWaitingForSlotsGetThemInTurn) {
+  DescriptorGate gate(2);
+  CancelToken never;
+  std::atomic<int> holding{0};
+  std::atomic<int> most{0};
+  std::atomic<int> served{0};
+  {
+    FiberPool pool;
+    for (int i = 0; i < 1000; ++i) {
+      pool.Spawn([&] {
+        DescriptorGate::Lease lease = gate.Acquire(never);
+        if (!lease.held()) return;
+        const int now = ++holding;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        // Hold it across a park, so that others queue behind.
+        SleepUntil(std::chrono::steady_clock::now() +
+                   std::chrono::microseconds(100));
+        --holding;
+        ++served;
+      });
+    }
+    pool.Join();
+  }
+  EXPECT_EQ(served.load(), 1000);
+  EXPECT_LE(most.load(), 2);
+  EXPECT_EQ(gate.in_use(), 0u);
+  EXPECT_EQ(gate.waiting(), 0u);
+}
+
+// A waiter cancelled while queued leaves the queue with no lease, and the
+// slot freed afterwards goes to nobody.
+TEST(DescriptorGateTest, ACancelledWaiterLeavesTheQueue) {
+  DescriptorGate gate(1);
+  DescriptorGate::Lease held = gate.Acquire(CancelToken());
+  CancelToken stop;
+  bool got = true;
+  std::thread waiter([&] { got = gate.Acquire(stop).held(); });
+  while (gate.waiting() != 1) std::this_thread::yield();
+  stop.Cancel(CancelReason::kAbort);
+  waiter.join();
+  EXPECT_FALSE(got);
+  EXPECT_EQ(gate.waiting(), 0u);
+  { DescriptorGate::Lease gone = std::move(held); }
+  EXPECT_EQ(gate.in_use(), 0u);
 }
 
 }  // namespace
