@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "agent/runner.h"
+#include "core/fiber.h"
 #include "mock_provider/script.h"
 #include "mock_provider/server.h"
 #include "providers/curl_transport.h"
@@ -245,10 +246,11 @@ int Fanout(int n, bool http) {
     }
   });
   Usage u = Measure([&] {
-    std::vector<std::thread> threads;
-    threads.reserve(n);
+    // As the engine runs an across: each conversation a fiber of the
+    // shared pool.
+    steps::FiberPool& pool = steps::SharedFiberPool();
     for (int i = 0; i < n; ++i) {
-      threads.emplace_back([&, i] {
+      pool.Spawn([&, i] {
         AgentInvocation inv;
         inv.agent_name = "a" + std::to_string(i);
         inv.step_name = "cell";
@@ -261,7 +263,7 @@ int Fanout(int n, bool http) {
         if (!Check(r, 3)) failed.fetch_add(1);
       });
     }
-    for (std::thread& t : threads) t.join();
+    pool.Join();
   });
   done = true;
   sampler.join();

@@ -269,11 +269,26 @@ class StdioSession : public McpSession {
       if (put < 0 && errno == EAGAIN) return;
       if (put < 0) {
         pending_.clear();
-        SetGone("it stopped reading its stdin");
+        SetGone(ExitsSoon() ? "it exited" : "it stopped reading its stdin");
         return;
       }
       pending_.erase(0, static_cast<size_t>(put));
     }
+  }
+
+  // Whether the server has exited, or does within kExitGrace: a server
+  // that crashed at start closes its stdin by exiting, and the write that
+  // finds it closed may come before the exit is seen. That it exited (and
+  // how) is the news, not that it stopped reading.
+  bool ExitsSoon() {
+    constexpr int kExitGraceMs = 200;
+    if (process_->Exited()) return true;
+    const int fd = process_->exit_fd();
+    if (fd < 0) return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    while (poll(&p, 1, kExitGraceMs) < 0 && errno == EINTR) {
+    }
+    return process_->Exited();
   }
 
   // The server exited: what it wrote before is still read, then it is gone.
