@@ -392,11 +392,9 @@ ProcessResult LocalProcessLauncher::Run(const ProcessRequest& request) {
   DescriptorGate::Lease slot =
       DescriptorGate::Processes().Acquire(request.cancel);
   if (!slot.held()) return ended(ProcessEnd::kCancelled);
-  if (!OnFiber()) return RunHere(request, start);
   // Waiting for a child (poll on its pipes, waitpid) blocks in the kernel:
   // a fiber hands that to a thread of its own and parks meanwhile.
-  RunOnThread([&] { result = RunHere(request, start); });
-  return result;
+  return OffFiber([&] { return RunHere(request, start); });
 }
 
 ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request,
