@@ -6,7 +6,6 @@
 #include <atomic>
 #include <ctime>
 #include <filesystem>
-#include <thread>
 
 #include "core/fiber.h"
 #include "core/log.h"
