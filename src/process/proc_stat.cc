@@ -66,6 +66,17 @@ std::vector<pid_t> NumericEntries(const std::string& dir) {
   return ids;
 }
 
+// Appends the pids of a children file ("12 345 ") to `out`.
+void AppendPids(const std::string& list, std::vector<pid_t>& out) {
+  EachNumber(list, 0, [&](std::string_view field) {
+    char* end = nullptr;
+    const long pid = std::strtol(field.data(), &end, 10);
+    if (end != field.data() + field.size() || pid <= 0) return false;
+    out.push_back(static_cast<pid_t>(pid));
+    return true;
+  });
+}
+
 }  // namespace
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
@@ -118,19 +129,24 @@ std::vector<pid_t> ListChildren(pid_t pid) {
     const std::string list = ReadWhole(path, &opened);
     if (!opened) continue;
     have_children_file = true;
-    EachNumber(list, 0, [&](std::string_view field) {
-      char* end = nullptr;
-      const long child = std::strtol(field.data(), &end, 10);
-      if (end != field.data() + field.size() || child <= 0) return false;
-      children.push_back(static_cast<pid_t>(child));
-      return true;
-    });
+    AppendPids(list, children);
   }
   if (have_children_file || tids.empty()) return children;
   // Kernels built without CONFIG_PROC_CHILDREN: look at every process.
   for (const ProcStat& s : ListProcesses()) {
     if (s.ppid == pid) children.push_back(s.pid);
   }
+  return children;
+}
+
+std::vector<pid_t> ListMainThreadChildren() {
+  const std::string self = std::to_string(getpid());
+  bool opened = false;
+  const std::string list =
+      ReadWhole("/proc/" + self + "/task/" + self + "/children", &opened);
+  if (!opened) return ListChildren(getpid());
+  std::vector<pid_t> children;
+  AppendPids(list, children);
   return children;
 }
 

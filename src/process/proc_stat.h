@@ -33,6 +33,16 @@ std::optional<ProcStat> ReadProcStat(pid_t pid);
 // file, from a scan of every /proc/N/stat. Empty for a process that is gone.
 std::vector<pid_t> ListChildren(pid_t pid);
 
+// The children of this process's main thread, from
+// /proc/self/task/PID/children: every process re-parented to this process
+// (as a child subreaper, or from a thread of its own that ended) is one of
+// them, since the kernel hands an orphan to the first live thread of the
+// group, the main thread while the process lives. A child that one of the
+// other threads started is not. Falls back to ListChildren(getpid()) where
+// the kernel has no such file. Cheap next to ListChildren with many
+// threads: one file, not one per thread.
+std::vector<pid_t> ListMainThreadChildren();
+
 // Every process on the machine this user can see, with its stat fields.
 std::vector<ProcStat> ListProcesses();
 

@@ -65,7 +65,9 @@ void KillTree(pid_t root) {
 bool SweepOnce() {
   std::lock_guard<std::mutex> lock(RegistryMutex());
   bool killed = false;
-  for (pid_t child : ListChildren(getpid())) {
+  // Re-parented processes are children of the main thread; the launcher's
+  // own children, started from other threads, are not looked at.
+  for (pid_t child : ListMainThreadChildren()) {
     if (Launched().count(child) > 0) continue;  // Run's to reap.
     std::optional<ProcStat> stat = ReadProcStat(child);
     if (!stat) continue;

@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "process/recorded_group.h"
 
@@ -61,6 +65,62 @@ TEST(ProcStatTest, ListsChildren) {
   EXPECT_TRUE(ListChildren(child).empty());
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+}
+
+bool Holds(const std::vector<pid_t>& pids, pid_t pid) {
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
+}
+
+// What a sweep relies on: an orphan handed to this process, as a child
+// subreaper, is a child of the main thread, however far from it the
+// process started; a child that another live thread started is not.
+TEST(ProcStatTest, MainThreadChildrenHoldOrphansNotOtherThreadsChildren) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t from_thread = -1;
+  pid_t orphan = -1;
+  std::thread other([&] {
+    from_thread = StartGroupLeader();
+    // A child that starts a grandchild and exits at once: the grandchild
+    // is re-parented to this process.
+    pid_t middle = fork();
+    if (middle == 0) {
+      pid_t grandchild = fork();
+      if (grandchild == 0) {
+        execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      (void)!write(pipe_fds[1], &grandchild, sizeof grandchild);
+      _exit(0);
+    }
+    waitpid(middle, nullptr, 0);
+  });
+  other.join();  // Started from a thread that has ended, too.
+  close(pipe_fds[1]);
+  ASSERT_EQ(read(pipe_fds[0], &orphan, sizeof orphan),
+            static_cast<ssize_t>(sizeof orphan));
+  close(pipe_fds[0]);
+  std::vector<pid_t> main_children = ListMainThreadChildren();
+  EXPECT_TRUE(Holds(main_children, orphan));
+  EXPECT_TRUE(Holds(main_children, from_thread));  // Its thread ended.
+
+  pid_t from_live_thread = -1;
+  bool listed_by_main = true;
+  bool listed_by_process = false;
+  std::thread live([&] {
+    from_live_thread = StartGroupLeader();
+    listed_by_main = Holds(ListMainThreadChildren(), from_live_thread);
+    listed_by_process = Holds(ListChildren(getpid()), from_live_thread);
+  });
+  live.join();
+  EXPECT_FALSE(listed_by_main);
+  EXPECT_TRUE(listed_by_process);
+  for (pid_t pid : {orphan, from_thread, from_live_thread}) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
 }
 
 TEST(RecordedGroupTest, KillsTheGroupWhileItsLeaderIsTheRecordedProcess) {
