@@ -3,7 +3,6 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,8 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#include "core/fiber_context.h"
+
 namespace steps {
 namespace fiber_internal {
 
@@ -31,7 +32,7 @@ namespace fiber_internal {
 enum class Then { kDone, kPark, kParkUntil };
 
 struct Fiber {
-  ucontext_t context;
+  FiberContext context;
   void* map = nullptr;
   char* stack = nullptr;  // Lowest address of the usable stack.
   size_t stack_bytes = 0;
@@ -50,7 +51,7 @@ struct Fiber {
 };
 
 struct Carrier {
-  ucontext_t context;
+  FiberContext context;
   Fiber* running = nullptr;
   FiberPool* pool = nullptr;
   // Runs `f` until it finishes or parks.
@@ -98,7 +99,7 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* bytes) {
 void SwitchOut(Fiber* f) {
   Carrier* c = CurrentCarrier();
   StartSwitch(&f->fake_stack, f->from_bottom, f->from_bytes);
-  swapcontext(&f->context, &c->context);
+  SwitchFiberContext(f->context, c->context);
   FinishSwitch(f->fake_stack, &f->from_bottom, &f->from_bytes);
 }
 
@@ -110,7 +111,8 @@ void Trampoline() {
   f->fn = nullptr;  // Its captures go while still on the fiber.
   f->then = Then::kDone;
   StartSwitch(nullptr, f->from_bottom, f->from_bytes);
-  setcontext(&CurrentCarrier()->context);
+  // For good: the context saved here is never resumed.
+  SwitchFiberContext(f->context, CurrentCarrier()->context);
 }
 
 long Futex(std::atomic<int>* word, int op, int value,
@@ -126,7 +128,7 @@ void Carrier::Run(Fiber* f) {
     running = f;
     void* fake = nullptr;
     StartSwitch(&fake, f->stack, f->stack_bytes);
-    swapcontext(&context, &f->context);
+    SwitchFiberContext(context, f->context);
     FinishSwitch(fake, nullptr, nullptr);
     running = nullptr;
     switch (f->then) {
@@ -444,11 +446,8 @@ bool FiberPool::Spawn(std::function<void()> fn) {
   f->stack_bytes = stack_bytes_;
   f->fn = std::move(fn);
   f->pool = this;
-  getcontext(&f->context);
-  f->context.uc_stack.ss_sp = f->stack;
-  f->context.uc_stack.ss_size = f->stack_bytes;
-  f->context.uc_link = nullptr;
-  makecontext(&f->context, &fiber_internal::Trampoline, 0);
+  fiber_internal::MakeFiberContext(f->context, f->stack, f->stack_bytes,
+                                   &fiber_internal::Trampoline);
   std::lock_guard<std::mutex> lock(mu_);
   if (live_++ == 0) watch_cv_.notify_one();
   ReadyLocked(f);

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cfenv>
 #include <chrono>
+#include <cstdint>
+#include <stdexcept>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -297,6 +300,76 @@ TEST(FiberTest, FibersRunOnEveryCarrierAndMayMoveBetweenThem) {
   EXPECT_EQ(finished.load(), 200);
   EXPECT_EQ(seen.size(), 2u);
   EXPECT_EQ(pool.carriers(), 2);
+}
+
+// What a switch must keep: a frame's 16-byte alignment from a fiber's first
+// call on (the ABI's promise, which SSE code relies on), values held in
+// registers across a park, and each fiber's own floating-point rounding
+// mode, wherever it resumes.
+__attribute__((noinline)) uintptr_t AlignedSlotAddress() {
+  alignas(16) volatile char slot[16] = {0};
+  return reinterpret_cast<uintptr_t>(&slot[0]);
+}
+
+TEST(FiberTest, ASwitchKeepsAlignmentRegistersAndRoundingMode) {
+  FiberPool pool(Carriers(2));
+  Waiter go_up;
+  Waiter go_near;
+  std::atomic<int> misaligned{0};
+  std::atomic<int> wrong_sums{0};
+  std::atomic<int> up_kept{-1};
+  std::atomic<int> near_kept{-1};
+  for (int i = 0; i < 64; ++i) {
+    pool.Spawn([&, i] {
+      if (AlignedSlotAddress() % 16 != 0) ++misaligned;
+      // Live across the sleeps: in callee-saved registers or on the stack.
+      double sum = 0;
+      long count = i;
+      for (int r = 0; r < 5; ++r) {
+        sum += 0.5 * (i + r);
+        count += r;
+        SleepUntil(steady_clock::now() + std::chrono::microseconds(100));
+      }
+      const double want = 0.5 * (5 * i + 10);
+      if (sum != want || count != i + 10) ++wrong_sums;
+    });
+  }
+  // Two fibers with different rounding modes, each parked while the other
+  // runs, perhaps on the same carrier.
+  pool.Spawn([&] {
+    std::fesetround(FE_UPWARD);
+    go_up.Wait();
+    up_kept = std::fegetround() == FE_UPWARD ? 1 : 0;
+    std::fesetround(FE_TONEAREST);
+  });
+  pool.Spawn([&] {
+    go_near.Wait();
+    near_kept = std::fegetround() == FE_TONEAREST ? 1 : 0;
+  });
+  go_near.Give(1);
+  go_up.Give(1);
+  pool.Join();
+  EXPECT_EQ(misaligned.load(), 0);
+  EXPECT_EQ(wrong_sums.load(), 0);
+  EXPECT_EQ(up_kept.load(), 1);
+  EXPECT_EQ(near_kept.load(), 1);
+}
+
+TEST(FiberTest, AnExceptionThrownAndCaughtOnAFiberAcrossAParkIsCaught) {
+  FiberPool pool(Carriers(2));
+  std::atomic<int> caught{0};
+  for (int i = 0; i < 20; ++i) {
+    pool.Spawn([&] {
+      try {
+        SleepUntil(steady_clock::now() + std::chrono::microseconds(100));
+        throw std::runtime_error("on a fiber");
+      } catch (const std::runtime_error& e) {
+        if (std::string(e.what()) == "on a fiber") ++caught;
+      }
+    });
+  }
+  pool.Join();
+  EXPECT_EQ(caught.load(), 20);
 }
 
 // A fiber that blocks its only carrier outside the pool's waits (a plain
