@@ -2,9 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -139,14 +143,47 @@ std::vector<pid_t> ListChildren(pid_t pid) {
   return children;
 }
 
-std::vector<pid_t> ListMainThreadChildren() {
-  const std::string self = std::to_string(getpid());
+namespace {
+
+// Whether orphans go to the group's first live thread (find_alive_thread,
+// Linux 3.19 on); before, to the very thread that started their parent.
+bool OrphansGoToTheFirstLiveThread() {
+  static const bool yes = [] {
+    struct utsname u;
+    if (uname(&u) != 0) return false;
+    int major = 0;
+    int minor = 0;
+    if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+    return major > 3 || (major == 3 && minor >= 19);
+  }();
+  return yes;
+}
+
+}  // namespace
+
+std::vector<pid_t> ListSweepCandidates() {
+  const pid_t self = getpid();
+  if (!OrphansGoToTheFirstLiveThread()) return ListChildren(self);
+  // /proc/PID/stat is the main thread's: a zombie once it has ended (the
+  // process lives on in other threads), and orphans go elsewhere.
+  const std::optional<ProcStat> leader = ReadProcStat(self);
+  if (!leader || leader->state == 'Z' || leader->state == 'X')
+    return ListChildren(self);
+  const std::string task = "/proc/" + std::to_string(self) + "/task/";
   bool opened = false;
-  const std::string list =
-      ReadWhole("/proc/" + self + "/task/" + self + "/children", &opened);
-  if (!opened) return ListChildren(getpid());
+  const std::string main_list =
+      ReadWhole(task + std::to_string(self) + "/children", &opened);
+  if (!opened) return ListChildren(self);
   std::vector<pid_t> children;
-  AppendPids(list, children);
+  AppendPids(main_list, children);
+  const pid_t caller = static_cast<pid_t>(syscall(SYS_gettid));
+  if (caller != self) {
+    AppendPids(ReadWhole(task + std::to_string(caller) + "/children"),
+               children);
+  }
+  std::sort(children.begin(), children.end());
+  children.erase(std::unique(children.begin(), children.end()),
+                 children.end());
   return children;
 }
 

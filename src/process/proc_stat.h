@@ -33,15 +33,17 @@ std::optional<ProcStat> ReadProcStat(pid_t pid);
 // file, from a scan of every /proc/N/stat. Empty for a process that is gone.
 std::vector<pid_t> ListChildren(pid_t pid);
 
-// The children of this process's main thread, from
-// /proc/self/task/PID/children: every process re-parented to this process
-// (as a child subreaper, or from a thread of its own that ended) is one of
-// them, since the kernel hands an orphan to the first live thread of the
-// group, the main thread while the process lives. A child that one of the
-// other threads started is not. Falls back to ListChildren(getpid()) where
-// the kernel has no such file. Cheap next to ListChildren with many
-// threads: one file, not one per thread.
-std::vector<pid_t> ListMainThreadChildren();
+// The processes a sweep of this process's orphans looks at: the children
+// of the main thread and of the calling thread. Since Linux 3.19 the kernel
+// hands an orphan re-parented to a child subreaper, and the children of a
+// thread that ends, to the first live thread of the group: the main thread
+// while it lives. The calling thread's own children are added for a
+// process its child started with clone(CLONE_PARENT). Every thread's
+// children (ListChildren) where that rule does not hold: kernels before
+// 3.19, a main thread that has ended, no children files. Cheap next to
+// ListChildren in a process with many threads: two files, not one per
+// thread. A child another live thread started is not listed.
+std::vector<pid_t> ListSweepCandidates();
 
 // Every process on the machine this user can see, with its stat fields.
 std::vector<ProcStat> ListProcesses();

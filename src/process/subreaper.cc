@@ -65,9 +65,10 @@ void KillTree(pid_t root) {
 bool SweepOnce() {
   std::lock_guard<std::mutex> lock(RegistryMutex());
   bool killed = false;
-  // Re-parented processes are children of the main thread; the launcher's
-  // own children, started from other threads, are not looked at.
-  for (pid_t child : ListMainThreadChildren()) {
+  // Re-parented processes are children of the main thread (see
+  // ListSweepCandidates); the launcher's children that other threads
+  // started are not looked at.
+  for (pid_t child : ListSweepCandidates()) {
     if (Launched().count(child) > 0) continue;  // Run's to reap.
     std::optional<ProcStat> stat = ReadProcStat(child);
     if (!stat) continue;

@@ -26,8 +26,9 @@
 // Our own children started by the launcher are registered (SpawnGuard)
 // and never touched by a sweep: their exit status belongs to Run.
 // REQUIRES: in a subreaper process, children are started only through the
-// LocalProcessLauncher; a child started another way would be taken for an
-// orphan (killed, reaped).
+// LocalProcessLauncher; a child started another way (from the main thread
+// or from a thread that sweeps) would be taken for an orphan (killed,
+// reaped).
 #ifndef STEPS_PROCESS_SUBREAPER_H_
 #define STEPS_PROCESS_SUBREAPER_H_
 
