@@ -348,6 +348,7 @@ void RunOnThread(const std::function<void()>& fn) {
     return;
   }
   Waiter done;
+  bool started = true;
   try {
     // Give is the thread's last touch of this frame.
     std::thread([&] {
@@ -355,8 +356,13 @@ void RunOnThread(const std::function<void()>& fn) {
       done.Give(1);
     }).detach();
   } catch (const std::system_error&) {
+    started = false;
+  }
+  if (!started) {
     // No thread to be had (the process's or the user's limit): the carrier
     // runs it, and the pool's watcher gives the others a carrier meanwhile.
+    // Outside the handler: `fn` may park and resume on another carrier,
+    // and the exception being handled belongs to this thread's runtime.
     fn();
     return;
   }

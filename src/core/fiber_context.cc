@@ -25,7 +25,7 @@
 // leaves the entry function in r12 and a 16-byte aligned stack pointer, so
 // the call below meets the ABI. The entry function never returns.
 asm(R"(
-  .text
+  .pushsection .text
   .p2align 4
   .globl steps_fiber_switch
   .hidden steps_fiber_switch
@@ -66,6 +66,7 @@ steps_fiber_entry:
   ud2
   .cfi_endproc
   .size steps_fiber_entry, .-steps_fiber_entry
+  .popsection
 )");
 
 extern "C" void steps_fiber_switch(void** save_sp, void* load_sp);

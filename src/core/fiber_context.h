@@ -4,7 +4,12 @@
 // Elsewhere (or built with STEPS_FIBER_UCONTEXT) it is ucontext, whose
 // swapcontext also saves and sets the signal mask, one system call per
 // switch. A fiber therefore runs with its carrier thread's signal mask on
-// x86-64; nothing in steps changes a mask across a switch.
+// x86-64 (nothing in steps changes a mask across a switch), and the x87
+// status word (exception flags) stays with the thread; the SSE control and
+// status register and the x87 control word go with the fiber.
+// The switch returns on another stack, which a CET shadow stack forbids:
+// fiber_context.cc is built without the shadow-stack mark
+// (-fcf-protection=branch), so a binary holding it never runs with one.
 #ifndef STEPS_CORE_FIBER_CONTEXT_H_
 #define STEPS_CORE_FIBER_CONTEXT_H_
 
