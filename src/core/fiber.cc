@@ -12,18 +12,11 @@
 #include <system_error>
 #include <utility>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define STEPS_FIBER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STEPS_FIBER_ASAN 1
-#endif
-#endif
+#include "core/fiber_context.h"
+
 #ifdef STEPS_FIBER_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
-
-#include "core/fiber_context.h"
 
 namespace steps {
 namespace fiber_internal {

@@ -2,14 +2,7 @@
 
 #include <cstdint>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define STEPS_CONTEXT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STEPS_CONTEXT_ASAN 1
-#endif
-#endif
-#ifdef STEPS_CONTEXT_ASAN
+#ifdef STEPS_FIBER_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -76,7 +69,7 @@ namespace steps::fiber_internal {
 
 void MakeFiberContext(FiberContext& c, char* stack, size_t bytes,
                       void (*entry)()) {
-#ifdef STEPS_CONTEXT_ASAN
+#ifdef STEPS_FIBER_ASAN
   // A stack taken over from a finished fiber still has the redzones of
   // that fiber's frames marked (its last switch left them); a new context
   // starts clean, as makecontext's interception would make it.

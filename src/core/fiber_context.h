@@ -15,6 +15,16 @@
 
 #include <cstddef>
 
+// AddressSanitizer is told of every switch (fiber.cc) and of every new
+// context's stack (fiber_context.cc).
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPS_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPS_FIBER_ASAN 1
+#endif
+#endif
+
 #if defined(__x86_64__) && defined(__linux__) && !defined(STEPS_FIBER_UCONTEXT)
 #define STEPS_FIBER_SWITCH_X86_64 1
 #else
@@ -40,15 +50,6 @@ void MakeFiberContext(FiberContext& c, char* stack, size_t bytes,
 // Saves the running context into `from` and runs `to`; returns when
 // something switches back to `from`.
 void SwitchFiberContext(FiberContext& from, FiberContext& to);
-
-// Whether the switch makes no system call (the hand-written one).
-constexpr bool FiberSwitchIsSyscallFree() {
-#ifdef STEPS_FIBER_SWITCH_X86_64
-  return true;
-#else
-  return false;
-#endif
-}
 
 }  // namespace steps::fiber_internal
 
