@@ -1,5 +1,6 @@
 #include "core/fiber.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -7,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <system_error>
@@ -379,6 +382,30 @@ FiberPool::FiberPool() : FiberPool(Options()) {}
 
 namespace {
 
+// Whether any of the threads `tids` (of this process) is runnable: running
+// or waiting for a CPU, as opposed to sleeping in the kernel. A thread
+// whose state cannot be read counts as not runnable.
+bool AnyRunnable(const std::vector<int>& tids) {
+  for (const int tid : tids) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "tid (comm) S ...": the command may hold spaces and parentheses.
+    const char* close_paren = std::strrchr(buf, ')');
+    if (close_paren != nullptr && close_paren[1] == ' ' &&
+        close_paren[2] == 'R') {
+      return true;
+    }
+  }
+  return false;
+}
+
 size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 size_t WholePages(size_t bytes) {
@@ -515,7 +542,9 @@ void FiberPool::CarrierLoop(bool extra) {
   Carrier carrier;
   carrier.pool = this;
   fiber_internal::t_carrier = &carrier;
+  const int tid = static_cast<int>(syscall(SYS_gettid));
   std::unique_lock<std::mutex> lock(mu_);
+  carrier_tids_.push_back(tid);
   while (true) {
     const SteadyPoint now = std::chrono::steady_clock::now();
     const SteadyPoint next = FireTimers(now);
@@ -548,12 +577,23 @@ void FiberPool::CarrierLoop(bool extra) {
     }
     --idle_;
   }
+  carrier_tids_.erase(
+      std::find(carrier_tids_.begin(), carrier_tids_.end(), tid));
   fiber_internal::t_carrier = nullptr;
   if (extra) {
     // Notified under the lock: the destructor cannot go before this
     // thread is done with the pool.
     --extras_;
     extras_cv_.notify_all();
+  }
+}
+
+void FiberPool::StartExtraCarrier() {
+  try {
+    std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
+    ++extras_;  // Under the lock, before the new carrier can end.
+  } catch (const std::system_error&) {
+    // No thread to be had now: the next look tries again.
   }
 }
 
@@ -568,16 +608,18 @@ void FiberPool::Watch() {
     }
     watch_cv_.wait_for(lock, options_.stuck_after);
     if (stopping_) break;
-    // Fibers wait, no carrier is free, and none has taken a fiber since
-    // the last look: every carrier is blocked (or busy for that long).
-    if (!ready_.empty() && idle_ == 0 && taken_ == seen &&
-        extras_ < options_.max_extra_carriers) {
-      try {
-        std::thread([this] { CarrierLoop(/*extra=*/true); }).detach();
-        ++extras_;  // Under the lock, before the new carrier can end.
-      } catch (const std::system_error&) {
-        // No thread to be had now: the next look tries again.
-      }
+    // Fibers wait, no carrier is free, none has taken a fiber since the
+    // last look, and none is runnable: every carrier is blocked.
+    const auto stuck = [&] {
+      return !stopping_ && !ready_.empty() && idle_ == 0 && taken_ == seen &&
+             extras_ < options_.max_extra_carriers;
+    };
+    if (stuck()) {
+      const std::vector<int> tids = carrier_tids_;
+      lock.unlock();
+      const bool runnable = AnyRunnable(tids);
+      lock.lock();
+      if (!runnable && stuck()) StartExtraCarrier();
     }
     seen = taken_;
   }

@@ -13,10 +13,12 @@
 // thread_local is the carrier's, not the fiber's.
 //
 // A fiber that blocks its carrier anyway slows the others but never stops
-// them: when fibers are ready and no carrier has taken one for a while
-// (Options::stuck_after), the pool starts another carrier (up to
+// them: when fibers are ready, no carrier has taken one for a while
+// (Options::stuck_after) and none of them is runnable (each waits in the
+// kernel), the pool starts another carrier (up to
 // Options::max_extra_carriers), which ends again once it has had nothing
-// to do for a second.
+// to do for a second. Carriers that are merely busy or preempted (a
+// saturated machine) get no other: one more thread would add no CPU.
 #ifndef STEPS_CORE_FIBER_H_
 #define STEPS_CORE_FIBER_H_
 
@@ -153,8 +155,8 @@ class FiberPool {
     // Virtual size of each fiber's stack (plus a guard page); pages are
     // committed as touched.
     size_t stack_bytes = size_t{1} << 20;
-    // Ready fibers left waiting this long with every carrier busy start
-    // one more carrier; zero never does.
+    // Ready fibers left waiting this long with every carrier blocked in
+    // the kernel start one more carrier; zero never does.
     std::chrono::milliseconds stuck_after{5};
     // At most this many carriers beyond `carriers` at once: when they too
     // all wait on one lock (a terminal that does not read its output),
@@ -192,6 +194,8 @@ class FiberPool {
   void CarrierLoop(bool extra);
   // Watches for stuck carriers while fibers are live.
   void Watch();
+  // REQUIRES: mu_ held.
+  void StartExtraCarrier();
   // REQUIRES: mu_ held. Readies the fibers whose timers are due; returns
   // when the next one is.
   SteadyPoint FireTimers(SteadyPoint now);
@@ -214,6 +218,7 @@ class FiberPool {
   bool stopping_ = false;
   uint64_t taken_ = 0;  // Times a carrier took a ready fiber.
   int extras_ = 0;      // Extra carriers running (detached).
+  std::vector<int> carrier_tids_;  // Kernel thread ids of the carriers.
   std::condition_variable watch_cv_;   // The watcher: a fiber went live.
   std::condition_variable extras_cv_;  // The destructor: an extra ended.
   // Stacks of finished fibers, kept for the next ones until the pool goes

@@ -401,6 +401,33 @@ TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
   close(fds[1]);
 }
 
+// A carrier busy on the CPU for far longer than stuck_after is runnable,
+// not blocked: another thread would add no CPU, so it gets none, and the
+// fiber waiting behind it runs once it is done.
+TEST(FiberTest, ACarrierBusyOnTheCpuGetsNoOther) {
+  FiberPool::Options options = Carriers(1);
+  options.stuck_after = milliseconds(5);
+  FiberPool pool(options);
+  std::atomic<bool> spun{false};
+  std::atomic<bool> ran_after_spin{false};
+  std::atomic<int> carriers_seen{0};
+  pool.Spawn([&] {
+    // 200 ms of CPU: forty looks of the watcher.
+    const auto until = steady_clock::now() + milliseconds(200);
+    while (steady_clock::now() < until) {
+    }
+    spun = true;
+  });
+  pool.Spawn([&] {
+    ran_after_spin = spun.load();
+    carriers_seen = pool.carriers();
+  });
+  pool.Join();
+  EXPECT_TRUE(ran_after_spin.load());
+  EXPECT_EQ(carriers_seen.load(), 1);
+  EXPECT_EQ(pool.carriers(), 1);
+}
+
 // Fibers that keep their carriers busy, but each only briefly, add none.
 TEST(FiberTest, BusyCarriersThatKeepTakingFibersGetNoOther) {
   FiberPool::Options options = Carriers(1);
