@@ -29,8 +29,11 @@ ToolResult ErrorFrom(const std::string& tool, const Status& status) {
 // Reads up to `max` bytes; stops early at EOF. `expected` (the size fstat
 // reported) sizes the first read, plus one byte to see the end without
 // another buffer; a file that grew meanwhile doubles the buffer as it goes.
+// A regular file that gave exactly `expected` bytes and then fewer than
+// asked for is at its end: no read more to be told so. (Anything else, a
+// short read on a network file system included, reads on to the end.)
 Result<std::string> ReadUpTo(int fd, size_t max, uint64_t expected,
-                             const std::string& path) {
+                             bool regular, const std::string& path) {
   constexpr size_t kFirstRead = 64 * 1024;  // Pipes and /proc report 0.
   std::string data;
   const uint64_t first = expected > 0 ? expected + 1 : kFirstRead;
@@ -42,7 +45,12 @@ Result<std::string> ReadUpTo(int fd, size_t max, uint64_t expected,
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(Quoted(path), errno);
     if (n == 0) break;
+    const size_t asked = data.size() - got;
     got += static_cast<size_t>(n);
+    if (regular && expected > 0 && got == expected &&
+        static_cast<size_t>(n) < asked) {
+      break;
+    }
   }
   data.resize(got);
   return data;
@@ -68,16 +76,17 @@ ToolResult ReadFileTool::Run(const nlohmann::json& arguments,
   if (!path.ok()) return ToolResult::Error(path.status().message());
   Result<Sandbox> sandbox = Sandbox::Open(context.working_dir);
   if (!sandbox.ok()) return ErrorFrom(name(), sandbox.status());
-  Result<UniqueFd> file = sandbox->OpenFileForRead(*path);
+  struct stat st;
+  Result<UniqueFd> file = sandbox->OpenFileForRead(*path, &st);
   if (!file.ok()) return ErrorFrom(name(), file.status());
 
-  struct stat st;
-  uint64_t size = fstat(file->get(), &st) == 0 ? st.st_size : 0;
+  uint64_t size = static_cast<uint64_t>(st.st_size);
   size_t limit = context.limits.max_read_bytes;
   // One byte past the limit tells a cut file from one exactly at it, even
   // when the reported size is wrong (a file still growing).
   size_t want = limit < SIZE_MAX ? limit + 1 : limit;
-  Result<std::string> data = ReadUpTo(file->get(), want, size, *path);
+  Result<std::string> data =
+      ReadUpTo(file->get(), want, size, S_ISREG(st.st_mode), *path);
   if (!data.ok()) return ErrorFrom(name(), data.status());
   if (Status s = sandbox->CheckStillSingle(*path, file->get()); !s.ok())
     return ErrorFrom(name(), s);

@@ -42,12 +42,6 @@ std::deque<std::string> SplitPath(std::string_view path) {
   return parts;
 }
 
-Result<UniqueFd> Dup(int fd) {
-  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus("dup", errno);
-  return UniqueFd(copy);
-}
-
 Status CheckPathText(std::string_view path) {
   if (path.find('\0') != std::string_view::npos) {
     return Refused("the path contains a NUL byte");
@@ -190,6 +184,21 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
   auto current = [&] {
     return opened.empty() ? root_fd_.get() : opened.back().get();
   };
+  // Where the walk ends: in the directory reached, which the Location
+  // takes over (the root's descriptor is lent, not copied).
+  auto at = [&](std::string leaf, bool exists, const struct stat& st) {
+    Location loc;
+    if (opened.empty()) {
+      loc.dir = root_fd_.get();
+    } else {
+      loc.owned = std::move(opened.back());
+      loc.dir = loc.owned.get();
+    }
+    loc.leaf = std::move(leaf);
+    loc.exists = exists;
+    loc.st = st;
+    return loc;
+  };
   int symlinks = 0;
   std::string via;  // The last symlink followed, for messages.
   // The root's path, looked up at the first absolute symlink target.
@@ -212,11 +221,7 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
       if (mode != Mode::kCreate) {
         return NotFound(shown + " does not exist");
       }
-      if (last) {
-        Result<UniqueFd> dir = Dup(current());
-        if (!dir.ok()) return dir.status();
-        return Location{std::move(*dir), name, false, {}};
-      }
+      if (last) return at(std::move(name), false, {});
       if (mkdirat(current(), name.c_str(), 0755) != 0 && errno != EEXIST) {
         return ErrnoStatus(
             "creating directory " + Quoted(name) + " for " + shown, errno);
@@ -247,9 +252,7 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
       pending.insert(pending.begin(), parts.begin(), parts.end());
       continue;
     } else if (last) {
-      Result<UniqueFd> dir = Dup(current());
-      if (!dir.ok()) return dir.status();
-      return Location{std::move(*dir), name, true, st};
+      return at(std::move(name), true, st);
     }
     // A directory on the way. O_NOFOLLOW: if it was swapped for a symlink
     // since the fstatat, this fails instead of following it.
@@ -266,12 +269,11 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
     opened.emplace_back(fd);
   }
   // The path named a directory itself ("", ".", "a/..", "a/").
-  Result<UniqueFd> dir = Dup(current());
-  if (!dir.ok()) return dir.status();
-  return Location{std::move(*dir), "", true, {}};
+  return at("", true, {});
 }
 
-Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
+Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path,
+                                          struct stat* opened) const {
   if (Status s = CheckFilePath(path); !s.ok()) return s;
   Result<Location> loc = Resolve(path, Mode::kExisting);
   if (!loc.ok()) return loc.status();
@@ -283,7 +285,7 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
     return InvalidArgument(shown + " is not a regular file");
   }
   if (Status s = CheckSingleLink(loc->st, path); !s.ok()) return s;
-  int fd = openat(loc->dir.get(), loc->leaf.c_str(),
+  int fd = openat(loc->dir, loc->leaf.c_str(),
                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) return Refused(shown + " changed while being opened");
@@ -300,6 +302,7 @@ Result<UniqueFd> Sandbox::OpenFileForRead(std::string_view path) const {
   if (!SameFile(loc->st, st)) {
     return Refused(shown + " changed while being opened");
   }
+  if (opened != nullptr) *opened = st;
   return file;
 }
 
@@ -335,7 +338,7 @@ Status Sandbox::WriteFile(std::string_view path,
   // after the check above (st_nlink can read 1 while another process is
   // unlinking a second name) loses nothing: the rename replaces the name
   // only.
-  const int dir = loc->dir.get();
+  const int dir = loc->dir;
   Result<TempFile> tmp = CreateTempBeside(dir, loc->leaf, shown);
   if (!tmp.ok()) return tmp.status();
   auto discard = [&](Status s) {
@@ -364,7 +367,7 @@ Result<UniqueFd> Sandbox::OpenDirectory(std::string_view path) const {
     return InvalidArgument(shown + " is not a directory");
   }
   const char* name = loc->leaf.empty() ? "." : loc->leaf.c_str();
-  int fd = openat(loc->dir.get(), name,
+  int fd = openat(loc->dir, name,
                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOTDIR || errno == ELOOP) {

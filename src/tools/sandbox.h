@@ -52,8 +52,10 @@ class Sandbox {
   // tool call that meets none costs no lookup of it.
   std::string root() const;
 
-  // An existing regular file, open for reading.
-  Result<UniqueFd> OpenFileForRead(std::string_view path) const;
+  // An existing regular file, open for reading. `st`, when given, gets
+  // the opened file's status (as fstat tells it).
+  Result<UniqueFd> OpenFileForRead(std::string_view path,
+                                   struct stat* st = nullptr) const;
   // After reading `fd` (from OpenFileForRead(path)): refused unless `path`
   // still names that file and it has one link. A second name being
   // unlinked at the moment of the first check can make a planted hard link
@@ -76,7 +78,10 @@ class Sandbox {
   // Where a path lands: a directory and a name in it that is not a symlink
   // (or does not exist yet). An empty leaf means the directory itself.
   struct Location {
-    UniqueFd dir;
+    // The directory: the root's own descriptor (borrowed: a Location
+    // lives no longer than its Sandbox) or one opened on the way (owned).
+    int dir = -1;
+    UniqueFd owned;
     std::string leaf;
     bool exists = false;
     struct stat st = {};  // Of the leaf, when it exists (not followed).
