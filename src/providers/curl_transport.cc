@@ -224,26 +224,14 @@ class CurlTransport::Loop {
     // libcurl looks for a connection to reuse among all of its multi
     // handle's connections to the host, so one handle with thousands in
     // flight spends its time searching: the transfers are spread over
-    // shards, each a multi handle with its own connections.
+    // shards, each a multi handle with its own connections. A shard's
+    // handle is made when a transfer first needs it (each holds a pair of
+    // descriptors for its own wake-ups): a lone conversation uses one.
     for (size_t i = 0; i < kShards; ++i) {
-      shards_[i].multi = curl_multi_init();
       shards_[i].index = static_cast<uint32_t>(i);
       shards_[i].loop = this;
     }
-    if (!ok()) return;
-    for (Shard& shard : shards_) {
-      CURLM* multi = shard.multi;
-      // Idle connections kept for reuse: as many as may be in flight.
-      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
-                        static_cast<long>(max_in_flight));
-      // libcurl says which sockets to watch and when to call it back; the
-      // loop waits on them with epoll, so a wakeup costs the sockets that
-      // are ready, not every socket in flight.
-      curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, OnSocket);
-      curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, &shard);
-      curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, OnTimer);
-      curl_multi_setopt(multi, CURLMOPT_TIMERDATA, &shard);
-    }
+    if (!Start(shards_[0])) return;
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.u64 = kWakeKey;
@@ -261,10 +249,7 @@ class CurlTransport::Loop {
   Loop& operator=(const Loop&) = delete;
 
   bool ok() const {
-    for (const Shard& shard : shards_) {
-      if (shard.multi == nullptr) return false;
-    }
-    return epoll_fd_ >= 0 && wake_fd_ >= 0;
+    return shards_[0].multi != nullptr && epoll_fd_ >= 0 && wake_fd_ >= 0;
   }
 
   // Hands `t` to the loop: a leader admits it in its next round; without
@@ -518,12 +503,39 @@ class CurlTransport::Loop {
 
   // The shard with the fewest transfers, the first among equals: a lone
   // conversation keeps to shard 0 and its one connection.
+  // A shard not started yet counts as idle, and is started when chosen;
+  // when it cannot be (no descriptors), the least busy started one is.
   Shard& LeastBusy() {
     Shard* best = &shards_[0];
     for (Shard& shard : shards_) {
       if (shard.running < best->running) best = &shard;
     }
+    if (best->multi != nullptr || Start(*best)) return *best;
+    best = &shards_[0];
+    for (Shard& shard : shards_) {
+      if (shard.multi != nullptr && shard.running < best->running) {
+        best = &shard;
+      }
+    }
     return *best;
+  }
+
+  // Makes the shard's multi handle; false when libcurl could not.
+  bool Start(Shard& shard) {
+    CURLM* multi = curl_multi_init();
+    if (multi == nullptr) return false;
+    // Idle connections kept for reuse: as many as may be in flight.
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(max_in_flight_));
+    // libcurl says which sockets to watch and when to call it back; the
+    // loop waits on them with epoll, so a wakeup costs the sockets that
+    // are ready, not every socket in flight.
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, OnSocket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, &shard);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, OnTimer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, &shard);
+    shard.multi = multi;
+    return true;
   }
 
   // Admits incoming transfers while there is room and applies
@@ -596,6 +608,7 @@ class CurlTransport::Loop {
 
   void ReapFinished() {
     for (Shard& shard : shards_) {
+      if (shard.multi == nullptr) continue;
       int left_in_queue = 0;
       while (CURLMsg* msg = curl_multi_info_read(shard.multi, &left_in_queue)) {
         if (msg->msg != CURLMSG_DONE) continue;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -46,6 +47,34 @@ TEST(TransportLoopTest, ALonePostRunsItsTransferOnItsOwnThread) {
     EXPECT_TRUE(ok);
   }
   EXPECT_EQ(transport.connections_opened(), 1);
+}
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// A lone conversation's transport holds what it uses: its epoll and
+// wake-up descriptors, one multi handle's pair of wake-up sockets, and
+// its connection (the server's end of it is counted too), not a pair per
+// shard the fan-outs spread over.
+TEST(TransportLoopTest, ALonePostHoldsAFewDescriptors) {
+  RawHttpServer server([](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response("{\"n\":1}"), false};
+  });
+  const size_t before = OpenDescriptors();
+  CurlTransport transport;
+  for (int i = 0; i < 3; ++i) {
+    bool ok = false;
+    PostFrom(transport, server.base_url(), &ok);
+    EXPECT_TRUE(ok);
+  }
+  EXPECT_EQ(transport.connections_opened(), 1);
+  EXPECT_LE(OpenDescriptors(), before + 6);
 }
 
 // The first request is answered only once the second has arrived, so the
