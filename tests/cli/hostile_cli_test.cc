@@ -151,6 +151,41 @@ TEST_F(HostileCliTest, AWideFanOutWaitsForDescriptorsInsteadOfFailing) {
   EXPECT_EQ(r.output.find("descriptors"), std::string::npos);
 }
 
+// Under a limit of 64 descriptors a run used to fail before its first
+// step (the HTTP transport took two per shard up front, 64 in all): the
+// lock, the store and the guardian found none left. Now a fan-out of 40
+// conversations runs, waiting for descriptors as it goes, with nothing to
+// warn about.
+TEST_F(HostileCliTest, AFanOutRunsUnderALimitOfSixtyFourDescriptors) {
+  const std::string ok =
+      R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
+  RawHttpServer server([&](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response(ok), false};
+  });
+  std::string values;
+  for (int i = 1; i <= 40; ++i) {
+    values += (i > 1 ? ", " : "") + std::to_string(i);
+  }
+  Result r =
+      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
+              server.base_url() +
+              "\" }\n"
+              "jobs:\n- name: j\n  plan:\n"
+              "  - across: [{ var: i, values: [" +
+              values +
+              "] }]\n"
+              "    do:\n"
+              "    - { agent: a, messages: [\"cell {{ .i }}\"], "
+              "attempts: 1 }\n",
+          "ulimit -n 64");
+  EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
+  EXPECT_EQ(server.requests(), 40);
+  EXPECT_EQ(r.output.find("Too many open files"), std::string::npos)
+      << r.output.substr(0, 4000);
+  EXPECT_EQ(r.output.find("WRN "), std::string::npos)
+      << r.output.substr(0, 4000);
+}
+
 // Tasks hold descriptors too (pipes, pidfd, eventfd): 400 of them at once
 // under a limit of 256 wait for a slot, none fails to start with EMFILE.
 TEST_F(HostileCliTest, AWideTaskFanOutWaitsForDescriptorsInsteadOfFailing) {
