@@ -382,10 +382,11 @@ FiberPool::FiberPool() : FiberPool(Options()) {}
 
 namespace {
 
-// Whether any of the threads `tids` (of this process) is runnable: running
+// How many of the threads `tids` (of this process) are runnable: running
 // or waiting for a CPU, as opposed to sleeping in the kernel. A thread
 // whose state cannot be read counts as not runnable.
-bool AnyRunnable(const std::vector<int>& tids) {
+int CountRunnable(const std::vector<int>& tids) {
+  int runnable = 0;
   for (const int tid : tids) {
     char path[64];
     std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
@@ -400,10 +401,10 @@ bool AnyRunnable(const std::vector<int>& tids) {
     const char* close_paren = std::strrchr(buf, ')');
     if (close_paren != nullptr && close_paren[1] == ' ' &&
         close_paren[2] == 'R') {
-      return true;
+      ++runnable;
     }
   }
-  return false;
+  return runnable;
 }
 
 size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
@@ -609,17 +610,24 @@ void FiberPool::Watch() {
     watch_cv_.wait_for(lock, options_.stuck_after);
     if (stopping_) break;
     // Fibers wait, no carrier is free, none has taken a fiber since the
-    // last look, and none is runnable: every carrier is blocked.
+    // last look, and some carrier is not runnable: it is blocked in the
+    // kernel, and its CPU is free for another carrier. (When every one
+    // is runnable, busy or preempted, another thread adds no CPU.)
     const auto stuck = [&] {
       return !stopping_ && !ready_.empty() && idle_ == 0 && taken_ == seen &&
              extras_ < options_.max_extra_carriers;
     };
     if (stuck()) {
+      // A carrier not registered yet has not waited for anything: it
+      // counts as runnable.
       const std::vector<int> tids = carrier_tids_;
+      const int carriers = static_cast<int>(threads_.size()) + extras_;
+      const int unregistered =
+          std::max(0, carriers - static_cast<int>(tids.size()));
       lock.unlock();
-      const bool runnable = AnyRunnable(tids);
+      const int runnable = CountRunnable(tids) + unregistered;
       lock.lock();
-      if (!runnable && stuck()) StartExtraCarrier();
+      if (runnable < carriers && stuck()) StartExtraCarrier();
     }
     seen = taken_;
   }

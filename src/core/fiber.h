@@ -14,10 +14,10 @@
 //
 // A fiber that blocks its carrier anyway slows the others but never stops
 // them: when fibers are ready, no carrier has taken one for a while
-// (Options::stuck_after) and none of them is runnable (each waits in the
+// (Options::stuck_after) and some carrier is not runnable (it waits in the
 // kernel), the pool starts another carrier (up to
 // Options::max_extra_carriers), which ends again once it has had nothing
-// to do for a second. Carriers that are merely busy or preempted (a
+// to do for a second. Carriers that are all merely busy or preempted (a
 // saturated machine) get no other: one more thread would add no CPU.
 #ifndef STEPS_CORE_FIBER_H_
 #define STEPS_CORE_FIBER_H_
@@ -155,8 +155,8 @@ class FiberPool {
     // Virtual size of each fiber's stack (plus a guard page); pages are
     // committed as touched.
     size_t stack_bytes = size_t{1} << 20;
-    // Ready fibers left waiting this long with every carrier blocked in
-    // the kernel start one more carrier; zero never does.
+    // Ready fibers left waiting this long, with some carrier blocked in
+    // the kernel, start one more carrier; zero never does.
     std::chrono::milliseconds stuck_after{5};
     // At most this many carriers beyond `carriers` at once: when they too
     // all wait on one lock (a terminal that does not read its output),

@@ -405,6 +405,9 @@ TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
 // not blocked: another thread would add no CPU, so it gets none, and the
 // fiber waiting behind it runs once it is done.
 TEST(FiberTest, ACarrierBusyOnTheCpuGetsNoOther) {
+  if (access("/proc/self/task", R_OK) != 0) {
+    GTEST_SKIP() << "no /proc: the pool cannot tell busy from blocked";
+  }
   FiberPool::Options options = Carriers(1);
   options.stuck_after = milliseconds(5);
   FiberPool pool(options);
@@ -426,6 +429,36 @@ TEST(FiberTest, ACarrierBusyOnTheCpuGetsNoOther) {
   EXPECT_TRUE(ran_after_spin.load());
   EXPECT_EQ(carriers_seen.load(), 1);
   EXPECT_EQ(pool.carriers(), 1);
+}
+
+// One carrier blocked in the kernel and the other busy on the CPU: a core
+// is free, so the fiber that unblocks the first gets a carrier of its own
+// and runs at once, not after the busy one (which here waits for it: with
+// no extra carrier it would spin to its cap).
+TEST(FiberTest, OneBlockedCarrierAndOneBusyGetAnother) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  FiberPool::Options options = Carriers(2);
+  options.stuck_after = milliseconds(5);
+  FiberPool pool(options);
+  std::atomic<bool> read_done{false};
+  std::atomic<bool> spin_saw_read{false};
+  pool.Spawn([&] {
+    char c = 0;
+    if (read(fds[0], &c, 1) == 1) read_done = true;  // Blocks its carrier.
+  });
+  pool.Spawn([&] {
+    // Generous: 10 s of CPU at most, where the writer takes milliseconds.
+    const auto cap = steady_clock::now() + std::chrono::seconds(10);
+    while (!read_done.load() && steady_clock::now() < cap) {
+    }
+    spin_saw_read = read_done.load();
+  });
+  pool.Spawn([&] { ASSERT_EQ(write(fds[1], "x", 1), 1); });
+  pool.Join();
+  EXPECT_TRUE(spin_saw_read.load());
+  close(fds[0]);
+  close(fds[1]);
 }
 
 // Fibers that keep their carriers busy, but each only briefly, add none.
