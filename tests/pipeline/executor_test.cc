@@ -214,11 +214,14 @@ TEST(ExecutorTest, BackoffWaitsWithRealTime) {
   const auto& ends = run.observer().attempt_ends["fetch"];
   ASSERT_EQ(starts.size(), 4u);
   const int64_t expected[] = {200, 300, 300};
+  // Real time: never early; late by up to 400 ms on a loaded 2-core
+  // machine (one has delivered a 300 ms wait 112 ms late), which still
+  // tells the capped third wait from an uncapped one (800 ms).
   for (size_t i = 1; i < 4; ++i) {
     auto gap =
         std::chrono::duration_cast<Millis>(starts[i].at - ends[i - 1]).count();
     EXPECT_GE(gap, expected[i - 1]);
-    EXPECT_LT(gap, expected[i - 1] + 100);
+    EXPECT_LT(gap, expected[i - 1] + 400);
   }
 }
 
