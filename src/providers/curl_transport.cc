@@ -504,7 +504,9 @@ class CurlTransport::Loop {
   // The shard with the fewest transfers, the first among equals: a lone
   // conversation keeps to shard 0 and its one connection.
   // A shard not started yet counts as idle, and is started when chosen;
-  // when it cannot be (no descriptors), the least busy started one is.
+  // when it cannot be (libcurl out of memory: short of descriptors it
+  // still makes one, without its wake-up pair), the least busy started
+  // one is.
   Shard& LeastBusy() {
     Shard* best = &shards_[0];
     for (Shard& shard : shards_) {

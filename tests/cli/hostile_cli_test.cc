@@ -45,6 +45,29 @@ class HostileCliTest : public ::testing::Test {
   test_support::TempDir dir_;
 };
 
+// "1, 2, ..., n": the values of an `across`.
+std::string OneTo(int n) {
+  std::string values;
+  for (int i = 1; i <= n; ++i) {
+    values += (i > 1 ? ", " : "") + std::to_string(i);
+  }
+  return values;
+}
+
+// A pipeline whose one step fans out `cells` conversations with `url`,
+// each one request (attempts: 1).
+std::string FanOutPipeline(const std::string& url, int cells) {
+  return "agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
+         url +
+         "\" }\n"
+         "jobs:\n- name: j\n  plan:\n"
+         "  - across: [{ var: i, values: [" +
+         OneTo(cells) +
+         "] }]\n"
+         "    do:\n"
+         "    - { agent: a, messages: [\"cell {{ .i }}\"], attempts: 1 }\n";
+}
+
 std::string AgentPipeline(const std::string& model, const std::string& url,
                           bool stream) {
   return "agents:\n- name: a\n  source: { model: " + model + ", base_url: \"" +
@@ -129,22 +152,7 @@ TEST_F(HostileCliTest, AWideFanOutWaitsForDescriptorsInsteadOfFailing) {
   RawHttpServer server([&](int, const std::string&) {
     return RawHttpServer::Reply{RawHttpServer::Response(ok), false};
   });
-  std::string values;
-  for (int i = 1; i <= 400; ++i) {
-    values += (i > 1 ? ", " : "") + std::to_string(i);
-  }
-  Result r =
-      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
-              server.base_url() +
-              "\" }\n"
-              "jobs:\n- name: j\n  plan:\n"
-              "  - across: [{ var: i, values: [" +
-              values +
-              "] }]\n"
-              "    do:\n"
-              "    - { agent: a, messages: [\"cell {{ .i }}\"], "
-              "attempts: 1 }\n",
-          "ulimit -n 256");
+  Result r = Run(FanOutPipeline(server.base_url(), 400), "ulimit -n 256");
   EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
   EXPECT_EQ(server.requests(), 400);
   EXPECT_EQ(r.output.find("Couldn't connect"), std::string::npos);
@@ -162,22 +170,7 @@ TEST_F(HostileCliTest, AFanOutRunsUnderALimitOfSixtyFourDescriptors) {
   RawHttpServer server([&](int, const std::string&) {
     return RawHttpServer::Reply{RawHttpServer::Response(ok), false};
   });
-  std::string values;
-  for (int i = 1; i <= 40; ++i) {
-    values += (i > 1 ? ", " : "") + std::to_string(i);
-  }
-  Result r =
-      Run("agents:\n- name: a\n  source: { model: openai/m, base_url: \"" +
-              server.base_url() +
-              "\" }\n"
-              "jobs:\n- name: j\n  plan:\n"
-              "  - across: [{ var: i, values: [" +
-              values +
-              "] }]\n"
-              "    do:\n"
-              "    - { agent: a, messages: [\"cell {{ .i }}\"], "
-              "attempts: 1 }\n",
-          "ulimit -n 64");
+  Result r = Run(FanOutPipeline(server.base_url(), 40), "ulimit -n 64");
   EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 4000);
   EXPECT_EQ(server.requests(), 40);
   EXPECT_EQ(r.output.find("Too many open files"), std::string::npos)
@@ -189,13 +182,9 @@ TEST_F(HostileCliTest, AFanOutRunsUnderALimitOfSixtyFourDescriptors) {
 // Tasks hold descriptors too (pipes, pidfd, eventfd): 400 of them at once
 // under a limit of 256 wait for a slot, none fails to start with EMFILE.
 TEST_F(HostileCliTest, AWideTaskFanOutWaitsForDescriptorsInsteadOfFailing) {
-  std::string values;
-  for (int i = 1; i <= 400; ++i) {
-    values += (i > 1 ? ", " : "") + std::to_string(i);
-  }
   Result r = Run("jobs:\n- name: j\n  plan:\n"
                  "  - across: [{ var: i, values: [" +
-                     values +
+                     OneTo(400) +
                      "] }]\n"
                      "    do:\n"
                      "    - { task: t, run: \"sleep 0.05; echo cell {{ .i | shellquote }}\" }\n",

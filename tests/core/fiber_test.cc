@@ -256,27 +256,39 @@ TEST(FiberTest, ACondVarWaitTimesOutAndANotifyRacingTheTimeoutIsSafe) {
   EXPECT_GE(steady_clock::now() - start, milliseconds(30));
 }
 
+// A pipe whose read end blocks the carrier of a fiber that reads it: a
+// wait the pool does not know of.
+class BlockingPipe {
+ public:
+  BlockingPipe() { EXPECT_EQ(pipe(fds_), 0); }
+  ~BlockingPipe() {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  // Blocks the calling carrier until Write; true when the byte came.
+  bool Read() {
+    char c = 0;
+    return read(fds_[0], &c, 1) == 1 && c == 'x';
+  }
+  void Write() { EXPECT_EQ(write(fds_[1], "x", 1), 1); }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 // One carrier: a fiber blocked in the kernel through RunOnThread does not
 // hold the carrier the writer needs.
 TEST(FiberTest, WorkOnAThreadDoesNotHoldTheCarrier) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
+  BlockingPipe blocker;
   FiberPool pool(Carriers(1));
-  std::atomic<char> read_byte{0};
-  pool.Spawn([&] {
-    RunOnThread([&] {
-      char c = 0;
-      if (read(fds[0], &c, 1) == 1) read_byte = c;
-    });
-  });
+  std::atomic<bool> read_done{false};
+  pool.Spawn([&] { RunOnThread([&] { read_done = blocker.Read(); }); });
   pool.Spawn([&] {
     SleepUntil(steady_clock::now() + milliseconds(20));
-    ASSERT_EQ(write(fds[1], "x", 1), 1);
+    blocker.Write();
   });
   pool.Join();
-  EXPECT_EQ(read_byte.load(), 'x');
-  close(fds[0]);
-  close(fds[1]);
+  EXPECT_TRUE(read_done.load());
 }
 
 TEST(FiberTest, FibersRunOnEveryCarrierAndMayMoveBetweenThem) {
@@ -376,19 +388,15 @@ TEST(FiberTest, AnExceptionThrownAndCaughtOnAFiberAcrossAParkIsCaught) {
 // read here) would stop every other fiber for good; the pool starts
 // another carrier instead, which ends once it has been idle a second.
 TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
+  BlockingPipe blocker;
   FiberPool::Options options = Carriers(1);
   options.stuck_after = milliseconds(5);
   FiberPool pool(options);
-  std::atomic<char> read_byte{0};
-  pool.Spawn([&] {
-    char c = 0;
-    if (read(fds[0], &c, 1) == 1) read_byte = c;  // Blocks the carrier.
-  });
-  pool.Spawn([&] { ASSERT_EQ(write(fds[1], "x", 1), 1); });
+  std::atomic<bool> read_done{false};
+  pool.Spawn([&] { read_done = blocker.Read(); });  // Blocks the carrier.
+  pool.Spawn([&] { blocker.Write(); });
   pool.Join();
-  EXPECT_EQ(read_byte.load(), 'x');
+  EXPECT_TRUE(read_done.load());
   EXPECT_EQ(pool.carriers(), 2);
   // The extra carrier ends after a second with nothing to do (generous:
   // up to ten seconds on a loaded machine).
@@ -397,8 +405,6 @@ TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
     SleepUntil(steady_clock::now() + milliseconds(50));
   }
   EXPECT_EQ(pool.carriers(), 1);
-  close(fds[0]);
-  close(fds[1]);
 }
 
 // A carrier busy on the CPU for far longer than stuck_after is runnable,
@@ -436,17 +442,13 @@ TEST(FiberTest, ACarrierBusyOnTheCpuGetsNoOther) {
 // and runs at once, not after the busy one (which here waits for it: with
 // no extra carrier it would spin to its cap).
 TEST(FiberTest, OneBlockedCarrierAndOneBusyGetAnother) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
+  BlockingPipe blocker;
   FiberPool::Options options = Carriers(2);
   options.stuck_after = milliseconds(5);
   FiberPool pool(options);
   std::atomic<bool> read_done{false};
   std::atomic<bool> spin_saw_read{false};
-  pool.Spawn([&] {
-    char c = 0;
-    if (read(fds[0], &c, 1) == 1) read_done = true;  // Blocks its carrier.
-  });
+  pool.Spawn([&] { read_done = blocker.Read(); });  // Blocks its carrier.
   pool.Spawn([&] {
     // Generous: 10 s of CPU at most, where the writer takes milliseconds.
     const auto cap = steady_clock::now() + std::chrono::seconds(10);
@@ -454,11 +456,9 @@ TEST(FiberTest, OneBlockedCarrierAndOneBusyGetAnother) {
     }
     spin_saw_read = read_done.load();
   });
-  pool.Spawn([&] { ASSERT_EQ(write(fds[1], "x", 1), 1); });
+  pool.Spawn([&] { blocker.Write(); });
   pool.Join();
   EXPECT_TRUE(spin_saw_read.load());
-  close(fds[0]);
-  close(fds[1]);
 }
 
 // Fibers that keep their carriers busy, but each only briefly, add none.
