@@ -191,6 +191,9 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   Recording recording =
       OpenRecording(plan, setup, opts.run_id, run_lock != nullptr, redactor);
   if (recording.recorder) observers.Add(recording.recorder.get());
+  // A store another process holds is waited for, until the run is
+  // interrupted (Store::WaitForLocksUntil).
+  if (recording.db) recording.db->WaitForLocksUntil(opts.abort);
   opts.cache = recording.masked_cache.get();
   // Every observer (printer, recorder) sees the run through the mask.
   pipeline::RedactingObserver masked(observers, redactor);

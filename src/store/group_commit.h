@@ -7,8 +7,10 @@
 #ifndef STEPS_STORE_GROUP_COMMIT_H_
 #define STEPS_STORE_GROUP_COMMIT_H_
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -23,18 +25,28 @@ class GroupCommit {
  public:
   struct Item {
     const std::function<Status(Db&)>* write = nullptr;
+    // The latest a write may wait for another process's lock.
+    std::optional<std::chrono::steady_clock::time_point> wait_until;
     Status status;
+    // Set by the committer: not tried this time (the batch waited for
+    // another process's lock until another write's time was up), to be
+    // queued again.
+    bool again = false;
   };
-  // Commits one batch, in order, setting each item's status; called by one
-  // submitter at a time (the leader), never concurrently.
+  // Commits one batch, in order, setting each item's status (or `again`);
+  // called by one submitter at a time (the leader), never concurrently.
   using Committer = std::function<void(std::vector<Item*>& batch)>;
 
   explicit GroupCommit(Committer commit) : commit_(std::move(commit)) {}
 
   // Queues `write` and returns its status once a batch holding it was
   // committed. The caller whose item finds no batch running commits the
-  // queue itself.
-  Status Submit(const std::function<Status(Db&)>& write);
+  // queue itself. A write still queued at `wait_until` (the batch before
+  // it waits for another process's lock) leaves the queue and fails,
+  // busy, with nothing stored.
+  Status Submit(const std::function<Status(Db&)>& write,
+                std::optional<std::chrono::steady_clock::time_point>
+                    wait_until = std::nullopt);
 
   // Blocks until at least `n` writes wait for the next batch (tests).
   void WaitForQueued(size_t n);
@@ -56,6 +68,16 @@ class GroupCommit {
   std::vector<Entry*> queue_;       // Under mu_.
   // A leader is committing or handing over; under mu_.
   bool committing_ = false;
+  // The queued write told to lead next, until it does; under mu_.
+  Entry* next_leader_ = nullptr;
+  // A queued write whose time is up leaves the queue, unless a leader
+  // took it into its batch or told it to lead next (false: its answer
+  // comes).
+  bool LeftQueue(Entry& me);
+  // Commits the queue, `me` among it, and wakes whom it answered and the
+  // next leader: `me` is done, leads again, or waits in the queue again.
+  enum class Led { kDone, kLeadAgain, kQueued };
+  Led LeadOneBatch(Entry& me);
 };
 
 }  // namespace steps::store

@@ -221,6 +221,11 @@ std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
                   *t - clock_.Now()));
 }
 
+Store::WaitUntil RunRecorder::RealTime(std::optional<SteadyTime> t) const {
+  if (!t) return std::nullopt;
+  return std::chrono::steady_clock::now() + (*t - clock_.Now());
+}
+
 void RunRecorder::SetFile(std::string hash, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
   file_hash_ = std::move(hash);
@@ -411,6 +416,13 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
 void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
                                  int of, std::optional<SteadyTime> deadline) {
   const std::string id = StoredId(step, false);
+  // The attempt waits for a busy store (it must not run unrecorded), but
+  // not past its own time.
+  const Store::WaitUntil wait_until = RealTime(deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wait_until_[id] = wait_until;
+  }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO attempts (run_id, step_id, number, of, status,"
@@ -426,7 +438,7 @@ void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
     s.Bind(6, WallMs(deadline));
     s.Bind(7, taken_by_);
     return s.Run();
-  }));
+  }, wait_until));
 }
 
 void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,
@@ -571,10 +583,12 @@ void RunRecorder::OnCheckpoints(
   }
   const std::string id = StoredId(step, false);
   int64_t seq;
+  Store::WaitUntil wait_until;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = checkpoints_[id];
     checkpoints_[id] += static_cast<int64_t>(checkpoints.size());
+    wait_until = wait_until_[id];
   }
   const int64_t at = ToMs(clock_.WallNow());
   const std::vector<PendingTurn> turns = TakePendingTurns(id);
@@ -584,7 +598,7 @@ void RunRecorder::OnCheckpoints(
         return s;
     }
     return WritePendingTurns(db, c, id, turns);
-  });
+  }, wait_until);
   Check(written);
   if (written.ok()) RememberStored(id, turns);
 }
@@ -611,6 +625,7 @@ void RunRecorder::OnStepEnd(const pipeline::StepRecord& step) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++seq_;
+    wait_until_.erase(id);
   }
   std::vector<PendingTurn> turns = TakePendingTurns(id);
   // The write owns what it writes: the turns whose stored row differs from

@@ -97,6 +97,8 @@ class RunRecorder : public pipeline::RunObserver {
   // of the same id (a fixer runs once per failed attempt).
   std::string StoredId(const pipeline::StepRef& step, bool starting);
   std::optional<int64_t> WallMs(std::optional<SteadyTime> t) const;
+  // `t` (on clock_) as a time on the steady clock, for Store::Write.
+  Store::WaitUntil RealTime(std::optional<SteadyTime> t) const;
   void AddLine(const pipeline::StepRef& step, std::string_view stream,
                std::string_view line);
   void Check(const Status& s);
@@ -116,6 +118,9 @@ class RunRecorder : public pipeline::RunObserver {
   std::map<std::string, std::string> current_id_;
   std::map<std::string, int> output_lines_;
   std::map<std::string, int64_t> checkpoints_;  // Rows per stored step id.
+  // When each running attempt's time is up, by stored step id: its writes
+  // wait for the store no longer (Store::Write).
+  std::map<std::string, Store::WaitUntil> wait_until_;
   // Turn rows not written yet, by stored step id, with the time each was
   // reported: they go with the step's next durable point or its end.
   struct PendingTurn {

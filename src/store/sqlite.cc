@@ -123,8 +123,25 @@ Result<std::unique_ptr<Db>> Db::Open(const std::string& path, bool create) {
   std::unique_ptr<Db> db(new Db(raw));
   if (rc != SQLITE_OK) return SqliteError(raw, "open " + path);
   // Another process (a second run, `steps show`) may hold the lock briefly.
-  sqlite3_busy_timeout(raw, 5000);
+  sqlite3_busy_timeout(raw, kDefaultBusyWaitMs);
   return db;
+}
+
+void Db::SetBusyWait(BusyWait wait) {
+  busy_wait_ = std::move(wait);
+  if (busy_wait_) {
+    sqlite3_busy_handler(db_, &Db::OnBusy, this);
+  } else {
+    sqlite3_busy_timeout(db_, kDefaultBusyWaitMs);
+  }
+}
+
+int Db::OnBusy(void* self, int n) {
+  return static_cast<Db*>(self)->busy_wait_(n) ? 1 : 0;
+}
+
+bool Db::LastErrorWasBusy() const {
+  return (sqlite3_errcode(db_) & 0xff) == SQLITE_BUSY;
 }
 
 Db::~Db() {

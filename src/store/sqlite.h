@@ -101,11 +101,25 @@ class Db {
   // Whether the last call that failed failed for want of room (SQLITE_FULL,
   // or an I/O error with ENOSPC). Ask before any other call on this Db.
   bool LastErrorWasDiskFull() const;
+  // Whether the last call that failed failed because another connection
+  // held a lock for longer than the busy wait allowed (SQLITE_BUSY).
+  bool LastErrorWasBusy() const;
+
+  // What a statement does when another connection holds the lock it needs:
+  // `wait(n)` is called for the n-th time (from 0) of one statement's wait,
+  // sleeps as it sees fit, and returns whether to try again (false: the
+  // statement fails with SQLITE_BUSY). Without one (the default), a
+  // statement waits up to kDefaultBusyWaitMs.
+  using BusyWait = std::function<bool(int n)>;
+  void SetBusyWait(BusyWait wait);
+  static constexpr int kDefaultBusyWaitMs = 5000;
 
  private:
   explicit Db(sqlite3* db) : db_(db) {}
+  static int OnBusy(void* self, int n);
   sqlite3* db_;
   std::map<std::string, Statement> cache_;
+  BusyWait busy_wait_;
 };
 
 // BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless

@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
 
@@ -323,6 +324,9 @@ Result<std::unique_ptr<Store>> Store::OpenAt(const std::string& path,
   }
   if (Status s = ApplySchema(**db); !s.ok()) return s;
   std::unique_ptr<Store> store(new Store(path, std::move(*db)));
+  // Every call on db_ from here on is under mu_, as WaitWhileBusy needs.
+  store->db_->SetBusyWait(
+      [raw = store.get()](int n) { return raw->WaitWhileBusy(n); });
   if (create && reserve) {
     Status held = HoldReserve(path);
     store->reserve_held_ = held.ok();
@@ -367,8 +371,102 @@ Status Store::HoldReserve(const std::string& db_path) {
   return ErrnoStatus("making " + reserve, err);
 }
 
-Status Store::Write(const std::function<Status(Db&)>& fn) {
-  return group_.Submit(fn);
+Status Store::Write(const std::function<Status(Db&)>& fn,
+                    WaitUntil wait_until) {
+  return group_.Submit(fn, wait_until);
+}
+
+void Store::WaitForLocksUntil(CancelToken abandon) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abandon_ = std::move(abandon);
+}
+
+void Store::SetBusyPatience(std::chrono::milliseconds patience) {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_patience_ = patience;
+}
+
+std::chrono::milliseconds Store::busy_patience() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_patience_;
+}
+
+namespace {
+
+constexpr char kBusyUntilTimeWasUp[] =
+    "another process held the store's write lock until this write's time "
+    "(its step's) was up: database is locked";
+
+std::string Seconds(std::chrono::steady_clock::duration d) {
+  char text[32];
+  snprintf(text, sizeof text, "%.1fs",
+           std::chrono::duration<double>(d).count());
+  return text;
+}
+
+}  // namespace
+
+bool Store::WaitWhileBusy(int n) {
+  using std::chrono::milliseconds;
+  const auto now = std::chrono::steady_clock::now();
+  if (n == 0) statement_since_ = now;
+  if (!busy_since_) {
+    busy_since_ = now;
+    ++busy_waits_;
+  }
+  if (batch_wait_until_ && now >= *batch_wait_until_) return false;
+  if (!abandon_ || abandon_->cancelled()) {
+    // The patience of a reader counts from its statement's start; that of
+    // an interrupted run once, from its first wait since the interrupt,
+    // and is shorter: whoever interrupted it waits for it to end.
+    if (abandon_ && !interrupted_since_) interrupted_since_ = now;
+    const auto since = abandon_ ? *interrupted_since_ : statement_since_;
+    const auto patience =
+        abandon_ ? std::min(busy_patience_, kInterruptedBusyPatience)
+                 : busy_patience_;
+    if (now - since >= patience) return false;
+  } else if (now - *busy_since_ >= busy_patience_ && !busy_warned_) {
+    busy_warned_ = true;
+    LogEvent(LogLevel::kWarn, "store.busy",
+             {{"store", path_},
+              {"waited", Seconds(now - *busy_since_)},
+              {"effect",
+               "another process holds the store's write lock; the run "
+               "waits for it (until interrupted, or a step's time is up)"}});
+  }
+  // Short sleeps first (another run's commit takes milliseconds), then a
+  // tenth of a second: an abort is seen within that.
+  static constexpr int kSleepMs[] = {1, 2, 5, 10, 20, 50};
+  auto sleep = milliseconds(n < 6 ? kSleepMs[n] : 100);
+  if (batch_wait_until_) {
+    sleep = std::min(sleep, std::chrono::ceil<milliseconds>(
+                                *batch_wait_until_ - now));
+  }
+  // Blocks the thread, not only a fiber: the store's lock is held.
+  std::this_thread::sleep_for(sleep);
+  return true;
+}
+
+void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
+  batch_wait_until_.reset();
+  for (const GroupCommit::Item* item : batch) {
+    if (item->wait_until &&
+        (!batch_wait_until_ || *item->wait_until < *batch_wait_until_)) {
+      batch_wait_until_ = item->wait_until;
+    }
+  }
+}
+
+void Store::EndBusyWait() {
+  batch_wait_until_.reset();
+  const std::optional<std::chrono::steady_clock::time_point> since =
+      busy_since_;
+  busy_since_.reset();
+  if (!busy_warned_) return;
+  busy_warned_ = false;
+  LogEvent(LogLevel::kInfo, "store.busy_ended",
+           {{"store", path_},
+            {"waited", Seconds(std::chrono::steady_clock::now() - *since)}});
 }
 
 void Store::WriteSoon(std::function<Status(Db&)> fn,
@@ -565,6 +663,7 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
                       std::vector<SoonWrite>& soon, Status& why) {
   Transaction tx(*db_);
   if (!tx.begun().ok()) {
+    begin_busy_ = db_->LastErrorWasBusy();
     // Nothing was written: the queued writes wait for the next commit.
     for (GroupCommit::Item* item : batch) item->status = tx.begun();
     Requeue(std::move(soon));
@@ -606,6 +705,28 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
 
 void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Another process holding the write lock fails the transaction's begin
+  // (busy) when the earliest time limit in the batch is up: the writes
+  // whose time it was fail, and the rest are queued again.
+  SetBatchWait(batch);
+  begin_busy_ = false;
+  CommitWaiting(batch);
+  if (!begin_busy_ || !WaitOn(batch)) EndBusyWait();
+}
+
+bool Store::WaitOn(std::vector<GroupCommit::Item*>& batch) {
+  if (!abandon_ || abandon_->cancelled()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  bool again = false;
+  for (GroupCommit::Item* item : batch) {
+    item->again = !item->wait_until || *item->wait_until > now;
+    if (!item->again) item->status = IoError(kBusyUntilTimeWasUp);
+    again = again || item->again;
+  }
+  return again;
+}
+
+void Store::CommitWaiting(std::vector<GroupCommit::Item*>& batch) {
   std::vector<SoonWrite> soon = TakeSoon();
   if (batch.size() == 1 && soon.empty()) {  // The usual case: no savepoint.
     CommitAlone(*batch[0]);
@@ -635,6 +756,7 @@ void Store::CommitAlone(GroupCommit::Item& item) {
     {
       Transaction tx(*db_);
       item.status = tx.begun();
+      if (!item.status.ok()) begin_busy_ = db_->LastErrorWasBusy();
       if (item.status.ok()) item.status = RunWrite(*item.write, *db_);
       if (item.status.ok()) item.status = tx.Commit();
       if (item.status.ok()) {
@@ -664,7 +786,9 @@ Status Store::Read(const std::function<Status(Db&)>& fn) {
 
 Status Store::ReadCommitted(const std::function<Status(Db&)>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
-  return fn(*db_);
+  Status read = fn(*db_);
+  EndBusyWait();
+  return read;
 }
 
 }  // namespace steps::store

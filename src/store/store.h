@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cancel.h"
 #include "core/status.h"
 #include "store/group_commit.h"
 #include "store/sqlite.h"
@@ -51,7 +52,29 @@ class Store {
   // is. Writes from other threads that arrive while one is committed are
   // committed together in the next transaction (group commit), each in a
   // savepoint of its own, so one's error undoes only its own writes.
-  Status Write(const std::function<Status(Db&)>& fn);
+  // While another process holds the store's write lock, the write waits
+  // for it (WaitForLocksUntil), but not past `wait_until` (a step's
+  // deadline): then it fails, busy, and nothing of it is stored.
+  using WaitUntil = std::optional<std::chrono::steady_clock::time_point>;
+  Status Write(const std::function<Status(Db&)>& fn,
+               WaitUntil wait_until = std::nullopt);
+  // A run's writes wait for a lock another process holds (a second run
+  // committing, a `sqlite3` shell with a transaction open) for as long as
+  // it takes, until `abandon` is cancelled (the run's abort): a record the
+  // run relies on, an attempt's start above all, is never skipped because
+  // the store was busy. A wait past busy_patience() logs WRN store.busy
+  // once, and INF store.busy_ended when it ends. Without this (a reader)
+  // a statement waits busy_patience() and then fails; once `abandon` is
+  // cancelled, writes wait kInterruptedBusyPatience in all, then fail.
+  void WaitForLocksUntil(CancelToken abandon);
+  // An interrupted run's writes wait at most this long in all.
+  static constexpr std::chrono::milliseconds kInterruptedBusyPatience{1000};
+  // Default: Db::kDefaultBusyWaitMs. Tests shorten it.
+  void SetBusyPatience(std::chrono::milliseconds patience);
+  std::chrono::milliseconds busy_patience() const;
+  // Waits for another process's lock so far, one per batch or read that
+  // had to wait (tests).
+  int64_t busy_waits() const { return busy_waits_.load(); }
   // What a WriteSoon holds: a record the run's state needs (a step's
   // start row, a process group's removal), the end of something (an
   // attempt's, a step's), or a payload (an output line, a cache entry)
@@ -144,6 +167,13 @@ class Store {
     Status status;
   };
   void CommitBatch(std::vector<GroupCommit::Item*>& batch);
+  // One try at committing `batch` with what WriteSoon queued.
+  // REQUIRES: mu_ held.
+  void CommitWaiting(std::vector<GroupCommit::Item*>& batch);
+  // After a begin that failed busy: marks the writes whose time is not up
+  // to be queued again (a run's writes wait for the lock); whether any is.
+  // REQUIRES: mu_ held.
+  bool WaitOn(std::vector<GroupCommit::Item*>& batch);
   // Commits `item` alone (no savepoint), once more when the first try
   // found the disk full and freed the reserve. REQUIRES: mu_ held.
   void CommitAlone(GroupCommit::Item& item);
@@ -175,6 +205,14 @@ class Store {
   // Enters the disk-full mode, logged once; `freed`: the reserve was
   // deleted just now. REQUIRES: mu_ held.
   void EnterDiskFull(bool freed);
+  // Db::BusyWait: whether to try again after the `n`-th busy answer of a
+  // statement, after a sleep. REQUIRES: mu_ held.
+  bool WaitWhileBusy(int n);
+  // Until when the batch's begin waits for a lock: the earliest time
+  // limit among its writes (none when none has one). REQUIRES: mu_ held.
+  void SetBatchWait(const std::vector<GroupCommit::Item*>& batch);
+  // Logs the end of a wait that was warned about. REQUIRES: mu_ held.
+  void EndBusyWait();
   // Makes sure the reserve file holds kReserveBytes; an error when the
   // disk has no room for it or something else is in its place (the store
   // then runs without one).
@@ -190,6 +228,18 @@ class Store {
   std::atomic<bool> warned_{false};
   std::atomic<bool> disk_full_{false};
   bool reserve_held_ = false;  // Guarded by mu_.
+  // Waiting for another process's lock; guarded by mu_.
+  std::optional<CancelToken> abandon_;
+  std::chrono::milliseconds busy_patience_{Db::kDefaultBusyWaitMs};
+  WaitUntil batch_wait_until_;
+  bool begin_busy_ = false;  // The last begin failed busy.
+  // When the wait of this batch (or read) began, and the statement's.
+  std::optional<std::chrono::steady_clock::time_point> busy_since_;
+  std::chrono::steady_clock::time_point statement_since_;
+  // The first wait since the run was interrupted.
+  std::optional<std::chrono::steady_clock::time_point> interrupted_since_;
+  bool busy_warned_ = false;
+  std::atomic<int64_t> busy_waits_{0};
   std::mutex soon_mu_;         // Guards the fields below.
   std::condition_variable soon_cv_;
   std::vector<SoonWrite> soon_;

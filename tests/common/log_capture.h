@@ -2,6 +2,8 @@
 #ifndef STEPS_TESTS_COMMON_LOG_CAPTURE_H_
 #define STEPS_TESTS_COMMON_LOG_CAPTURE_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -14,8 +16,11 @@ class LogCapture {
  public:
   LogCapture() {
     old_ = SetLogSink([this](LogLevel, const std::string& line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.push_back(line);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        lines_.push_back(line);
+      }
+      logged_.notify_all();
     });
   }
   ~LogCapture() { SetLogSink(old_); }
@@ -34,9 +39,21 @@ class LogCapture {
     }
     return out;
   }
+  // Waits until a line with `text` is logged, or `limit` passes; whether
+  // one was.
+  bool WaitFor(const std::string& text, std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return logged_.wait_for(lock, limit, [&] {
+      for (const auto& l : lines_) {
+        if (l.find(text) != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable logged_;
   std::vector<std::string> lines_;
   LogSink old_;
 };

@@ -663,5 +663,181 @@ TEST(StoreTest, ACacheLookupCommitsTheQueueOnlyForAKeyItRemembered) {
   EXPECT_EQ(hit->output, "hello\n");
 }
 
+// Another process's write lock on the store: a connection of its own with
+// a transaction open, as a second run committing or a `sqlite3` shell holds.
+class HeldStore {
+ public:
+  explicit HeldStore(const std::string& path) {
+    Result<std::unique_ptr<Db>> db = Db::Open(path, false);
+    EXPECT_TRUE(db.ok());
+    if (!db.ok()) return;
+    db_ = std::move(*db);
+    EXPECT_TRUE(db_->Exec("BEGIN IMMEDIATE").ok());
+  }
+  void Release() {
+    if (db_) {
+      EXPECT_TRUE(db_->Exec("COMMIT").ok());
+    }
+  }
+
+ private:
+  std::unique_ptr<Db> db_;
+};
+
+// Waits (generously: ten seconds) for a line with `text` to be logged.
+bool LoggedSoon(test_support::LogCapture& logs, const std::string& text) {
+  return logs.WaitFor(text, std::chrono::seconds(10));
+}
+
+// A run's write waits for a lock another process holds, past the patience
+// a reader has (which used to fail it: the attempt it recorded then ran
+// unrecorded), says so once, and commits when the lock is let go.
+TEST(StoreBusyTest, ARunsWriteWaitsForAnotherProcesssLockAndCommits) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  (*writer)->SetBusyPatience(std::chrono::milliseconds(50));
+  CancelToken abort;
+  (*writer)->WaitForLocksUntil(abort);
+  test_support::LogCapture logs;
+  HeldStore held(path);
+  Status written = Internal("not yet");
+  std::thread run([&] {
+    written = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
+  });
+  ASSERT_TRUE(LoggedSoon(logs, "WRN store.busy "));
+  held.Release();
+  run.join();
+  EXPECT_TRUE(written.ok()) << written.message();
+  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(logs.LinesWith("WRN store.busy ").size(), 1u);
+  EXPECT_EQ(logs.LinesWith("INF store.busy_ended ").size(), 1u);
+  EXPECT_EQ((*writer)->busy_waits(), 1);
+}
+
+// A write with a time limit (an attempt's deadline) waits no longer: it
+// fails, busy, with nothing stored. A limit already past fails at once.
+TEST(StoreBusyTest, AWriteWaitsNoLongerThanItsTimeLimit) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  CancelToken abort;
+  (*writer)->WaitForLocksUntil(abort);
+  HeldStore held(path);
+  auto start = steady_clock::now();
+  Status s = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); },
+                              start + milliseconds(300));
+  auto took = steady_clock::now() - start;
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("locked"), std::string::npos) << s.message();
+  EXPECT_GE(took, milliseconds(300));
+  EXPECT_LT(took, milliseconds(300 + 3000));  // Generous: a loaded machine.
+
+  start = steady_clock::now();
+  s = (*writer)->Write([](Db& db) { return InsertRun(db, "r2"); },
+                       start - milliseconds(1));
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(steady_clock::now() - start, milliseconds(1000));
+  held.Release();
+  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 0);
+}
+
+// Writes that wait for the lock together keep their own time limits: in
+// whichever order they queue, and whether they share a batch or wait
+// behind one, each with a limit fails at it, and the one without waits on
+// and commits once the lock is let go.
+TEST(StoreBusyTest, EachWriteInABatchOrQueueKeepsItsOwnTimeLimit) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  CancelToken abort;
+  (*writer)->WaitForLocksUntil(abort);
+  HeldStore held(path);
+  const auto start = steady_clock::now();
+  Status first, unlimited, second;
+  steady_clock::time_point second_failed;
+  std::thread a([&] {
+    first = (*writer)->Write([](Db& db) { return InsertRun(db, "first"); },
+                             start + milliseconds(300));
+  });
+  std::thread b([&] {
+    unlimited =
+        (*writer)->Write([](Db& db) { return InsertRun(db, "unlimited"); });
+  });
+  std::thread c([&] {
+    second = (*writer)->Write([](Db& db) { return InsertRun(db, "second"); },
+                              start + milliseconds(900));
+    second_failed = steady_clock::now();
+  });
+  a.join();
+  EXPECT_FALSE(first.ok());
+  c.join();
+  EXPECT_FALSE(second.ok());
+  EXPECT_GE(second_failed - start, milliseconds(900));
+  EXPECT_LT(second_failed - start, milliseconds(900 + 3000));  // Generous.
+  held.Release();
+  b.join();
+  EXPECT_TRUE(unlimited.ok()) << unlimited.message();
+  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs WHERE id = 'unlimited'"),
+            1);
+}
+
+// Once the run is interrupted, its writes wait only the patience: the
+// run's end is tried, and the process ends.
+TEST(StoreBusyTest, AnInterruptedRunWaitsOnlyThePatience) {
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  (*writer)->SetBusyPatience(std::chrono::milliseconds(50));
+  CancelToken abort;
+  (*writer)->WaitForLocksUntil(abort);
+  test_support::LogCapture logs;
+  HeldStore held(path);
+  Status written = Status::Ok();
+  std::thread run([&] {
+    written = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
+  });
+  ASSERT_TRUE(LoggedSoon(logs, "WRN store.busy "));
+  const auto cancelled = std::chrono::steady_clock::now();
+  abort.Cancel(CancelReason::kAbort);
+  run.join();
+  EXPECT_FALSE(written.ok());
+  // Generous: the wait ends at its next look, a tenth of a second.
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled,
+            std::chrono::seconds(3));
+  held.Release();
+}
+
+// A store no run waits on (`steps show`, `steps runs`) fails a busy
+// statement after its patience, and has nothing to warn about.
+TEST(StoreBusyTest, AStoreWithoutARunFailsAfterItsPatience) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  (*writer)->SetBusyPatience(milliseconds(200));
+  test_support::LogCapture logs;
+  HeldStore held(path);
+  const auto start = steady_clock::now();
+  Status s = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
+  const auto took = steady_clock::now() - start;
+  EXPECT_FALSE(s.ok());
+  EXPECT_GE(took, milliseconds(200));
+  EXPECT_LT(took, milliseconds(200 + 3000));  // Generous, as above.
+  EXPECT_TRUE(logs.LinesWith("store.busy").empty());
+  held.Release();
+}
+
 }  // namespace
 }  // namespace steps::store
