@@ -427,7 +427,14 @@ ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request,
   if (std::optional<ProcStat> stat = ReadProcStat(group.pgid)) {
     group.leader_start_time = stat->start_time;
   }
-  if (options_.groups) options_.groups->OnGroupStart(group);
+  if (options_.groups) {
+    std::optional<std::chrono::steady_clock::time_point> wait_until;
+    if (request.deadline.is_set()) {
+      wait_until = std::chrono::steady_clock::now() +
+                   (request.deadline.at() - clock_.Now());
+    }
+    options_.groups->OnGroupStart(group, wait_until);
+  }
   {
     ChildRun run(clock_, request, std::move(*child), wakeup,
                  options_.use_pidfd);

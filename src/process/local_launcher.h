@@ -2,7 +2,9 @@
 #ifndef STEPS_PROCESS_LOCAL_LAUNCHER_H_
 #define STEPS_PROCESS_LOCAL_LAUNCHER_H_
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,8 +52,13 @@ struct ProcessGroupId {
 class ProcessGroupObserver {
  public:
   virtual ~ProcessGroupObserver() = default;
-  // The leader was just started (it may already have exited).
-  virtual void OnGroupStart(const ProcessGroupId& group) = 0;
+  // The leader was just started (it may already have exited). Its
+  // deadline is enforced once this returns: `wait_until` is when it is
+  // (on the steady clock), for an observer that may wait (the store, held
+  // by another process) to wait no longer; nullopt when none applies.
+  virtual void OnGroupStart(
+      const ProcessGroupId& group,
+      std::optional<std::chrono::steady_clock::time_point> wait_until) = 0;
   // The group was killed and its leader reaped.
   virtual void OnGroupEnd(const ProcessGroupId& group) = 0;
 };

@@ -52,7 +52,7 @@ class LocalLiveProcess : public LiveProcess {
     if (std::optional<ProcStat> stat = ReadProcStat(pid_)) {
       group_.leader_start_time = stat->start_time;
     }
-    if (groups_) groups_->OnGroupStart(group_);
+    if (groups_) groups_->OnGroupStart(group_, std::nullopt);
   }
 
   ~LocalLiveProcess() override { Stop(Millis(0)); }

@@ -11,7 +11,9 @@ ProcessGroupRecorder::ProcessGroupRecorder(Store& store, std::string run_id)
 
 void ProcessGroupRecorder::Check(const Status& s) { store_.WarnWriteFailed(s); }
 
-void ProcessGroupRecorder::OnGroupStart(const ProcessGroupId& group) {
+void ProcessGroupRecorder::OnGroupStart(
+    const ProcessGroupId& group,
+    std::optional<std::chrono::steady_clock::time_point> wait_until) {
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO process_groups (run_id, pgid, leader_start,"
@@ -21,7 +23,7 @@ void ProcessGroupRecorder::OnGroupStart(const ProcessGroupId& group) {
     (*st)->Bind(2, int64_t{group.pgid});
     (*st)->Bind(3, static_cast<int64_t>(group.leader_start_time));
     return (*st)->Run();
-  }));
+  }, wait_until));
 }
 
 void ProcessGroupRecorder::OnGroupEnd(const ProcessGroupId& group) {

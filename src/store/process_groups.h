@@ -29,7 +29,11 @@ class ProcessGroupRecorder : public ProcessGroupObserver {
   // `store` must outlive the recorder.
   ProcessGroupRecorder(Store& store, std::string run_id);
 
-  void OnGroupStart(const ProcessGroupId& group) override;
+  // The row is committed before this returns; a busy store is waited for
+  // until `wait_until` at most.
+  void OnGroupStart(const ProcessGroupId& group,
+                    std::optional<std::chrono::steady_clock::time_point>
+                        wait_until) override;
   // The row's delete rides with the store's next transaction.
   void OnGroupEnd(const ProcessGroupId& group) override;
 

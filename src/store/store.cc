@@ -786,8 +786,11 @@ Status Store::Read(const std::function<Status(Db&)>& fn) {
 
 Status Store::ReadCommitted(const std::function<Status(Db&)>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A read may come between two rounds of a batch's wait (LeadOneBatch):
+  // only a wait of its own ends with it.
+  const bool writes_waiting = busy_since_.has_value();
   Status read = fn(*db_);
-  EndBusyWait();
+  if (!writes_waiting) EndBusyWait();
   return read;
 }
 

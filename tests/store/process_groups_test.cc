@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "core/clock.h"
 #include "store/run_lock.h"
 #include "store_test_util.h"
 
 namespace steps::store {
 namespace {
 
+using store_testing::HeldStore;
 using store_testing::TempDir;
 
 std::string Groups(Store& store) {
@@ -30,9 +34,9 @@ TEST(ProcessGroupsTest, AGroupIsRecordedWhileItRuns) {
   ASSERT_TRUE(store.ok()) << store.status().message();
   ProcessGroupRecorder a(**store, "run-a");
   ProcessGroupRecorder b(**store, "run-b");
-  a.OnGroupStart({100, 5000});
-  b.OnGroupStart({200, 6000});
-  a.OnGroupStart({300, 7000});
+  a.OnGroupStart({100, 5000}, std::nullopt);
+  b.OnGroupStart({200, 6000}, std::nullopt);
+  a.OnGroupStart({300, 7000}, std::nullopt);
   EXPECT_EQ(Groups(**store),
             "run-a 100 5000\nrun-a 300 7000\nrun-b 200 6000\n");
   a.OnGroupEnd({100, 5000});
@@ -40,6 +44,35 @@ TEST(ProcessGroupsTest, AGroupIsRecordedWhileItRuns) {
   // A marked group is no longer running: a later run does not look again.
   ASSERT_TRUE(MarkGroup(**store, {"run-b", {200, 6000}}, "killed").ok());
   EXPECT_EQ(Groups(**store), "run-a 300 7000\n");
+}
+
+// A task's group is recorded after it starts and before its deadline is
+// enforced: with the store held by another process, that write used to
+// wait for the lock with no limit while the task ran on past its timeout.
+// Now it waits until the deadline at most, and the task is ended then.
+TEST(ProcessGroupsTest, ABusyStoreDoesNotKeepATaskPastItsDeadline) {
+  using std::chrono::milliseconds;
+  TempDir dir;
+  const std::string path = StorePath(dir.path());
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  CancelToken abort;
+  (*store)->WaitForLocksUntil(abort);
+  ProcessGroupRecorder groups(**store, "run-a");
+  LocalLauncherOptions options;
+  options.groups = &groups;
+  LocalProcessLauncher launcher(RealClock(), options);
+  HeldStore held(path);
+  ProcessRequest request = ProcessRequest::Shell("sleep 30");
+  request.deadline = Deadline::At(RealClock().Now() + milliseconds(500));
+  request.kill_grace = milliseconds(100);
+  const auto start = std::chrono::steady_clock::now();
+  ProcessResult result = launcher.Run(request);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(result.end, ProcessEnd::kTimedOut);
+  EXPECT_GE(took, milliseconds(500));
+  EXPECT_LT(took, milliseconds(500 + 5000));  // Generous: a loaded machine.
+  held.Release();
 }
 
 TEST(ProcessGroupsTest, AVersionOneStoreGainsTheTable) {
@@ -58,7 +91,7 @@ TEST(ProcessGroupsTest, AVersionOneStoreGainsTheTable) {
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
   ProcessGroupRecorder recorder(**store, "run-a");
-  recorder.OnGroupStart({100, 5000});
+  recorder.OnGroupStart({100, 5000}, std::nullopt);
   EXPECT_EQ(Groups(**store), "run-a 100 5000\n");
 }
 

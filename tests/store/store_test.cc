@@ -20,6 +20,7 @@
 namespace steps::store {
 namespace {
 
+using store_testing::HeldStore;
 using store_testing::TempDir;
 
 std::set<std::string> Names(Store& store, const std::string& type) {
@@ -662,27 +663,6 @@ TEST(StoreTest, ACacheLookupCommitsTheQueueOnlyForAKeyItRemembered) {
   ASSERT_TRUE(hit.has_value()) << "the queued entry is committed and found";
   EXPECT_EQ(hit->output, "hello\n");
 }
-
-// Another process's write lock on the store: a connection of its own with
-// a transaction open, as a second run committing or a `sqlite3` shell holds.
-class HeldStore {
- public:
-  explicit HeldStore(const std::string& path) {
-    Result<std::unique_ptr<Db>> db = Db::Open(path, false);
-    EXPECT_TRUE(db.ok());
-    if (!db.ok()) return;
-    db_ = std::move(*db);
-    EXPECT_TRUE(db_->Exec("BEGIN IMMEDIATE").ok());
-  }
-  void Release() {
-    if (db_) {
-      EXPECT_TRUE(db_->Exec("COMMIT").ok());
-    }
-  }
-
- private:
-  std::unique_ptr<Db> db_;
-};
 
 // Waits (generously: ten seconds) for a line with `text` to be logged.
 bool LoggedSoon(test_support::LogCapture& logs, const std::string& text) {

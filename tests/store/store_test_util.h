@@ -15,8 +15,30 @@
 #include <string>
 
 #include "common/temp_dir.h"
+#include "store/sqlite.h"
 
 namespace steps::store::store_testing {
+
+// Another process's write lock on the store: a connection of its own with
+// a transaction open, as a second run committing or a `sqlite3` shell holds.
+class HeldStore {
+ public:
+  explicit HeldStore(const std::string& path) {
+    Result<std::unique_ptr<Db>> db = Db::Open(path, false);
+    EXPECT_TRUE(db.ok());
+    if (!db.ok()) return;
+    db_ = std::move(*db);
+    EXPECT_TRUE(db_->Exec("BEGIN IMMEDIATE").ok());
+  }
+  void Release() {
+    if (db_) {
+      EXPECT_TRUE(db_->Exec("COMMIT").ok());
+    }
+  }
+
+ private:
+  std::unique_ptr<Db> db_;
+};
 
 using test_support::TempDir;
 
