@@ -93,6 +93,13 @@ class FakeClock : public Clock {
   int sleepers_ = 0;
 };
 
+// `t`, a time on `clock`, as a time on the real steady clock: as far from
+// the real now as it is from `clock`'s. For waits that `clock` does not
+// drive (a library's, the kernel's). With the real clock, `t` itself.
+inline SteadyTime OnRealClock(const Clock& clock, SteadyTime t) {
+  return std::chrono::steady_clock::now() + (t - clock.Now());
+}
+
 // An absolute point on the steady clock, or none ("no deadline").
 class Deadline {
  public:

@@ -428,10 +428,9 @@ ProcessResult LocalProcessLauncher::RunHere(const ProcessRequest& request,
     group.leader_start_time = stat->start_time;
   }
   if (options_.groups) {
-    std::optional<std::chrono::steady_clock::time_point> wait_until;
+    std::optional<SteadyTime> wait_until;
     if (request.deadline.is_set()) {
-      wait_until = std::chrono::steady_clock::now() +
-                   (request.deadline.at() - clock_.Now());
+      wait_until = OnRealClock(clock_, request.deadline.at());
     }
     options_.groups->OnGroupStart(group, wait_until);
   }

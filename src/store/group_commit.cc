@@ -4,6 +4,12 @@
 
 namespace steps::store {
 
+Status LockHeldPastWriteTime() {
+  return IoError(
+      "another process held the store's write lock until this write's time "
+      "(its step's) was up: database is locked");
+}
+
 Status GroupCommit::Submit(
     const std::function<Status(Db&)>& write,
     std::optional<std::chrono::steady_clock::time_point> wait_until) {
@@ -23,9 +29,7 @@ Status GroupCommit::Submit(
       int woken = wait_until ? me.wake.WaitUntil(*wait_until) : me.wake.Wait();
       if (woken == 0) {
         if (LeftQueue(me)) {
-          return IoError(
-              "another process held the store's write lock until this "
-              "write's time (its step's) was up: database is locked");
+          return LockHeldPastWriteTime();
         }
         woken = me.wake.Wait();  // Taken into a batch, or told to lead.
       }

@@ -21,6 +21,10 @@ namespace steps::store {
 
 class Db;
 
+// The status of a write that waited for another process's lock until its
+// time was up (GroupCommit::Submit's `wait_until`).
+Status LockHeldPastWriteTime();
+
 class GroupCommit {
  public:
   struct Item {

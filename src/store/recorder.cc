@@ -221,11 +221,6 @@ std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
                   *t - clock_.Now()));
 }
 
-Store::WaitUntil RunRecorder::RealTime(std::optional<SteadyTime> t) const {
-  if (!t) return std::nullopt;
-  return std::chrono::steady_clock::now() + (*t - clock_.Now());
-}
-
 void RunRecorder::SetFile(std::string hash, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
   file_hash_ = std::move(hash);
@@ -418,7 +413,8 @@ void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
   const std::string id = StoredId(step, false);
   // The attempt waits for a busy store (it must not run unrecorded), but
   // not past its own time.
-  const Store::WaitUntil wait_until = RealTime(deadline);
+  Store::WaitUntil wait_until;
+  if (deadline) wait_until = OnRealClock(clock_, *deadline);
   {
     std::lock_guard<std::mutex> lock(mu_);
     wait_until_[id] = wait_until;

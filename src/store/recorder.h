@@ -97,8 +97,6 @@ class RunRecorder : public pipeline::RunObserver {
   // of the same id (a fixer runs once per failed attempt).
   std::string StoredId(const pipeline::StepRef& step, bool starting);
   std::optional<int64_t> WallMs(std::optional<SteadyTime> t) const;
-  // `t` (on clock_) as a time on the steady clock, for Store::Write.
-  Store::WaitUntil RealTime(std::optional<SteadyTime> t) const;
   void AddLine(const pipeline::StepRef& step, std::string_view stream,
                std::string_view line);
   void Check(const Status& s);

@@ -393,10 +393,6 @@ std::chrono::milliseconds Store::busy_patience() const {
 
 namespace {
 
-constexpr char kBusyUntilTimeWasUp[] =
-    "another process held the store's write lock until this write's time "
-    "(its step's) was up: database is locked";
-
 std::string Seconds(std::chrono::steady_clock::duration d) {
   char text[32];
   snprintf(text, sizeof text, "%.1fs",
@@ -720,7 +716,7 @@ bool Store::WaitOn(std::vector<GroupCommit::Item*>& batch) {
   bool again = false;
   for (GroupCommit::Item* item : batch) {
     item->again = !item->wait_until || *item->wait_until > now;
-    if (!item->again) item->status = IoError(kBusyUntilTimeWasUp);
+    if (!item->again) item->status = LockHeldPastWriteTime();
     again = again || item->again;
   }
   return again;

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -664,53 +666,79 @@ TEST(StoreTest, ACacheLookupCommitsTheQueueOnlyForAKeyItRemembered) {
   EXPECT_EQ(hit->output, "hello\n");
 }
 
-// Waits (generously: ten seconds) for a line with `text` to be logged.
-bool LoggedSoon(test_support::LogCapture& logs, const std::string& text) {
-  return logs.WaitFor(text, std::chrono::seconds(10));
-}
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// A store (`store()`), the lock another process holds on it (`held_`,
+// taken as each test starts), and what the store logs (`logs_`). A test
+// that writes as a run does calls ForRun first.
+class StoreBusyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = Store::Open(path_);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    store_ = std::move(*opened);
+    held_.emplace(path_);
+  }
+  void TearDown() override {
+    if (held_) held_->Release();
+  }
+
+  Store& store() { return *store_; }
+  // The store's writes wait for locks as a run's do, until `abort_`.
+  void ForRun() { store_->WaitForLocksUntil(abort_); }
+  // Writes run `id`, with `wait_until`.
+  Status WriteRun(const std::string& id,
+                  Store::WaitUntil wait_until = std::nullopt) {
+    return store_->Write([&](Db& db) { return InsertRun(db, id); },
+                         wait_until);
+  }
+  // Writes run r1 on a thread of its own, into `written`.
+  std::thread WriteInBackground(Status& written) {
+    return std::thread([this, &written] { written = WriteRun("r1"); });
+  }
+  // Waits (generously: ten seconds) for a line with `text` to be logged.
+  bool LoggedSoon(const std::string& text) {
+    return logs_.WaitFor(text, std::chrono::seconds(10));
+  }
+  // Lets the lock go (once).
+  void Release() {
+    held_->Release();
+    held_.reset();
+  }
+
+  TempDir dir_;
+  const std::string path_ = StorePath(dir_.path());
+  std::unique_ptr<Store> store_;
+  std::optional<HeldStore> held_;
+  CancelToken abort_;
+  test_support::LogCapture logs_;
+};
 
 // A run's write waits for a lock another process holds, past the patience
 // a reader has (which used to fail it: the attempt it recorded then ran
 // unrecorded), says so once, and commits when the lock is let go.
-TEST(StoreBusyTest, ARunsWriteWaitsForAnotherProcesssLockAndCommits) {
-  TempDir dir;
-  const std::string path = StorePath(dir.path());
-  auto writer = Store::Open(path);
-  ASSERT_TRUE(writer.ok());
-  (*writer)->SetBusyPatience(std::chrono::milliseconds(50));
-  CancelToken abort;
-  (*writer)->WaitForLocksUntil(abort);
-  test_support::LogCapture logs;
-  HeldStore held(path);
+TEST_F(StoreBusyTest, ARunsWriteWaitsForAnotherProcesssLockAndCommits) {
+  store().SetBusyPatience(milliseconds(50));
+  ForRun();
   Status written = Internal("not yet");
-  std::thread run([&] {
-    written = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
-  });
-  ASSERT_TRUE(LoggedSoon(logs, "WRN store.busy "));
-  held.Release();
+  std::thread run = WriteInBackground(written);
+  ASSERT_TRUE(LoggedSoon("WRN store.busy "));
+  Release();
   run.join();
   EXPECT_TRUE(written.ok()) << written.message();
-  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 1);
-  EXPECT_EQ(logs.LinesWith("WRN store.busy ").size(), 1u);
-  EXPECT_EQ(logs.LinesWith("INF store.busy_ended ").size(), 1u);
-  EXPECT_EQ((*writer)->busy_waits(), 1);
+  EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(logs_.LinesWith("WRN store.busy ").size(), 1u);
+  EXPECT_EQ(logs_.LinesWith("INF store.busy_ended ").size(), 1u);
+  EXPECT_EQ(store().busy_waits(), 1);
 }
 
 // A write with a time limit (an attempt's deadline) waits no longer: it
 // fails, busy, with nothing stored. A limit already past fails at once.
-TEST(StoreBusyTest, AWriteWaitsNoLongerThanItsTimeLimit) {
-  using std::chrono::milliseconds;
-  using std::chrono::steady_clock;
-  TempDir dir;
-  const std::string path = StorePath(dir.path());
-  auto writer = Store::Open(path);
-  ASSERT_TRUE(writer.ok());
-  CancelToken abort;
-  (*writer)->WaitForLocksUntil(abort);
-  HeldStore held(path);
+TEST_F(StoreBusyTest, AWriteWaitsNoLongerThanItsTimeLimit) {
+  ForRun();
   auto start = steady_clock::now();
-  Status s = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); },
-                              start + milliseconds(300));
+  Status s = WriteRun("r1", start + milliseconds(300));
   auto took = steady_clock::now() - start;
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("locked"), std::string::npos) << s.message();
@@ -718,42 +746,26 @@ TEST(StoreBusyTest, AWriteWaitsNoLongerThanItsTimeLimit) {
   EXPECT_LT(took, milliseconds(300 + 3000));  // Generous: a loaded machine.
 
   start = steady_clock::now();
-  s = (*writer)->Write([](Db& db) { return InsertRun(db, "r2"); },
-                       start - milliseconds(1));
+  s = WriteRun("r2", start - milliseconds(1));
   EXPECT_FALSE(s.ok());
   EXPECT_LT(steady_clock::now() - start, milliseconds(1000));
-  held.Release();
-  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 0);
+  Release();
+  EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs"), 0);
 }
 
 // Writes that wait for the lock together keep their own time limits: in
 // whichever order they queue, and whether they share a batch or wait
 // behind one, each with a limit fails at it, and the one without waits on
 // and commits once the lock is let go.
-TEST(StoreBusyTest, EachWriteInABatchOrQueueKeepsItsOwnTimeLimit) {
-  using std::chrono::milliseconds;
-  using std::chrono::steady_clock;
-  TempDir dir;
-  const std::string path = StorePath(dir.path());
-  auto writer = Store::Open(path);
-  ASSERT_TRUE(writer.ok());
-  CancelToken abort;
-  (*writer)->WaitForLocksUntil(abort);
-  HeldStore held(path);
+TEST_F(StoreBusyTest, EachWriteInABatchOrQueueKeepsItsOwnTimeLimit) {
+  ForRun();
   const auto start = steady_clock::now();
   Status first, unlimited, second;
   steady_clock::time_point second_failed;
-  std::thread a([&] {
-    first = (*writer)->Write([](Db& db) { return InsertRun(db, "first"); },
-                             start + milliseconds(300));
-  });
-  std::thread b([&] {
-    unlimited =
-        (*writer)->Write([](Db& db) { return InsertRun(db, "unlimited"); });
-  });
+  std::thread a([&] { first = WriteRun("first", start + milliseconds(300)); });
+  std::thread b([&] { unlimited = WriteRun("unlimited"); });
   std::thread c([&] {
-    second = (*writer)->Write([](Db& db) { return InsertRun(db, "second"); },
-                              start + milliseconds(900));
+    second = WriteRun("second", start + milliseconds(900));
     second_failed = steady_clock::now();
   });
   a.join();
@@ -762,61 +774,41 @@ TEST(StoreBusyTest, EachWriteInABatchOrQueueKeepsItsOwnTimeLimit) {
   EXPECT_FALSE(second.ok());
   EXPECT_GE(second_failed - start, milliseconds(900));
   EXPECT_LT(second_failed - start, milliseconds(900 + 3000));  // Generous.
-  held.Release();
+  Release();
   b.join();
   EXPECT_TRUE(unlimited.ok()) << unlimited.message();
-  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs"), 1);
-  EXPECT_EQ(Count(**writer, "SELECT count(*) FROM runs WHERE id = 'unlimited'"),
+  EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs WHERE id = 'unlimited'"),
             1);
 }
 
 // Once the run is interrupted, its writes wait only the patience: the
 // run's end is tried, and the process ends.
-TEST(StoreBusyTest, AnInterruptedRunWaitsOnlyThePatience) {
-  TempDir dir;
-  const std::string path = StorePath(dir.path());
-  auto writer = Store::Open(path);
-  ASSERT_TRUE(writer.ok());
-  (*writer)->SetBusyPatience(std::chrono::milliseconds(50));
-  CancelToken abort;
-  (*writer)->WaitForLocksUntil(abort);
-  test_support::LogCapture logs;
-  HeldStore held(path);
+TEST_F(StoreBusyTest, AnInterruptedRunWaitsOnlyThePatience) {
+  store().SetBusyPatience(milliseconds(50));
+  ForRun();
   Status written = Status::Ok();
-  std::thread run([&] {
-    written = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
-  });
-  ASSERT_TRUE(LoggedSoon(logs, "WRN store.busy "));
-  const auto cancelled = std::chrono::steady_clock::now();
-  abort.Cancel(CancelReason::kAbort);
+  std::thread run = WriteInBackground(written);
+  ASSERT_TRUE(LoggedSoon("WRN store.busy "));
+  const auto cancelled = steady_clock::now();
+  abort_.Cancel(CancelReason::kAbort);
   run.join();
   EXPECT_FALSE(written.ok());
   // Generous: the wait ends at its next look, a tenth of a second.
-  EXPECT_LT(std::chrono::steady_clock::now() - cancelled,
-            std::chrono::seconds(3));
-  held.Release();
+  EXPECT_LT(steady_clock::now() - cancelled, std::chrono::seconds(3));
 }
 
 // A store no run waits on (`steps show`, `steps runs`) fails a busy
 // statement after its patience, and has nothing to warn about.
-TEST(StoreBusyTest, AStoreWithoutARunFailsAfterItsPatience) {
-  using std::chrono::milliseconds;
-  using std::chrono::steady_clock;
-  TempDir dir;
-  const std::string path = StorePath(dir.path());
-  auto writer = Store::Open(path);
-  ASSERT_TRUE(writer.ok());
-  (*writer)->SetBusyPatience(milliseconds(200));
-  test_support::LogCapture logs;
-  HeldStore held(path);
+TEST_F(StoreBusyTest, AStoreWithoutARunFailsAfterItsPatience) {
+  store().SetBusyPatience(milliseconds(200));
   const auto start = steady_clock::now();
-  Status s = (*writer)->Write([](Db& db) { return InsertRun(db, "r1"); });
+  Status s = WriteRun("r1");
   const auto took = steady_clock::now() - start;
   EXPECT_FALSE(s.ok());
   EXPECT_GE(took, milliseconds(200));
   EXPECT_LT(took, milliseconds(200 + 3000));  // Generous, as above.
-  EXPECT_TRUE(logs.LinesWith("store.busy").empty());
-  held.Release();
+  EXPECT_TRUE(logs_.LinesWith("store.busy").empty());
 }
 
 }  // namespace
