@@ -592,6 +592,8 @@ namespace {
 // ends the step with that attempt instead of running the task again. The
 // attempt's end is committed on its own when its step's end does not come
 // within a millisecond: here publishing 64 MiB of outputs holds it back.
+// On a loaded machine a slow commit can still carry both ends at once, so
+// the kills go through every commit up to three times.
 TEST_F(ResumeCliTest, AnAttemptThatSucceededIsNotRunAgain) {
   dir_.Write("p.yaml",
              "jobs:\n- name: j\n  plan:\n  - task: once\n    outputs: [out]\n"
@@ -600,17 +602,19 @@ TEST_F(ResumeCliTest, AnAttemptThatSucceededIsNotRunAgain) {
                  "/lines.txt; mkdir -p out; head -c 64M /dev/zero > out/big;"
                  " echo out\n");
   bool found = false;
-  for (int n = 1; n <= 30 && !found; ++n) {
-    std::filesystem::remove_all(dir_.path() + "/state");
-    std::filesystem::remove(dir_.path() + "/lines.txt");
-    auto killed = RunSteps(
-        dir_.path(), "run p.yaml --plain --state-dir state",
-        {.prefix = "STEPS_CHAOS_KILL_AFTER_COMMITS=" + std::to_string(n),
-         .streams = test_support::Streams::kMerged,
-         .kill_after = std::chrono::seconds(60)});
-    if (killed.exit_code != 137) break;  // Past the run's last commit.
-    found = Sql(Db(), "SELECT status FROM attempts") == "succeeded" &&
-            Sql(Db(), "SELECT status FROM steps") == "running";
+  for (int pass = 0; pass < 3 && !found; ++pass) {
+    for (int n = 1; n <= 30 && !found; ++n) {
+      std::filesystem::remove_all(dir_.path() + "/state");
+      std::filesystem::remove(dir_.path() + "/lines.txt");
+      auto killed = RunSteps(
+          dir_.path(), "run p.yaml --plain --state-dir state",
+          {.prefix = "STEPS_CHAOS_KILL_AFTER_COMMITS=" + std::to_string(n),
+           .streams = test_support::Streams::kMerged,
+           .kill_after = std::chrono::seconds(60)});
+      if (killed.exit_code != 137) break;  // Past the run's last commit.
+      found = Sql(Db(), "SELECT status FROM attempts") == "succeeded" &&
+              Sql(Db(), "SELECT status FROM steps") == "running";
+    }
   }
   ASSERT_TRUE(found) << "no commit left the attempt ended and the step not";
   auto resumed = Steps("resume");
