@@ -5,9 +5,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <utility>
 
 #include "core/log.h"
 
@@ -400,6 +402,14 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
   return text;
 }
 
+// The sleep before the `n`-th look at a busy lock: short ones first
+// (another run's commit takes milliseconds), then a tenth of a second, so
+// that an abort is seen within that.
+std::chrono::milliseconds BusySleep(int n) {
+  static constexpr int kSleepMs[] = {1, 2, 5, 10, 20, 50};
+  return std::chrono::milliseconds(n < 6 ? kSleepMs[n] : 100);
+}
+
 }  // namespace
 
 bool Store::WaitWhileBusy(int n) {
@@ -409,6 +419,12 @@ bool Store::WaitWhileBusy(int n) {
   if (!busy_since_) {
     busy_since_ = now;
     ++busy_waits_;
+  }
+  if (in_batch_ && abandon_ && !db_->InTransaction()) {
+    // A run's batch waits for the lock in rounds, with the store's lock let
+    // go between them (WaitOn, CommitBatch): its begin fails at once.
+    if (!abandon_->cancelled()) WarnIfBusyLong(now);
+    return false;
   }
   if (batch_wait_until_ && now >= *batch_wait_until_) return false;
   if (!abandon_ || abandon_->cancelled()) {
@@ -421,19 +437,10 @@ bool Store::WaitWhileBusy(int n) {
         abandon_ ? std::min(busy_patience_, kInterruptedBusyPatience)
                  : busy_patience_;
     if (now - since >= patience) return false;
-  } else if (now - *busy_since_ >= busy_patience_ && !busy_warned_) {
-    busy_warned_ = true;
-    LogEvent(LogLevel::kWarn, "store.busy",
-             {{"store", path_},
-              {"waited", Seconds(now - *busy_since_)},
-              {"effect",
-               "another process holds the store's write lock; the run "
-               "waits for it (until interrupted, or a step's time is up)"}});
+  } else {
+    WarnIfBusyLong(now);
   }
-  // Short sleeps first (another run's commit takes milliseconds), then a
-  // tenth of a second: an abort is seen within that.
-  static constexpr int kSleepMs[] = {1, 2, 5, 10, 20, 50};
-  auto sleep = milliseconds(n < 6 ? kSleepMs[n] : 100);
+  auto sleep = BusySleep(n);
   if (batch_wait_until_) {
     sleep = std::min(sleep, std::chrono::ceil<milliseconds>(
                                 *batch_wait_until_ - now));
@@ -441,6 +448,17 @@ bool Store::WaitWhileBusy(int n) {
   // Blocks the thread, not only a fiber: the store's lock is held.
   std::this_thread::sleep_for(sleep);
   return true;
+}
+
+void Store::WarnIfBusyLong(std::chrono::steady_clock::time_point now) {
+  if (busy_warned_ || now - *busy_since_ < busy_patience_) return;
+  busy_warned_ = true;
+  LogEvent(LogLevel::kWarn, "store.busy",
+           {{"store", path_},
+            {"waited", Seconds(now - *busy_since_)},
+            {"effect",
+             "another process holds the store's write lock; the run "
+             "waits for it (until interrupted, or a step's time is up)"}});
 }
 
 void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
@@ -455,6 +473,8 @@ void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
 
 void Store::EndBusyWait() {
   batch_wait_until_.reset();
+  busy_rounds_ = 0;
+  busy_pause_ = std::chrono::milliseconds(0);
   const std::optional<std::chrono::steady_clock::time_point> since =
       busy_since_;
   busy_since_.reset();
@@ -700,26 +720,65 @@ bool Store::TryCommit(std::vector<GroupCommit::Item*>& batch,
 }
 
 void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // Another process holding the write lock fails the transaction's begin
-  // (busy) when the earliest time limit in the batch is up: the writes
-  // whose time it was fail, and the rest are queued again.
+  std::unique_lock<std::mutex> lock(mu_);
+  if (busy_pause_.count() > 0) {
+    // The last round found another process holding the write lock. The
+    // pause before the next is taken with the store's lock let go: a reader
+    // (the step cache's lookup, before an attempt starts) is never held
+    // behind a write that waits with no time limit.
+    auto pause = std::exchange(busy_pause_, std::chrono::milliseconds(0));
+    for (const GroupCommit::Item* item : batch) {
+      if (item->wait_until) {
+        pause = std::min(pause, std::chrono::ceil<std::chrono::milliseconds>(
+                                    *item->wait_until -
+                                    std::chrono::steady_clock::now()));
+      }
+    }
+    lock.unlock();
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    lock.lock();
+  }
+  // A run's batch whose begin finds the lock held is tried again in rounds
+  // (WaitOn) until the earliest time limit in it is up: the writes whose
+  // time it was fail, and the rest are queued again. A store with no run
+  // waits within the begin, its patience.
   SetBatchWait(batch);
   begin_busy_ = false;
+  in_batch_ = true;
   CommitWaiting(batch);
+  in_batch_ = false;
   if (!begin_busy_ || !WaitOn(batch)) EndBusyWait();
 }
 
 bool Store::WaitOn(std::vector<GroupCommit::Item*>& batch) {
-  if (!abandon_ || abandon_->cancelled()) return false;
+  if (!abandon_) return false;
+  using std::chrono::milliseconds;
   const auto now = std::chrono::steady_clock::now();
+  // The next round comes after the next sleep of the schedule, or when the
+  // first time limit is up (a write's, or an interrupted run's patience).
+  std::optional<std::chrono::steady_clock::time_point> next;
+  if (abandon_->cancelled()) {
+    if (!interrupted_since_) interrupted_since_ = now;
+    next = *interrupted_since_ +
+           std::min(busy_patience_, kInterruptedBusyPatience);
+    if (now >= *next) return false;  // The writes fail, busy.
+  }
   bool again = false;
   for (GroupCommit::Item* item : batch) {
     item->again = !item->wait_until || *item->wait_until > now;
     if (!item->again) item->status = LockHeldPastWriteTime();
+    if (item->again && item->wait_until && (!next || *item->wait_until < *next))
+      next = item->wait_until;
     again = again || item->again;
   }
-  return again;
+  if (!again) return false;
+  busy_pause_ = BusySleep(busy_rounds_++);
+  if (next) {
+    busy_pause_ = std::min(
+        busy_pause_, std::chrono::ceil<milliseconds>(*next - now));
+  }
+  busy_pause_ = std::max(busy_pause_, milliseconds(1));
+  return true;
 }
 
 void Store::CommitWaiting(std::vector<GroupCommit::Item*>& batch) {

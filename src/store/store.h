@@ -171,7 +171,8 @@ class Store {
   // REQUIRES: mu_ held.
   void CommitWaiting(std::vector<GroupCommit::Item*>& batch);
   // After a begin that failed busy: marks the writes whose time is not up
-  // to be queued again (a run's writes wait for the lock); whether any is.
+  // to be queued again (a run's writes wait for the lock, in rounds), and
+  // sets the pause before the next round (busy_pause_); whether any is.
   // REQUIRES: mu_ held.
   bool WaitOn(std::vector<GroupCommit::Item*>& batch);
   // Commits `item` alone (no savepoint), once more when the first try
@@ -206,11 +207,15 @@ class Store {
   // deleted just now. REQUIRES: mu_ held.
   void EnterDiskFull(bool freed);
   // Db::BusyWait: whether to try again after the `n`-th busy answer of a
-  // statement, after a sleep. REQUIRES: mu_ held.
+  // statement, after a sleep. A run's batch does not sleep here (with the
+  // store's lock held) but between rounds. REQUIRES: mu_ held.
   bool WaitWhileBusy(int n);
   // Until when the batch's begin waits for a lock: the earliest time
   // limit among its writes (none when none has one). REQUIRES: mu_ held.
   void SetBatchWait(const std::vector<GroupCommit::Item*>& batch);
+  // Logs WRN store.busy once a wait has lasted busy_patience_.
+  // REQUIRES: mu_ held, busy_since_ set.
+  void WarnIfBusyLong(std::chrono::steady_clock::time_point now);
   // Logs the end of a wait that was warned about. REQUIRES: mu_ held.
   void EndBusyWait();
   // Makes sure the reserve file holds kReserveBytes; an error when the
@@ -233,6 +238,10 @@ class Store {
   std::chrono::milliseconds busy_patience_{Db::kDefaultBusyWaitMs};
   WaitUntil batch_wait_until_;
   bool begin_busy_ = false;  // The last begin failed busy.
+  bool in_batch_ = false;    // CommitBatch is trying a round.
+  // Rounds of a run's batch so far, and the pause before the next.
+  int busy_rounds_ = 0;
+  std::chrono::milliseconds busy_pause_{0};
   // When the wait of this batch (or read) began, and the statement's.
   std::optional<std::chrono::steady_clock::time_point> busy_since_;
   std::chrono::steady_clock::time_point statement_since_;

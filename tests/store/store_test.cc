@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -796,6 +797,41 @@ TEST_F(StoreBusyTest, AnInterruptedRunWaitsOnlyThePatience) {
   EXPECT_FALSE(written.ok());
   // Generous: the wait ends at its next look, a tenth of a second.
   EXPECT_LT(steady_clock::now() - cancelled, std::chrono::seconds(3));
+}
+
+// A read of what is committed (the step cache's lookup, before an attempt
+// starts) is not held behind a run's write that waits, with no time limit,
+// for the lock another process holds: the write waits with the store's
+// lock let go between its tries, and a read needs no write lock.
+TEST_F(StoreBusyTest, AReadIsNotHeldBehindAWriteWaitingForTheLock) {
+  store().SetBusyPatience(milliseconds(50));
+  ForRun();
+  Status written = Internal("not yet");
+  std::thread run = WriteInBackground(written);
+  ASSERT_TRUE(LoggedSoon("WRN store.busy "));  // It has waited 50 ms.
+  auto read = std::async(std::launch::async, [&] {
+    int64_t n = -1;
+    Status s = store().ReadCommitted([&](Db& db) -> Status {
+      Result<StatementUse> st = db.Prepared("SELECT count(*) FROM runs");
+      if (!st.ok()) return st.status();
+      Result<bool> row = (*st)->Step();
+      if (!row.ok()) return row.status();
+      if (*row) n = (*st)->Int(0);
+      return Status::Ok();
+    });
+    return s.ok() ? n : -1;
+  });
+  // Generous: the read waits for one try of the write at most.
+  const bool read_soon =
+      read.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  Release();  // Without the fix, the read waits for this.
+  EXPECT_TRUE(read_soon);
+  EXPECT_EQ(read.get(), 0);
+  run.join();
+  EXPECT_TRUE(written.ok()) << written.message();
+  EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs"), 1);
+  // The read came between two tries of one wait: it did not end it.
+  EXPECT_EQ(logs_.LinesWith("INF store.busy_ended ").size(), 1u);
 }
 
 // A store no run waits on (`steps show`, `steps runs`) fails a busy
