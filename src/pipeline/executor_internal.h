@@ -181,6 +181,25 @@ class JobRunner {
   AttemptRecord RunAttempt(const Step& step, const Scope& scope,
                            const StepRef& ref, const std::string& workdir,
                            const Deadline& deadline, int attempt);
+  class AttemptScripts;
+  // The environment of an attempt's scripts: PipelineEnv, the STEPS_*
+  // variables, and the scope's string values.
+  std::map<std::string, std::string> AttemptEnv(const Step& step,
+                                                const Scope& scope,
+                                                const StepRef& ref,
+                                                int attempt);
+  // The scripts of a task, a put, a get (its check, then its in). Each
+  // returns true when the attempt goes on to the assert, false when it
+  // ended (`a`'s outcome and error say how); `a.output` is what it gave.
+  bool RunTaskScript(const Step& step, const Scope& scope,
+                     const std::string& workdir, AttemptScripts& scripts,
+                     AttemptRecord& a);
+  bool RunResourceScripts(const Step& step, const Scope& scope,
+                          const std::string& workdir, AttemptScripts& scripts,
+                          AttemptRecord& a);
+  bool RunGetScripts(const Step& step, const ResourceType& type,
+                     const std::string& workdir, nlohmann::json& ctx,
+                     AttemptScripts& scripts, AttemptRecord& a);
   // Runs the fixer of a failed task attempt in its working directory.
   // Runs one conversation (an agent step's or a fixer's) under `scope`,
   // reporting its turns and log lines as `ref`'s.

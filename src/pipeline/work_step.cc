@@ -206,6 +206,20 @@ void SandboxRequest(SandboxOptions options, const std::string& script,
   req.command.clear();
 }
 
+// Ends an attempt before its scripts ran to the end: false, as a script
+// that did not succeed.
+bool Errored(AttemptRecord& a, std::string error) {
+  a.outcome = Outcome::kErrored;
+  a.error = std::move(error);
+  return false;
+}
+
+bool Failed(AttemptRecord& a, std::string error) {
+  a.outcome = Outcome::kFailed;
+  a.error = std::move(error);
+  return false;
+}
+
 }  // namespace
 
 std::optional<std::string> CachedAssertMiss(const Step& step,
@@ -641,20 +655,93 @@ std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,
   return env;
 }
 
-AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
-                                    const StepRef& ref,
-                                    const std::string& workdir,
-                                    const Deadline& deadline, int attempt) {
-  AttemptRecord a;
-  a.started = clock_.WallNow();
-  const SteadyTime start = clock_.Now();
-  auto done = [&](Outcome o, std::string error) {
-    a.outcome = o;
-    a.error = std::move(error);
-    a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-    return a;
-  };
+// The scripts of one attempt (a task's run; a get's check and in; a put's
+// out): each runs with the attempt's environment, sandbox, deadline and
+// cancellation, its lines go to the observers (and, for a task the cache
+// may remember, into the attempt's `printed`), and how it ended goes into
+// the attempt's record.
+class JobRunner::AttemptScripts {
+ public:
+  AttemptScripts(Executor::Impl& ex, const Step& step, const Scope& scope,
+                 const StepRef& ref, const Deadline& deadline,
+                 std::map<std::string, std::string> env, AttemptRecord& a)
+      : ex_(ex),
+        scope_(scope),
+        ref_(ref),
+        deadline_(deadline),
+        env_(std::move(env)),
+        sandbox_(ToSandboxOptions(ex.plan.For(step).dials.sandbox.value)),
+        keep_printed_(ex.opts.cache && !ref.hook &&
+                      step.kind == StepKind::kTask),
+        a_(a) {}
 
+  // Runs `script` in `cwd`; false (with the attempt's outcome and error
+  // set) when it did not succeed. What it printed goes to `captured`.
+  bool Run(const std::string& script, const std::string& cwd,
+           std::string* captured) {
+    ProcessResult pr = ex_.opts.launcher->Run(Request(script, cwd));
+    if (captured) *captured = pr.out.text;
+    a_.exit_code = pr.exit_code;
+    switch (pr.end) {
+      case ProcessEnd::kExited:
+        if (pr.exit_code == 0) return true;
+        return Ended(Outcome::kFailed,
+                     "exited with code " + std::to_string(*pr.exit_code));
+      case ProcessEnd::kSignaled:
+        return Ended(Outcome::kFailed, pr.Describe());
+      case ProcessEnd::kTimedOut:
+        a_.timed_out = true;
+        return Ended(Outcome::kFailed, "timed out");
+      case ProcessEnd::kCancelled:
+        return Ended(Outcome::kAborted, "aborted");
+      case ProcessEnd::kFailedToStart:
+        return Ended(Outcome::kErrored, pr.Describe());
+    }
+    return false;
+  }
+
+ private:
+  // The launcher admits it by descriptors (DescriptorGate::Processes).
+  ProcessRequest Request(const std::string& script, const std::string& cwd) {
+    ProcessRequest req = ProcessRequest::Shell(script);
+    req.working_dir = cwd;
+    req.env = env_;
+    if (sandbox_) SandboxRequest(*sandbox_, script, req);
+    req.deadline = deadline_;
+    req.cancel = scope_.token;
+    req.kill_grace = ex_.opts.kill_grace;
+    req.max_captured_bytes = kMaxStepOutput;
+    req.on_line = [this](OutputStream stream, std::string_view line) {
+      ex_.observer().OnOutput(ref_, stream, line);
+      if (keep_printed_ && a_.printed.size() < kMaxCachedLines &&
+          printed_bytes_ + line.size() <= kMaxStepOutput) {
+        a_.printed.push_back({stream, std::string(line)});
+        printed_bytes_ += line.size();
+      }
+    };
+    return req;
+  }
+  bool Ended(Outcome outcome, std::string error) {
+    a_.outcome = outcome;
+    a_.error = std::move(error);
+    return false;
+  }
+
+  Executor::Impl& ex_;
+  const Scope& scope_;
+  const StepRef& ref_;
+  const Deadline& deadline_;
+  const std::map<std::string, std::string> env_;
+  const std::optional<SandboxOptions> sandbox_;
+  const bool keep_printed_;
+  size_t printed_bytes_ = 0;
+  AttemptRecord& a_;
+};
+
+std::map<std::string, std::string> JobRunner::AttemptEnv(const Step& step,
+                                                         const Scope& scope,
+                                                         const StepRef& ref,
+                                                         int attempt) {
   std::map<std::string, std::string> env = PipelineEnv(step, ref);
   env["STEPS_RUN_ID"] = ex_.opts.run_id;
   env["STEPS_JOB"] = job_.name;
@@ -666,143 +753,112 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
   for (const auto& [var, value] : scope.vars.items()) {
     if (value.is_string()) env[var] = value.get<std::string>();
   }
+  return env;
+}
 
-  const std::optional<SandboxOptions> sandbox =
-      ToSandboxOptions(ex_.plan.For(step).dials.sandbox.value);
-  // A task that the cache may remember keeps what it prints, to replay.
-  const bool keep_printed =
-      ex_.opts.cache && !ref.hook && step.kind == StepKind::kTask;
-  size_t printed_bytes = 0;
-
-  // Runs one script; returns false (with `a` filled) when it did not succeed.
-  auto run_script = [&](const std::string& script, const std::string& cwd,
-                        std::string* captured) -> bool {
-    ProcessRequest req = ProcessRequest::Shell(script);
-    req.working_dir = cwd;
-    req.env = env;
-    if (sandbox) SandboxRequest(*sandbox, script, req);
-    req.deadline = deadline;
-    req.cancel = scope.token;
-    req.kill_grace = ex_.opts.kill_grace;
-    req.max_captured_bytes = kMaxStepOutput;
-    req.on_line = [&](OutputStream stream, std::string_view line) {
-      ex_.observer().OnOutput(ref, stream, line);
-      if (keep_printed && a.printed.size() < kMaxCachedLines &&
-          printed_bytes + line.size() <= kMaxStepOutput) {
-        a.printed.push_back({stream, std::string(line)});
-        printed_bytes += line.size();
-      }
-    };
-    ProcessResult pr;
-    // The launcher admits it by descriptors (DescriptorGate::Processes).
-    pr = ex_.opts.launcher->Run(req);
-    if (captured) *captured = pr.out.text;
-    a.exit_code = pr.exit_code;
-    switch (pr.end) {
-      case ProcessEnd::kExited:
-        if (pr.exit_code == 0) return true;
-        a.outcome = Outcome::kFailed;
-        a.error = "exited with code " + std::to_string(*pr.exit_code);
-        return false;
-      case ProcessEnd::kSignaled:
-        a.outcome = Outcome::kFailed;
-        a.error = pr.Describe();
-        return false;
-      case ProcessEnd::kTimedOut:
-        a.outcome = Outcome::kFailed;
-        a.timed_out = true;
-        a.error = "timed out";
-        return false;
-      case ProcessEnd::kCancelled:
-        a.outcome = Outcome::kAborted;
-        a.error = "aborted";
-        return false;
-      case ProcessEnd::kFailedToStart:
-        a.outcome = Outcome::kErrored;
-        a.error = pr.Describe();
-        return false;
-    }
-    return false;
-  };
-
-  if (step.kind == StepKind::kTask) {
-    Result<std::string> script =
-        RenderTemplateRoots(step.run, scope.vars, scope.var_names);
-    if (!script.ok()) return done(Outcome::kErrored, script.status().message());
-    std::string out;
-    bool ok = run_script(*script, workdir, &out);
-    a.output = out;
-    if (!ok && a.outcome != Outcome::kFailed) return done(a.outcome, a.error);
-    if (!ok && (a.timed_out || !(step.check && step.check->code &&
-                                 a.exit_code == step.check->code))) {
-      return done(a.outcome, a.error);
-    }
-  } else {
-    const Resource* res = ex_.plan.pipeline().FindResource(step.resource);
-    const ResourceType* type =
-        res ? ex_.plan.pipeline().FindResourceType(res->type) : nullptr;
-    if (!res || !type)
-      return done(Outcome::kErrored,
-                  "resource '" + step.resource + "' is gone");
-    nlohmann::json ctx = {{"source", res->source}, {"params", step.params}};
-    for (const auto& [k, v] : scope.vars.items()) ctx[k] = v;
-    if (step.kind == StepKind::kGet) {
-      nlohmann::json version = nlohmann::json::object();
-      if (!type->check.empty()) {
-        Result<std::string> check = RenderTemplate(type->check, ctx);
-        if (!check.ok())
-          return done(Outcome::kErrored, "check: " + check.status().message());
-        std::string out;
-        if (!run_script(*check, workdir, &out)) {
-          return done(a.outcome, "check " + a.error);
-        }
-        nlohmann::json versions = nlohmann::json::parse(out, nullptr, false);
-        if (versions.is_discarded() || !versions.is_array()) {
-          return done(Outcome::kFailed,
-                      "check printed no JSON list of versions: " +
-                          TrimOutput(out.substr(0, 200)));
-        }
-        if (versions.empty())
-          return done(Outcome::kFailed, "check found no versions");
-        version = versions.back();  // The last is the newest.
-      }
-      ctx["version"] = version;
-      const std::string dir = ArtifactDir(step.name);
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-      fs::create_directories(dir, ec);
-      if (ec)
-        return done(Outcome::kErrored,
-                    "cannot create " + dir + ": " + ec.message());
-      Result<std::string> in = RenderTemplate(type->in, ctx);
-      if (!in.ok())
-        return done(Outcome::kErrored, "in: " + in.status().message());
-      std::string out;
-      if (!type->in.empty() && !run_script(*in, dir, &out))
-        return done(a.outcome, "in " + a.error);
-      a.output = DumpJson(version);
-    } else {
-      Result<std::string> put = RenderTemplate(type->out, ctx);
-      if (!put.ok())
-        return done(Outcome::kErrored, "out: " + put.status().message());
-      std::string out;
-      if (!run_script(*put, (fs::path(job_dir_) / "artifacts").string(),
-                      &out)) {
-        return done(a.outcome, "out " + a.error);
-      }
-      a.output = out;
-    }
+AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
+                                    const StepRef& ref,
+                                    const std::string& workdir,
+                                    const Deadline& deadline, int attempt) {
+  AttemptRecord a;
+  a.started = clock_.WallNow();
+  const SteadyTime start = clock_.Now();
+  AttemptScripts scripts(ex_, step, scope, ref, deadline,
+                         AttemptEnv(step, scope, ref, attempt), a);
+  const bool ran = step.kind == StepKind::kTask
+                       ? RunTaskScript(step, scope, workdir, scripts, a)
+                       : RunResourceScripts(step, scope, workdir, scripts, a);
+  if (ran) {
+    // The assert judges this attempt's output: a miss is a failure.
+    AssertSubject subject;
+    subject.kind = step.kind;
+    subject.exit_code = a.exit_code;
+    subject.output = a.output;
+    subject.duration =
+        std::chrono::duration_cast<Millis>(clock_.Now() - start);
+    a.assertions = JudgeAssert(step, scope, ref, subject);
+    std::optional<std::string> miss = DescribeMisses(a.assertions);
+    a.outcome = miss ? Outcome::kFailed : Outcome::kSucceeded;
+    a.error = miss.value_or("");
   }
-  // The assert judges this attempt's output: a miss is a failure.
-  AssertSubject subject;
-  subject.kind = step.kind;
-  subject.exit_code = a.exit_code;
-  subject.output = a.output;
-  subject.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-  a.assertions = JudgeAssert(step, scope, ref, subject);
-  if (std::optional<std::string> miss = DescribeMisses(a.assertions))
-    return done(Outcome::kFailed, *miss);
-  return done(Outcome::kSucceeded, "");
+  a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  return a;
+}
+
+bool JobRunner::RunTaskScript(const Step& step, const Scope& scope,
+                              const std::string& workdir,
+                              AttemptScripts& scripts, AttemptRecord& a) {
+  Result<std::string> script =
+      RenderTemplateRoots(step.run, scope.vars, scope.var_names);
+  if (!script.ok()) return Errored(a, script.status().message());
+  std::string out;
+  const bool ok = scripts.Run(*script, workdir, &out);
+  a.output = out;
+  if (ok) return true;
+  // A failure the step's `check: {code: N}` expects goes on to the assert.
+  return a.outcome == Outcome::kFailed && !a.timed_out && step.check &&
+         step.check->code && a.exit_code == step.check->code;
+}
+
+bool JobRunner::RunResourceScripts(const Step& step, const Scope& scope,
+                                   const std::string& workdir,
+                                   AttemptScripts& scripts, AttemptRecord& a) {
+  const Resource* res = ex_.plan.pipeline().FindResource(step.resource);
+  const ResourceType* type =
+      res ? ex_.plan.pipeline().FindResourceType(res->type) : nullptr;
+  if (!res || !type)
+    return Errored(a, "resource '" + step.resource + "' is gone");
+  nlohmann::json ctx = {{"source", res->source}, {"params", step.params}};
+  for (const auto& [k, v] : scope.vars.items()) ctx[k] = v;
+  if (step.kind == StepKind::kGet)
+    return RunGetScripts(step, *type, workdir, ctx, scripts, a);
+  Result<std::string> put = RenderTemplate(type->out, ctx);
+  if (!put.ok()) return Errored(a, "out: " + put.status().message());
+  std::string out;
+  if (!scripts.Run(*put, (fs::path(job_dir_) / "artifacts").string(),
+                   &out)) {
+    a.error = "out " + a.error;
+    return false;
+  }
+  a.output = out;
+  return true;
+}
+
+bool JobRunner::RunGetScripts(const Step& step, const ResourceType& type,
+                              const std::string& workdir, nlohmann::json& ctx,
+                              AttemptScripts& scripts, AttemptRecord& a) {
+  nlohmann::json version = nlohmann::json::object();
+  if (!type.check.empty()) {
+    Result<std::string> check = RenderTemplate(type.check, ctx);
+    if (!check.ok()) return Errored(a, "check: " + check.status().message());
+    std::string out;
+    if (!scripts.Run(*check, workdir, &out)) {
+      a.error = "check " + a.error;
+      return false;
+    }
+    nlohmann::json versions = nlohmann::json::parse(out, nullptr, false);
+    if (versions.is_discarded() || !versions.is_array()) {
+      return Failed(a, "check printed no JSON list of versions: " +
+                           TrimOutput(out.substr(0, 200)));
+    }
+    if (versions.empty()) return Failed(a, "check found no versions");
+    version = versions.back();  // The last is the newest.
+  }
+  ctx["version"] = version;
+  const std::string dir = ArtifactDir(step.name);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return Errored(a, "cannot create " + dir + ": " + ec.message());
+  Result<std::string> in = RenderTemplate(type.in, ctx);
+  if (!in.ok()) return Errored(a, "in: " + in.status().message());
+  std::string out;
+  if (!type.in.empty() && !scripts.Run(*in, dir, &out)) {
+    a.error = "in " + a.error;
+    return false;
+  }
+  a.output = DumpJson(version);
+  return true;
 }
 
 }  // namespace steps::pipeline::internal
