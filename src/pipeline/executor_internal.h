@@ -103,6 +103,12 @@ struct Scope {
   std::string cell;
 };
 
+// What the step cache knows of the workspace before a step runs.
+struct WorkspaceBefore {
+  std::string snapshot;  // SnapshotDigest: to tell whether the step kept it.
+  std::string contents;  // TreeDigest: part of the cache key.
+};
+
 class JobRunner {
  public:
   JobRunner(Executor::Impl& ex, const Job& job);
@@ -156,6 +162,31 @@ class JobRunner {
   int ResumedAttempts(const StepRef& ref, StepRecord& rec) const;
   // Leaf steps (work_step.cc, agent_step.cc).
   StepResult RunWork(const Step& step, const Scope& scope, const StepRef& ref);
+  // How long a step's workspace work (hashing, preparing) may take.
+  struct PrepWork {
+    WorkLimit limit;
+    Millis time{0};  // The limit's length, for messages.
+  };
+  // A task or agent step's cache lookup: reads the workspace before it
+  // (`before`), sets rec.identity to the cache key, and restores a hit.
+  // The step's result when it is done (a hit, or a read cut short); nullopt
+  // when it is to run (also for steps the cache does not hold).
+  std::optional<StepResult> LookUpCache(const Step& step, const Scope& scope,
+                                        const StepRef& ref, StepRecord& rec,
+                                        SteadyTime start, const PrepWork& prep,
+                                        std::optional<WorkspaceBefore>& before);
+  // Ends a task, get or put with `r`: its record finished (from `rec`,
+  // moved from) and handed to the observers.
+  StepResult FinishWork(StepRecord& rec, SteadyTime start, StepResult r);
+  // Remembers a succeeded step in the cache (not one that needed a fix).
+  // REQUIRES: the workspace was kept.
+  void Remember(const Step& step, const StepRef& ref, StepRecord& rec,
+                const StepResult& r);
+  // Copies a succeeded step's outputs into the job's workspace, within the
+  // last attempt's deadline; `r` becomes the failure when that fails.
+  void PublishOutputs(const Step& step, const Scope& scope,
+                      const std::string& workdir, SteadyTime start,
+                      const Deadline& last_deadline, StepResult& r);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
                       StepRecord& record);
   // What a task or resource script gets from the pipeline's `env:` keys

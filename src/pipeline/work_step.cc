@@ -99,12 +99,6 @@ bool IsCut(const Status& s) {
          s.code() == StatusCode::kDeadlineExceeded;
 }
 
-// What the step cache knows of the workspace before a step runs.
-struct WorkspaceBefore {
-  std::string snapshot;  // SnapshotDigest: to tell whether the step kept it.
-  std::string contents;  // TreeDigest: part of the cache key.
-};
-
 // Files of the workspace larger than this that a step does not declare as
 // inputs are keyed by their identity (size, inode, times), not read: an
 // unrelated large file costs a later step nothing, at worst a cache miss.
@@ -294,80 +288,22 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   rec.identity = rs.identity;
   rec.started = clock_.WallNow();
   const SteadyTime start = ResumedStart(ref, rec);
-  auto finish = [&](StepResult r) {
-    // What the attempts printed was kept for the cache only: let it go.
-    for (AttemptRecord& a : rec.attempts) a.printed.clear();
-    rec.outcome = r.outcome;
-    rec.error = r.error;
-    rec.output = r.output;
-    rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-    if (r.outcome == Outcome::kErrored) r.caused_by_error = true;
-    Finish(std::move(rec), true);
-    return r;
-  };
-
   Millis prep_limit{0};
   // A hook's workspace work is not cut by the job's deadline (HookScope).
   const WorkLimit prep =
       PrepLimit(clock_, scope.token, rs, start,
                 scope.in_hook ? Deadline() : job_deadline_, &prep_limit);
-
-  // The step cache: a task or agent step whose key matches an earlier
-  // succeeded one is not run; its output and output folders are restored.
-  // Only what a step leaves in its output folders and stdout can be
-  // restored, so a step that changed the job's workspace any other way
-  // (an agent writing files, a task writing to $STEPS_ARTIFACTS) is not
-  // remembered. Gets, puts and hooks are never cached: a get must see new
-  // versions, and puts and hooks (notify, clean up) exist for their effects.
   const std::string workspace = (fs::path(job_dir_) / "artifacts").string();
   std::optional<WorkspaceBefore> before;
-  if (ex_.opts.cache && !ref.hook &&
-      (step.kind == StepKind::kTask || step.kind == StepKind::kAgent)) {
-    Result<WorkspaceBefore> read =
-        ReadWorkspace(workspace, step, digests_, prep);
-    if (!read.ok() && IsCut(read.status())) {
-      ex_.observer().OnStepStart(ref, std::nullopt);
-      return finish(CutShort(read.status(), step.name, prep_limit,
-                             "hashing the workspace"));
-    }
-    if (!read.ok()) {
-      LogEvent(LogLevel::kWarn, "workspace.unreadable",
-               {{"step", ref.id}, {"error", read.status().message()}});
-    } else {
-      before = *read;
-      std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
-      for (const auto& [k, v] : ex_.opts.env) env[k] = v;
-      for (const auto& [k, v] : step.env) env[k] = v;
-      const std::string answers =
-          step.kind == StepKind::kAgent && ex_.opts.agents
-              ? ex_.opts.agents->CacheIdentity(step.agent)
-              : "";
-      rec.identity =
-          CacheKey(rs.identity, env, scope, before->contents, answers);
-      if (std::optional<StepResult> hit =
-              RestoreCached(step, ref, rec, start, prep))
-        return *hit;
-    }
-  }
-  // REQUIRES: the workspace was kept. Not for a success that needed a fix.
-  auto remember = [&](const StepResult& r) {
-    if (rec.attempts.empty()) return;
-    AttemptRecord& last = rec.attempts.back();
-    if (r.ok() && !last.fixed) {
-      CachedStep entry;
-      entry.output = r.output;
-      if (step.kind == StepKind::kTask) entry.exit_code = last.exit_code;
-      entry.lines = std::move(last.printed);
-      for (const std::string& out : step.outputs)
-        entry.outputs[out] = ArtifactDir(out);
-      ex_.opts.cache->Remember(rec.identity, ref, entry);
-    }
-  };
+  if (std::optional<StepResult> done = LookUpCache(
+          step, scope, ref, rec, start, {prep, prep_limit}, before))
+    return *done;
   const WorkLimit after{nullptr, scope.token, Deadline()};
 
   if (step.kind == StepKind::kAgent) {
     StepResult r = RunAgent(step, scope, ref, rec);
-    if (r.ok() && WorkspaceKept(workspace, before, after)) remember(r);
+    if (r.ok() && WorkspaceKept(workspace, before, after))
+      Remember(step, ref, rec, r);
     rec.outcome = r.outcome;
     rec.error = r.error;
     rec.output = r.output;
@@ -379,12 +315,13 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   ex_.observer().OnStepStart(ref, std::nullopt);
   if (rs.dials.sandbox.value.bwrap()) {
     if (Status s = ex_.SandboxReady(); !s.ok())
-      return finish({Outcome::kErrored, s.message()});
+      return FinishWork(rec, start, {Outcome::kErrored, s.message()});
   }
   const std::string workdir = WorkDir(ref);
   if (Status s = PrepareWorkDir(step, workdir, prep); !s.ok()) {
-    return finish(IsCut(s) ? CutShort(s, step.name, prep_limit, s.message())
-                           : StepResult{Outcome::kErrored, s.message()});
+    return FinishWork(rec, start,
+                      IsCut(s) ? CutShort(s, step.name, prep_limit, s.message())
+                               : StepResult{Outcome::kErrored, s.message()});
   }
 
   Deadline last_deadline;
@@ -393,22 +330,96 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   if (r.outcome == Outcome::kSucceeded) {
     // Judged before the outputs land in the workspace: those are restored.
     const bool kept = WorkspaceKept(workspace, before, after);
-    const WorkLimit publish{&clock_, scope.token, last_deadline};
-    for (const std::string& out : step.outputs) {
-      Status s = CopyTree((fs::path(workdir) / out).string(), ArtifactDir(out),
-                          publish);
-      if (IsCut(s)) {
-        r = CutShort(
-            s, step.name,
-            std::chrono::duration_cast<Millis>(last_deadline.at() - start),
-            "publishing its outputs");
-        break;
-      }
-      if (!s.ok()) r = {Outcome::kErrored, s.message()};
-    }
-    if (kept) remember(r);
+    PublishOutputs(step, scope, workdir, start, last_deadline, r);
+    if (kept) Remember(step, ref, rec, r);
   }
-  return finish(std::move(r));
+  return FinishWork(rec, start, std::move(r));
+}
+
+StepResult JobRunner::FinishWork(StepRecord& rec, SteadyTime start,
+                                 StepResult r) {
+  // What the attempts printed was kept for the cache only: let it go.
+  for (AttemptRecord& a : rec.attempts) a.printed.clear();
+  rec.outcome = r.outcome;
+  rec.error = r.error;
+  rec.output = r.output;
+  rec.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  if (r.outcome == Outcome::kErrored) r.caused_by_error = true;
+  Finish(std::move(rec), true);
+  return r;
+}
+
+std::optional<StepResult> JobRunner::LookUpCache(
+    const Step& step, const Scope& scope, const StepRef& ref, StepRecord& rec,
+    SteadyTime start, const PrepWork& prep,
+    std::optional<WorkspaceBefore>& before) {
+  // The step cache: a task or agent step whose key matches an earlier
+  // succeeded one is not run; its output and output folders are restored.
+  // Only what a step leaves in its output folders and stdout can be
+  // restored, so a step that changed the job's workspace any other way
+  // (an agent writing files, a task writing to $STEPS_ARTIFACTS) is not
+  // remembered. Gets, puts and hooks are never cached: a get must see new
+  // versions, and puts and hooks (notify, clean up) exist for their effects.
+  if (!ex_.opts.cache || ref.hook ||
+      (step.kind != StepKind::kTask && step.kind != StepKind::kAgent))
+    return std::nullopt;
+  const std::string workspace = (fs::path(job_dir_) / "artifacts").string();
+  Result<WorkspaceBefore> read =
+      ReadWorkspace(workspace, step, digests_, prep.limit);
+  if (!read.ok() && IsCut(read.status())) {
+    ex_.observer().OnStepStart(ref, std::nullopt);
+    return FinishWork(rec, start,
+                      CutShort(read.status(), step.name, prep.time,
+                               "hashing the workspace"));
+  }
+  if (!read.ok()) {
+    LogEvent(LogLevel::kWarn, "workspace.unreadable",
+             {{"step", ref.id}, {"error", read.status().message()}});
+    return std::nullopt;
+  }
+  before = *read;
+  std::map<std::string, std::string> env = ex_.plan.pipeline().defaults.env;
+  for (const auto& [k, v] : ex_.opts.env) env[k] = v;
+  for (const auto& [k, v] : step.env) env[k] = v;
+  const std::string answers =
+      step.kind == StepKind::kAgent && ex_.opts.agents
+          ? ex_.opts.agents->CacheIdentity(step.agent)
+          : "";
+  rec.identity = CacheKey(ex_.plan.For(step).identity, env, scope,
+                          before->contents, answers);
+  return RestoreCached(step, ref, rec, start, prep.limit);
+}
+
+void JobRunner::Remember(const Step& step, const StepRef& ref,
+                         StepRecord& rec, const StepResult& r) {
+  if (rec.attempts.empty()) return;
+  AttemptRecord& last = rec.attempts.back();
+  if (!r.ok() || last.fixed) return;
+  CachedStep entry;
+  entry.output = r.output;
+  if (step.kind == StepKind::kTask) entry.exit_code = last.exit_code;
+  entry.lines = std::move(last.printed);
+  for (const std::string& out : step.outputs)
+    entry.outputs[out] = ArtifactDir(out);
+  ex_.opts.cache->Remember(rec.identity, ref, entry);
+}
+
+void JobRunner::PublishOutputs(const Step& step, const Scope& scope,
+                               const std::string& workdir, SteadyTime start,
+                               const Deadline& last_deadline, StepResult& r) {
+  const WorkLimit publish{&clock_, scope.token, last_deadline};
+  for (const std::string& out : step.outputs) {
+    Status s = CopyTree((fs::path(workdir) / out).string(), ArtifactDir(out),
+                        publish);
+    if (IsCut(s)) {
+      r = CutShort(
+          s, step.name,
+          std::chrono::duration_cast<Millis>(last_deadline.at() - start),
+          "publishing its outputs");
+      return;
+    }
+    if (!s.ok()) r = {Outcome::kErrored, s.message()};
+  }
 }
 
 std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
