@@ -208,6 +208,17 @@ class JobRunner {
                          const StepRef& ref, const std::string& workdir,
                          SteadyTime start, StepRecord& rec,
                          Deadline& last_deadline);
+  // The wait before attempt `k` (k > 1), unless it would reach the step's
+  // total_timeout (`total`): then no further attempt could start.
+  enum class RetryWait { kWaited, kPastTotal, kAborted };
+  RetryWait WaitToRetry(const ResolvedStep& rs, int k, const Deadline& total,
+                        const Scope& scope);
+  // An attempt's deadline: `timeout` from `from`, or `total` when that comes
+  // first (then `clipped` is the time left to it).
+  static Deadline AttemptDeadline(SteadyTime from,
+                                  std::optional<Millis> timeout,
+                                  const Deadline& total,
+                                  std::optional<Millis>& clipped);
   // One attempt of a task, get or put: its process(es) and the assert.
   AttemptRecord RunAttempt(const Step& step, const Scope& scope,
                            const StepRef& ref, const std::string& workdir,

@@ -517,16 +517,12 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
 
   for (int k = first; !ended && k <= attempts; ++k) {
     if (k > first) {
-      Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
-                        ? rs.retry_waits[k - 2]
-                        : Millis(0);
-      // When the next wait would reach the cap, stop without waiting: a
-      // further attempt could not start within it.
-      if (total.is_set() && clock_.Now() + wait >= total.at()) {
+      const RetryWait waited = WaitToRetry(rs, k, total, scope);
+      if (waited == RetryWait::kPastTotal) {
         exhausted_by_total = true;
         break;
       }
-      if (wait.count() > 0 && !clock_.SleepFor(wait, scope.token)) {
+      if (waited == RetryWait::kAborted) {
         AttemptRecord aborted;
         aborted.number = k;
         aborted.of = attempts;
@@ -539,13 +535,8 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     // The first attempt's time counts from the step's start: it includes
     // the workspace work done for it.
     const SteadyTime from = k == 1 ? start : clock_.Now();
-    Deadline deadline;
     std::optional<Millis> clipped;
-    if (timeout) deadline = Deadline::At(from + *timeout);
-    if (total.is_set() && (!deadline.is_set() || total.at() < deadline.at())) {
-      deadline = total;
-      clipped = std::chrono::duration_cast<Millis>(total.at() - from);
-    }
+    const Deadline deadline = AttemptDeadline(from, timeout, total, clipped);
     last_limit = deadline.is_set()
                      ? std::chrono::duration_cast<Millis>(deadline.at() - from)
                      : Millis(0);
@@ -588,6 +579,34 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
   return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
                        exhausted_by_total, last_limit);
+}
+
+JobRunner::RetryWait JobRunner::WaitToRetry(const ResolvedStep& rs, int k,
+                                             const Deadline& total,
+                                             const Scope& scope) {
+  Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
+                    ? rs.retry_waits[k - 2]
+                    : Millis(0);
+  // When the next wait would reach the cap, stop without waiting: a
+  // further attempt could not start within it.
+  if (total.is_set() && clock_.Now() + wait >= total.at())
+    return RetryWait::kPastTotal;
+  if (wait.count() > 0 && !clock_.SleepFor(wait, scope.token))
+    return RetryWait::kAborted;
+  return RetryWait::kWaited;
+}
+
+Deadline JobRunner::AttemptDeadline(SteadyTime from,
+                                    std::optional<Millis> timeout,
+                                    const Deadline& total,
+                                    std::optional<Millis>& clipped) {
+  Deadline deadline;
+  if (timeout) deadline = Deadline::At(from + *timeout);
+  if (total.is_set() && (!deadline.is_set() || total.at() < deadline.at())) {
+    deadline = total;
+    clipped = std::chrono::duration_cast<Millis>(total.at() - from);
+  }
+  return deadline;
 }
 
 AttemptRecord JobRunner::RunAttemptWithFix(const Step& step, const Scope& scope,
