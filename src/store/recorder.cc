@@ -446,6 +446,13 @@ void RunRecorder::OnLog(const pipeline::StepRef& step, std::string_view line) {
   AddLine(step, "log", line);
   if (!IsNudgeLine(line)) return;
   const std::string id = StoredId(step, false);
+  // Within the attempt's time, as its other writes (a busy store).
+  Store::WaitUntil wait_until;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = wait_until_.find(id);
+    if (it != wait_until_.end()) wait_until = it->second;
+  }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "UPDATE steps SET nudge_ms = ?3 WHERE run_id = ?1 AND step_id = ?2");
@@ -455,7 +462,7 @@ void RunRecorder::OnLog(const pipeline::StepRef& step, std::string_view line) {
     s.Bind(2, id);
     s.Bind(3, ToMs(clock_.WallNow()));
     return s.Run();
-  }));
+  }, wait_until));
 }
 
 void RunRecorder::AddLine(const pipeline::StepRef& step,

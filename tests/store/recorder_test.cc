@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -211,6 +212,33 @@ TEST_F(RecorderTest, ARunIsReadBackWithJobsStepsHooksAttemptsAndTurns) {
               "arguments": {"path": "a"}, "arguments_truncated": false,
               "result": {"text": "contents", "bytes": 8, "truncated": false,
                          "is_error": false}})"));
+}
+
+// The nudge's record waits for a store another process holds no longer
+// than its attempt's time: the conversation is not held past its deadline.
+TEST_F(RecorderTest, TheNudgesWriteWaitsNoLongerThanItsAttempt) {
+  CancelToken abort;
+  store_->WaitForLocksUntil(abort);
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  pipeline::StepRef review = Ref("2", "review", pipeline::StepKind::kAgent);
+  recorder_->OnStepStart(review, std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  recorder_->OnAttemptStart(review, 1, 1, RealClock().Now() + Millis(300));
+  ASSERT_TRUE(store_->Flush().ok());
+  std::optional<store_testing::HeldStore> held;
+  held.emplace(StorePath(dir_.path()));
+  auto logged = std::async(std::launch::async, [&] {
+    recorder_->OnLog(review,
+                     "INF agent.nudge agent=review remaining=6s of=30s");
+  });
+  // Generous: 300 ms, and a loaded machine.
+  const bool soon =
+      logged.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  held->Release();  // Without the limit, the write waits for this.
+  logged.get();
+  EXPECT_TRUE(soon);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, Millis(300));
 }
 
 TEST_F(RecorderTest, AStepsStartAndOutputRideWithItsAttempt) {
