@@ -221,6 +221,11 @@ std::optional<int64_t> RunRecorder::WallMs(std::optional<SteadyTime> t) const {
                   *t - clock_.Now()));
 }
 
+Store::WaitUntil RunRecorder::WriteLimit(const std::string& id) const {
+  auto it = wait_until_.find(id);
+  return it == wait_until_.end() ? std::nullopt : it->second;
+}
+
 void RunRecorder::SetFile(std::string hash, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
   file_hash_ = std::move(hash);
@@ -450,8 +455,7 @@ void RunRecorder::OnLog(const pipeline::StepRef& step, std::string_view line) {
   Store::WaitUntil wait_until;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = wait_until_.find(id);
-    if (it != wait_until_.end()) wait_until = it->second;
+    wait_until = WriteLimit(id);
   }
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
@@ -591,7 +595,7 @@ void RunRecorder::OnCheckpoints(
     std::lock_guard<std::mutex> lock(mu_);
     seq = checkpoints_[id];
     checkpoints_[id] += static_cast<int64_t>(checkpoints.size());
-    wait_until = wait_until_[id];
+    wait_until = WriteLimit(id);
   }
   const int64_t at = ToMs(clock_.WallNow());
   const std::vector<PendingTurn> turns = TakePendingTurns(id);

@@ -97,6 +97,10 @@ class RunRecorder : public pipeline::RunObserver {
   // of the same id (a fixer runs once per failed attempt).
   std::string StoredId(const pipeline::StepRef& step, bool starting);
   std::optional<int64_t> WallMs(std::optional<SteadyTime> t) const;
+  // How long a write of step `id` may wait for a busy store: its attempt's
+  // deadline (none before its first attempt, or without one).
+  // REQUIRES: mu_ held.
+  Store::WaitUntil WriteLimit(const std::string& id) const;
   void AddLine(const pipeline::StepRef& step, std::string_view stream,
                std::string_view line);
   void Check(const Status& s);

@@ -461,14 +461,18 @@ void Store::WarnIfBusyLong(std::chrono::steady_clock::time_point now) {
              "waits for it (until interrupted, or a step's time is up)"}});
 }
 
-void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
-  batch_wait_until_.reset();
+Store::WaitUntil Store::EarliestLimit(
+    const std::vector<GroupCommit::Item*>& batch) {
+  WaitUntil earliest;
   for (const GroupCommit::Item* item : batch) {
-    if (item->wait_until &&
-        (!batch_wait_until_ || *item->wait_until < *batch_wait_until_)) {
-      batch_wait_until_ = item->wait_until;
-    }
+    if (item->wait_until && (!earliest || *item->wait_until < *earliest))
+      earliest = item->wait_until;
   }
+  return earliest;
+}
+
+void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
+  batch_wait_until_ = EarliestLimit(batch);
 }
 
 void Store::EndBusyWait() {
@@ -727,12 +731,9 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
     // (the step cache's lookup, before an attempt starts) is never held
     // behind a write that waits with no time limit.
     auto pause = std::exchange(busy_pause_, std::chrono::milliseconds(0));
-    for (const GroupCommit::Item* item : batch) {
-      if (item->wait_until) {
-        pause = std::min(pause, std::chrono::ceil<std::chrono::milliseconds>(
-                                    *item->wait_until -
-                                    std::chrono::steady_clock::now()));
-      }
+    if (const WaitUntil limit = EarliestLimit(batch)) {
+      pause = std::min(pause, std::chrono::ceil<std::chrono::milliseconds>(
+                                  *limit - std::chrono::steady_clock::now()));
     }
     lock.unlock();
     if (pause.count() > 0) std::this_thread::sleep_for(pause);

@@ -210,8 +210,11 @@ class Store {
   // statement, after a sleep. A run's batch does not sleep here (with the
   // store's lock held) but between rounds. REQUIRES: mu_ held.
   bool WaitWhileBusy(int n);
-  // Until when the batch's begin waits for a lock: the earliest time
-  // limit among its writes (none when none has one). REQUIRES: mu_ held.
+  // The earliest time limit among the batch's writes (none when none has
+  // one).
+  static WaitUntil EarliestLimit(const std::vector<GroupCommit::Item*>& batch);
+  // Until when the batch's begin waits for a lock: EarliestLimit.
+  // REQUIRES: mu_ held.
   void SetBatchWait(const std::vector<GroupCommit::Item*>& batch);
   // Logs WRN store.busy once a wait has lasted busy_patience_.
   // REQUIRES: mu_ held, busy_since_ set.
