@@ -167,13 +167,15 @@ class JobRunner {
     WorkLimit limit;
     Millis time{0};  // The limit's length, for messages.
   };
-  // A task or agent step's cache lookup: reads the workspace before it
-  // (`before`), sets rec.identity to the cache key, and restores a hit.
+  // A task or agent step's cache lookup: reads the job's workspace (the
+  // folder `workspace`) before it (`before`), sets rec.identity to the
+  // cache key, and restores a hit.
   // The step's result when it is done (a hit, or a read cut short); nullopt
   // when it is to run (also for steps the cache does not hold).
   std::optional<StepResult> LookUpCache(const Step& step, const Scope& scope,
                                         const StepRef& ref, StepRecord& rec,
                                         SteadyTime start, const PrepWork& prep,
+                                        const std::string& workspace,
                                         std::optional<WorkspaceBefore>& before);
   // Ends a task, get or put with `r`: its record finished (from `rec`,
   // moved from) and handed to the observers.

@@ -295,8 +295,9 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
                 scope.in_hook ? Deadline() : job_deadline_, &prep_limit);
   const std::string workspace = (fs::path(job_dir_) / "artifacts").string();
   std::optional<WorkspaceBefore> before;
-  if (std::optional<StepResult> done = LookUpCache(
-          step, scope, ref, rec, start, {prep, prep_limit}, before))
+  if (std::optional<StepResult> done =
+          LookUpCache(step, scope, ref, rec, start, {prep, prep_limit},
+                      workspace, before))
     return *done;
   const WorkLimit after{nullptr, scope.token, Deadline()};
 
@@ -351,7 +352,7 @@ StepResult JobRunner::FinishWork(StepRecord& rec, SteadyTime start,
 
 std::optional<StepResult> JobRunner::LookUpCache(
     const Step& step, const Scope& scope, const StepRef& ref, StepRecord& rec,
-    SteadyTime start, const PrepWork& prep,
+    SteadyTime start, const PrepWork& prep, const std::string& workspace,
     std::optional<WorkspaceBefore>& before) {
   // The step cache: a task or agent step whose key matches an earlier
   // succeeded one is not run; its output and output folders are restored.
@@ -363,7 +364,6 @@ std::optional<StepResult> JobRunner::LookUpCache(
   if (!ex_.opts.cache || ref.hook ||
       (step.kind != StepKind::kTask && step.kind != StepKind::kAgent))
     return std::nullopt;
-  const std::string workspace = (fs::path(job_dir_) / "artifacts").string();
   Result<WorkspaceBefore> read =
       ReadWorkspace(workspace, step, digests_, prep.limit);
   if (!read.ok() && IsCut(read.status())) {
