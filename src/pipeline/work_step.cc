@@ -446,9 +446,19 @@ std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
       return std::nullopt;
   }
   // Replayed as a live step reports itself: its lines, then its end, which
-  // names the run and step the result came from.
+  // names the run and step the result came from. Its records wait for a
+  // busy store no longer than its first attempt would have had.
+  const ResolvedStep& rs = ex_.plan.For(step);
+  Deadline total;
+  if (rs.total_timeout) total = Deadline::At(start + *rs.total_timeout);
+  std::optional<Millis> clipped;
+  const Deadline deadline =
+      AttemptDeadline(start, rs.dials.timeout.value, total, clipped);
   ex_.observer().OnStepStart(ref, std::nullopt);
-  ex_.observer().OnAttemptStart(ref, 1, 1, std::nullopt);
+  ex_.observer().OnAttemptStart(
+      ref, 1, 1,
+      deadline.is_set() ? std::optional<SteadyTime>(deadline.at())
+                        : std::nullopt);
   for (const PrintedLine& line : ReplayLines(step, *hit))
     ex_.observer().OnOutput(ref, line.stream, line.text);
   AttemptRecord a;

@@ -99,13 +99,27 @@ StoreStepCache::StoreStepCache(Store& store, std::string cache_dir,
       run_id_(std::move(run_id)),
       lookups_(lookups) {}
 
+void StoreStepCache::Queued::Done(const std::string& key, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = entries.find(key);
+  if (it != entries.end() && it->second.second == n) entries.erase(it);
+}
+
 std::optional<pipeline::CachedStep> StoreStepCache::Find(
     const std::string& key) {
   if (!lookups_) return std::nullopt;
-  bool queued;
   {
-    std::lock_guard<std::mutex> lock(keys_mu_);
-    queued = remembered_.count(key) > 0;
+    std::lock_guard<std::mutex> lock(queued_->mu);
+    auto it = queued_->entries.find(key);
+    if (it != queued_->entries.end()) {
+      // Remembered by this run, its row not committed yet.
+      pipeline::CachedStep entry = it->second.first;
+      for (const auto& [name, saved] : entry.outputs) {
+        std::error_code ec;
+        if (!fs::is_directory(saved, ec)) return std::nullopt;
+      }
+      return entry;
+    }
   }
   std::optional<pipeline::CachedStep> hit;
   auto read = [&](Db& db) -> Status {
@@ -142,8 +156,7 @@ std::optional<pipeline::CachedStep> StoreStepCache::Find(
     hit = std::move(entry);
     return Status::Ok();
   };
-  const Status s = queued ? store_.Read(read) : store_.ReadCommitted(read);
-  if (!s.ok()) return std::nullopt;
+  if (!store_.ReadCommitted(read).ok()) return std::nullopt;
   return hit;
 }
 
@@ -202,17 +215,31 @@ void StoreStepCache::Remember(const std::string& key,
     }
     size += *saved;
   }
+  // Found as it is remembered until its row is committed (Find).
+  pipeline::CachedStep found;
+  found.output = result.output;
+  found.exit_code = result.exit_code;
+  found.lines = result.lines;
+  found.from_run = run_id_;
+  found.from_step = step.id;
+  for (const std::string& name : names)
+    found.outputs[name] = (fs::path(cache_dir_) / key / EntryName(name)).string();
+  uint64_t n;
   {
-    std::lock_guard<std::mutex> lock(keys_mu_);
-    remembered_.insert(key);
+    std::lock_guard<std::mutex> lock(queued_->mu);
+    n = ++queued_->next;
+    queued_->entries[key] = {std::move(found), n};
   }
   // The entry rides with the step's end (no durable point: an entry lost
   // to a kill only means the step runs again next time).
   store_.WriteSoon(
       [key, run_id = run_id_, step_id = step.id, output = result.output,
        names = DumpJson(nlohmann::json(names)), created = NowMs(),
-       step_name = step.name, exit_code = result.exit_code, lines,
-       size](Db& db) -> Status {
+       step_name = step.name, exit_code = result.exit_code, lines, size,
+       queued = queued_, n](Db& db) -> Status {
+        // Committed with this transaction, or lost with it: either way the
+        // entry is no longer this run's to answer from memory.
+        queued->Done(key, n);
         Result<StatementUse> st = db.Prepared(
             "INSERT OR REPLACE INTO cache (key, run_id, step_id, output,"
             " outputs, created_ms, step_name, exit_code, lines, size_bytes,"
@@ -236,7 +263,8 @@ void StoreStepCache::Remember(const std::string& key,
         s.Bind(11, int64_t{kCacheFormat});
         return s.Run();
       },
-      [step_id = step.id](const Status& s) {
+      [step_id = step.id, key, queued = queued_, n](const Status& s) {
+        queued->Done(key, n);
         LogEvent(LogLevel::kWarn, "store.cache_failed",
                  {{"step", step_id}, {"error", s.message()}});
       },

@@ -6,9 +6,11 @@
 #define STEPS_STORE_CACHE_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -54,12 +56,21 @@ class StoreStepCache : public pipeline::StepCache {
   std::string run_id_;
   bool lookups_;
   std::mutex files_mu_;  // One entry's folders are written at a time.
-  std::mutex keys_mu_;
-  // Keys this cache remembered: their rows may still be queued, so a Find
-  // of one commits the store's queue first. Other keys are read as
-  // committed, without cutting short what waits to ride with the next
-  // write (Store::ReadCommitted).
-  std::set<std::string> remembered_;
+  // The entries this cache remembered whose rows are still queued (they
+  // ride with the next write): a Find of one answers from here, so that a
+  // lookup never commits the store's queue, nor waits for a store another
+  // process holds. Other keys are read as committed (Store::ReadCommitted).
+  // A queued write that was committed or dropped takes its entry out; the
+  // queue's bounds bound this.
+  struct Queued {
+    std::mutex mu;
+    // By key: the entry, and which Remember of the key put it here.
+    std::map<std::string, std::pair<pipeline::CachedStep, uint64_t>> entries;
+    uint64_t next = 0;
+    // Takes `key` out if Remember number `n` still holds it.
+    void Done(const std::string& key, uint64_t n);
+  };
+  std::shared_ptr<Queued> queued_ = std::make_shared<Queued>();
 };
 
 // One entry as `steps cache ls` lists it.

@@ -473,12 +473,15 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
                           std::string_view stream, std::string_view line) {
   const std::string id = StoredId(step, false);
   int seq;
+  Store::WaitUntil wait_until;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++output_lines_[id];
+    wait_until = WriteLimit(id);
   }
   if (seq > kMaxOutputLines) return;
-  // Output is no durable point: lines ride with the next transaction.
+  // Output is no durable point: lines ride with the next transaction. When
+  // the queue is full, the task's reader commits it, within the step's time.
   store_.WriteSoon(
       [run_id = run_id_, id, seq, stream = std::string(stream),
        line = std::string(line)](Db& db) -> Status {
@@ -494,7 +497,8 @@ void RunRecorder::AddLine(const pipeline::StepRef& step,
         s.Bind(5, line);
         return s.Run();
       },
-      nullptr, line.size() + stream.size() + id.size(), Store::Soon::kPayload);
+      nullptr, line.size() + stream.size() + id.size(), Store::Soon::kPayload,
+      wait_until);
 }
 
 void RunRecorder::OnAgentTurn(const pipeline::StepRef& step,

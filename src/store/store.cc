@@ -475,7 +475,7 @@ void Store::SetBatchWait(const std::vector<GroupCommit::Item*>& batch) {
   batch_wait_until_ = EarliestLimit(batch);
 }
 
-void Store::EndBusyWait() {
+void Store::EndBusyWait(bool gave_up) {
   batch_wait_until_.reset();
   busy_rounds_ = 0;
   busy_pause_ = std::chrono::milliseconds(0);
@@ -484,14 +484,19 @@ void Store::EndBusyWait() {
   busy_since_.reset();
   if (!busy_warned_) return;
   busy_warned_ = false;
-  LogEvent(LogLevel::kInfo, "store.busy_ended",
-           {{"store", path_},
-            {"waited", Seconds(std::chrono::steady_clock::now() - *since)}});
+  std::vector<LogField> fields = {
+      {"store", path_},
+      {"waited", Seconds(std::chrono::steady_clock::now() - *since)}};
+  if (gave_up) {
+    fields.push_back({"lock", "still held"});
+    fields.push_back({"effect", "the writes that waited failed"});
+  }
+  LogEvent(LogLevel::kInfo, "store.busy_ended", fields);
 }
 
 void Store::WriteSoon(std::function<Status(Db&)> fn,
                       std::function<void(const Status&)> failed, size_t bytes,
-                      Soon kind) {
+                      Soon kind, WaitUntil wait_until) {
   if (!failed) failed = [this](const Status& s) { WarnWriteFailed(s); };
   if (kind == Soon::kPayload && disk_full_.load()) {
     // What room is left is for the records a run cannot end without; the
@@ -525,7 +530,8 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
       soon_.size() >= kSoonFlushWrites || soon_bytes_ >= kSoonFlushBytes;
   lock.unlock();
   if (wake) soon_cv_.notify_all();
-  if (full) (void)Flush();  // The writer waits for the disk, as with Write.
+  // The writer waits for the disk, as with Write, within its time.
+  if (full) (void)Flush(wait_until);
 }
 
 void Store::WarnWriteFailed(const Status& s) {
@@ -534,7 +540,7 @@ void Store::WarnWriteFailed(const Status& s) {
            {{"store", path_}, {"error", s.message()}});
 }
 
-Status Store::Flush() {
+Status Store::Flush(WaitUntil wait_until) {
   {
     std::lock_guard<std::mutex> lock(soon_mu_);
     if (soon_.empty()) return Status::Ok();
@@ -542,7 +548,7 @@ Status Store::Flush() {
   static const std::function<Status(Db&)> kNothing = [](Db&) {
     return Status::Ok();
   };
-  return group_.Submit(kNothing);
+  return group_.Submit(kNothing, wait_until);
 }
 
 void Store::FlusherLoop() {
@@ -748,7 +754,11 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   in_batch_ = true;
   CommitWaiting(batch);
   in_batch_ = false;
-  if (!begin_busy_ || !WaitOn(batch)) EndBusyWait();
+  if (!begin_busy_) {
+    EndBusyWait(false);
+  } else if (!WaitOn(batch)) {
+    EndBusyWait(true);  // The lock is still held: the writes failed.
+  }
 }
 
 bool Store::WaitOn(std::vector<GroupCommit::Item*>& batch) {
@@ -846,7 +856,7 @@ Status Store::ReadCommitted(const std::function<Status(Db&)>& fn) {
   // only a wait of its own ends with it.
   const bool writes_waiting = busy_since_.has_value();
   Status read = fn(*db_);
-  if (!writes_waiting) EndBusyWait();
+  if (!writes_waiting) EndBusyWait(!read.ok() && db_->LastErrorWasBusy());
   return read;
 }
 

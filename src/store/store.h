@@ -95,14 +95,19 @@ class Store {
   //
   // Queued writes never grow without bound: past kSoonFlushWrites writes
   // or kSoonFlushBytes bytes, the caller commits the queue itself (so a
-  // chatty task is slowed to the pace of the disk, as with a write each);
-  // past kMaxSoonWrites or kMaxSoonBytes (commits keep failing to begin),
-  // new writes are dropped and reported, except ends (Soon::kEnd).
+  // chatty task is slowed to the pace of the disk, as with a write each),
+  // waiting for a busy store no longer than `wait_until` (its step's time:
+  // a task's output never holds its step past its timeout); past
+  // kMaxSoonWrites or kMaxSoonBytes (commits keep failing to begin), new
+  // writes are dropped and reported, except ends (Soon::kEnd).
   void WriteSoon(std::function<Status(Db&)> fn,
                  std::function<void(const Status&)> failed = nullptr,
-                 size_t bytes = 0, Soon kind = Soon::kRecord);
-  // Commits what WriteSoon queued; Ok when nothing was queued.
-  Status Flush();
+                 size_t bytes = 0, Soon kind = Soon::kRecord,
+                 WaitUntil wait_until = std::nullopt);
+  // Commits what WriteSoon queued; Ok when nothing was queued. Waits for a
+  // busy store no longer than `wait_until` (then what was queued stays
+  // queued, and this answers busy).
+  Status Flush(WaitUntil wait_until = std::nullopt);
   // Logs WRN store.write_failed once for this store, whichever writer
   // (recorder, process groups) saw the failure.
   void WarnWriteFailed(const Status& s);
@@ -219,8 +224,9 @@ class Store {
   // Logs WRN store.busy once a wait has lasted busy_patience_.
   // REQUIRES: mu_ held, busy_since_ set.
   void WarnIfBusyLong(std::chrono::steady_clock::time_point now);
-  // Logs the end of a wait that was warned about. REQUIRES: mu_ held.
-  void EndBusyWait();
+  // Logs the end of a wait that was warned about: the lock let go, or
+  // (`gave_up`) still held, and what waited failed. REQUIRES: mu_ held.
+  void EndBusyWait(bool gave_up);
   // Makes sure the reserve file holds kReserveBytes; an error when the
   // disk has no room for it or something else is in its place (the store
   // then runs without one).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <future>
 
 #include "pipeline/executor.h"
 #include "pipeline/loader.h"
@@ -420,6 +421,45 @@ jobs:
   EXPECT_FALSE(Cached(again, "notify"));
   EXPECT_FALSE(Cached(again, "tidy"));
   EXPECT_EQ(Runs(), 4);
+}
+
+// An entry this run remembered is found while its row is still queued,
+// without committing the queue: a lookup never waits for a store another
+// process holds (it would hold the step past its time). Once committed, the
+// entry is read from the store as any other.
+TEST_F(CacheTest, AnEntryRememberedByThisRunIsFoundWhileTheStoreIsHeld) {
+  CancelToken abort;
+  store_->WaitForLocksUntil(abort);  // As `steps run` does.
+  StoreStepCache cache(*store_, CacheDir(state_.path()), "run-1", true);
+  pipeline::StepRef ref;
+  ref.id = "build:1";
+  ref.job = "build";
+  ref.name = "hello";
+  pipeline::CachedStep entry;
+  entry.output = "hello\n";
+  entry.exit_code = 0;
+  std::optional<store_testing::HeldStore> held;
+  held.emplace(StorePath(state_.path()));
+  cache.Remember("key-1", ref, entry);
+  auto found = std::async(std::launch::async, [&] {
+    return std::make_pair(cache.Find("key-1"), cache.Find("key-2"));
+  });
+  // Generous: no wait at all is expected.
+  const bool soon =
+      found.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  held->Release();  // Without the answer from memory, Find waits for this.
+  auto [hit, miss] = found.get();
+  EXPECT_TRUE(soon);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->output, "hello\n");
+  EXPECT_EQ(hit->from_run, "run-1");
+  EXPECT_EQ(hit->from_step, "build:1");
+  EXPECT_FALSE(miss.has_value());
+  ASSERT_TRUE(store_->Flush().ok());
+  std::optional<pipeline::CachedStep> stored = cache.Find("key-1");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->output, "hello\n");
+  EXPECT_EQ(stored->exit_code, 0);
 }
 
 TEST_F(CacheTest, GetsAndPutsAreNeverCached) {

@@ -241,6 +241,41 @@ TEST_F(RecorderTest, TheNudgesWriteWaitsNoLongerThanItsAttempt) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, Millis(300));
 }
 
+// A task whose output fills the store's queue while another process holds
+// the store commits that queue itself, but waits no longer than its
+// attempt's time: its output never holds the step past its timeout.
+TEST_F(RecorderTest, OutputThatFillsTheQueueWaitsNoLongerThanItsAttempt) {
+  CancelToken abort;
+  store_->WaitForLocksUntil(abort);
+  recorder_->OnRunStart(run_);
+  recorder_->OnJobStart("build", std::nullopt);
+  const pipeline::StepRef chatty = Ref("1", "chatty");
+  recorder_->OnStepStart(chatty, std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  recorder_->OnAttemptStart(chatty, 1, 1, RealClock().Now() + Millis(300));
+  ASSERT_TRUE(store_->Flush().ok());
+  std::optional<store_testing::HeldStore> held;
+  held.emplace(StorePath(dir_.path()));
+  // Past Store::kSoonFlushBytes in a few lines: the last one commits.
+  const std::string line(64 << 10, 'x');
+  const size_t lines = Store::kSoonFlushBytes / line.size() + 2;
+  auto printed = std::async(std::launch::async, [&] {
+    for (size_t i = 0; i < lines; ++i)
+      recorder_->OnOutput(chatty, OutputStream::kStdout, line);
+  });
+  // Generous: 300 ms, and a loaded machine.
+  const bool soon =
+      printed.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  held->Release();  // Without the limit, the output waits for this.
+  printed.get();
+  EXPECT_TRUE(soon);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, Millis(300));
+  // Nothing was lost: the lines stayed queued, and go with the next commit.
+  ASSERT_TRUE(store_->Flush().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM output_lines"),
+            static_cast<int64_t>(lines));
+}
+
 TEST_F(RecorderTest, AStepsStartAndOutputRideWithItsAttempt) {
   recorder_->OnRunStart(run_);
   recorder_->OnJobStart("build", std::nullopt);

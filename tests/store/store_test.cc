@@ -730,7 +730,10 @@ TEST_F(StoreBusyTest, ARunsWriteWaitsForAnotherProcesssLockAndCommits) {
   EXPECT_TRUE(written.ok()) << written.message();
   EXPECT_EQ(Count(store(), "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(logs_.LinesWith("WRN store.busy ").size(), 1u);
-  EXPECT_EQ(logs_.LinesWith("INF store.busy_ended ").size(), 1u);
+  const std::vector<std::string> ended =
+      logs_.LinesWith("INF store.busy_ended ");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].find("still held"), std::string::npos) << ended[0];
   EXPECT_EQ(store().busy_waits(), 1);
 }
 
@@ -797,6 +800,12 @@ TEST_F(StoreBusyTest, AnInterruptedRunWaitsOnlyThePatience) {
   EXPECT_FALSE(written.ok());
   // Generous: the wait ends at its next look, a tenth of a second.
   EXPECT_LT(steady_clock::now() - cancelled, std::chrono::seconds(3));
+  // Its end says the lock is still held: the write failed.
+  const std::vector<std::string> ended =
+      logs_.LinesWith("INF store.busy_ended ");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_NE(ended[0].find("lock=\"still held\""), std::string::npos)
+      << ended[0];
 }
 
 // A read of what is committed (the step cache's lookup, before an attempt
