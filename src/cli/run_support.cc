@@ -22,6 +22,7 @@
 #include "process/subreaper.h"
 #include "store/cache.h"
 #include "store/process_groups.h"
+#include "store/reader.h"
 #include "store/recorder.h"
 #include "store/run_lock.h"
 #include "store/store.h"
@@ -225,6 +226,26 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   return outcome;
 }
 
+namespace {
+
+// Whether the run of recorded group `g` may still be running. Its lock
+// decides: held, it is; free, it died. A run that ended removed its lock
+// file (and a hand may have): then its recorded process decides, as for
+// `steps runs` (store::RunProcessAlive), so that a group whose row a busy
+// store kept from being deleted as the run ended is not kept `running` for
+// ever. A run with no row counts as alive.
+bool RunMayBeAlive(const std::string& state_dir,
+                   const store::RecordedGroup& g) {
+  std::error_code ec;
+  if (std::filesystem::exists(store::RunLockPath(state_dir, g.run_id), ec))
+    return store::RunIsLocked(state_dir, g.run_id);
+  if (g.host.empty()) return true;
+  return store::RunProcessAlive(state_dir, g.run_id, g.host, g.pid,
+                                g.pid_start);
+}
+
+}  // namespace
+
 void EndOrphanedRuns(const std::string& state_dir) {
   auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
   if (!opened.ok()) return;  // No store yet: no run to have died.
@@ -239,12 +260,7 @@ void EndOrphanedRuns(const std::string& state_dir) {
   size_t i = 0;
   while (i < groups->size()) {
     const std::string run_id = (*groups)[i].run_id;
-    // A run whose lock file is gone cannot be told from a live one whose
-    // file was removed by hand: only a free lock says the run died.
-    std::error_code ec;
-    const bool alive =
-        store::RunIsLocked(state_dir, run_id) ||
-        !std::filesystem::exists(store::RunLockPath(state_dir, run_id), ec);
+    const bool alive = RunMayBeAlive(state_dir, (*groups)[i]);
     int killed = 0;
     for (; i < groups->size() && (*groups)[i].run_id == run_id; ++i) {
       if (alive) continue;

@@ -45,14 +45,19 @@ Result<std::vector<RecordedGroup>> RunningGroups(Store& store) {
   std::vector<RecordedGroup> groups;
   Status s = store.Read([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
-        "SELECT run_id, pgid, leader_start FROM process_groups"
-        " WHERE status = 'running' ORDER BY run_id, pgid");
+        "SELECT g.run_id, g.pgid, g.leader_start, r.host, r.pid,"
+        " r.pid_start FROM process_groups g LEFT JOIN runs r"
+        " ON r.id = g.run_id WHERE g.status = 'running'"
+        " ORDER BY g.run_id, g.pgid");
     if (!st.ok()) return st.status();
     return (*st)->EachRow([&](const Statement& row) {
       RecordedGroup g;
       g.run_id = row.Text(0);
       g.group.pgid = static_cast<int>(row.Int(1));
       g.group.leader_start_time = static_cast<uint64_t>(row.Int(2));
+      g.host = row.Text(3);
+      g.pid = row.OptionalInt(4).value_or(0);
+      g.pid_start = row.Text(5);
       groups.push_back(std::move(g));
     });
   });

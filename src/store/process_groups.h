@@ -47,9 +47,15 @@ class ProcessGroupRecorder : public ProcessGroupObserver {
 struct RecordedGroup {
   std::string run_id;
   ProcessGroupId group;
+  // The run's recorded process (runs.host, pid, pid_start); host empty
+  // when the run has no row.
+  std::string host;
+  int64_t pid = 0;
+  std::string pid_start;
 };
 
-// Every group recorded `running`, of any run, oldest run first.
+// Every group recorded `running`, of any run, oldest run first, with its
+// run's process.
 Result<std::vector<RecordedGroup>> RunningGroups(Store& store);
 
 // Sets the status of one recorded group ("killed" or "gone").

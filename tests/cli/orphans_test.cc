@@ -433,6 +433,37 @@ TEST(OrphansTest, WithoutItsGuardianTheNextRunEndsTheGroupsOfADeadRun) {
   KillAll(pids);
 }
 
+// A group whose row the run could not delete as it ended (another process
+// held the store, and the run's writes gave up): the run's lock file went
+// with its clean end, so its recorded process decides that it died, and the
+// next run marks the group gone rather than keep it `running` for ever.
+TEST(OrphansTest, TheNextRunEndsTheGroupRowsOfARunThatEndedCleanly) {
+  TempDir dir;
+  dir.Write("p.yaml", "jobs:\n- name: k\n  plan:\n  - { task: t, run: echo fine }\n");
+  const std::string state = dir / "state";
+  StepsRun first = RunSteps({"run", dir / "p.yaml", "--plain", "--state-dir", state},
+                            dir / "first.log");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // A group no process has any more (the pid of a reaped child).
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(WaitExit(child), 0);
+  {
+    auto store = store::Store::OpenExisting(store::StorePath(state));
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write([&](store::Db& db) -> Status {
+      return db.Exec("INSERT INTO process_groups (run_id, pgid, leader_start,"
+                     " status) SELECT id, " + std::to_string(child) +
+                     ", 12345, 'running' FROM runs");
+    }).ok());
+  }
+  ASSERT_EQ(QueryStore(state, "SELECT status FROM process_groups"), "running\n");
+  StepsRun next = RunSteps({"run", dir / "p.yaml", "--plain", "--state-dir", state},
+                           dir / "next.log");
+  EXPECT_EQ(next.exit_code, 0) << next.output;
+  EXPECT_EQ(QueryStore(state, "SELECT status FROM process_groups"), "gone\n");
+}
+
 // The guardian of a run started by steps `pid`: its child in a session of
 // its own; 0 when there is none.
 pid_t GuardianOf(pid_t pid) {

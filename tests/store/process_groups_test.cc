@@ -42,7 +42,10 @@ TEST(ProcessGroupsTest, AGroupIsRecordedWhileItRuns) {
   a.OnGroupEnd({100, 5000});
   EXPECT_EQ(Groups(**store), "run-a 300 7000\nrun-b 200 6000\n");
   // A marked group is no longer running: a later run does not look again.
-  ASSERT_TRUE(MarkGroup(**store, {"run-b", {200, 6000}}, "killed").ok());
+  RecordedGroup marked;
+  marked.run_id = "run-b";
+  marked.group = {200, 6000};
+  ASSERT_TRUE(MarkGroup(**store, marked, "killed").ok());
   EXPECT_EQ(Groups(**store), "run-a 300 7000\n");
 }
 
