@@ -210,6 +210,14 @@ class JobRunner {
                          const StepRef& ref, const std::string& workdir,
                          SteadyTime start, StepRecord& rec,
                          Deadline& last_deadline);
+  // A resumed step with attempts stored: replays the fixers that ended, and
+  // says whether its attempts had ended it (a success, or a timeout that is
+  // not retried: then `stopped_by_timeout`).
+  bool ResumedStepEnded(const Step& step, const Scope& scope,
+                        const StepRef& ref, StepRecord& rec,
+                        bool& stopped_by_timeout);
+  // Attempt `k` of `attempts`, aborted during the wait before it.
+  static AttemptRecord AbortedWaitingToRetry(int k, int attempts);
   // The wait before attempt `k` (k > 1), unless it would reach the step's
   // total_timeout (`total`): then no further attempt could start.
   enum class RetryWait { kWaited, kPastTotal, kAborted };

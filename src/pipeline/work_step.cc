@@ -516,14 +516,9 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   const int first = ResumedAttempts(ref, rec) + 1;
   // A resumed step whose attempts had ended it (a success, or a timeout
   // that is not retried) only had its end left to store.
-  bool ended = false;
-  if (first > 1) {
-    ReplayEndedFixers(step, scope, ref, rec);
-    const AttemptRecord& last = rec.attempts.back();
-    stopped_by_timeout = last.timed_out && !retry_on_timeout;
-    ended = last.outcome == Outcome::kSucceeded || stopped_by_timeout;
-    if (ended) last_limit = timeout.value_or(Millis(0));
-  }
+  const bool ended = first > 1 && ResumedStepEnded(step, scope, ref, rec,
+                                                   stopped_by_timeout);
+  if (ended) last_limit = timeout.value_or(Millis(0));
 
   for (int k = first; !ended && k <= attempts; ++k) {
     if (k > first) {
@@ -533,12 +528,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
         break;
       }
       if (waited == RetryWait::kAborted) {
-        AttemptRecord aborted;
-        aborted.number = k;
-        aborted.of = attempts;
-        aborted.outcome = Outcome::kAborted;
-        aborted.error = "aborted while waiting to retry";
-        rec.attempts.push_back(aborted);
+        rec.attempts.push_back(AbortedWaitingToRetry(k, attempts));
         break;
       }
     }
@@ -589,6 +579,25 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
   return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
                        exhausted_by_total, last_limit);
+}
+
+bool JobRunner::ResumedStepEnded(const Step& step, const Scope& scope,
+                                 const StepRef& ref, StepRecord& rec,
+                                 bool& stopped_by_timeout) {
+  ReplayEndedFixers(step, scope, ref, rec);
+  const AttemptRecord& last = rec.attempts.back();
+  stopped_by_timeout =
+      last.timed_out && !(step.retry && step.retry->on_timeout);
+  return last.outcome == Outcome::kSucceeded || stopped_by_timeout;
+}
+
+AttemptRecord JobRunner::AbortedWaitingToRetry(int k, int attempts) {
+  AttemptRecord aborted;
+  aborted.number = k;
+  aborted.of = attempts;
+  aborted.outcome = Outcome::kAborted;
+  aborted.error = "aborted while waiting to retry";
+  return aborted;
 }
 
 JobRunner::RetryWait JobRunner::WaitToRetry(const ResolvedStep& rs, int k,
