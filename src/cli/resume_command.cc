@@ -55,8 +55,6 @@ int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
   std::cerr << r.diagnostics.FormatAll();
   if (!r.pipeline) return kExitRefused;
   pipeline::ResolvedPlan plan(r.pipeline);
-  // What the dead run left running ends before its steps run again.
-  EndOrphanedRuns(opts.state_dir);
   std::cerr << "steps resume: run " << point.run_id << " (" << point.status
             << "): " << point.state.finished.size()
             << (point.state.finished.size() == 1 ? " step" : " steps")

@@ -239,7 +239,6 @@ int RunRun(const RunOptions& opts) {
   pipeline::ResolvedPlan plan(r.pipeline);
   if (!opts.mock && !SourcesServable(opts, plan, r.diagnostics))
     return kExitRefused;
-  EndOrphanedRuns(opts.state_dir);
   RunSetup setup;
   setup.run_id = opts.run_id;
   setup.via = opts.via;

@@ -192,6 +192,9 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   Recording recording =
       OpenRecording(plan, setup, opts.run_id, run_lock != nullptr, redactor);
   if (recording.recorder) observers.Add(recording.recorder.get());
+  // What a dead run left running ends before any step runs (again). Its
+  // writes wait for a busy store as a reader's do.
+  if (recording.db) EndOrphanedRuns(*recording.db, setup.state_dir);
   // A store another process holds is waited for, until the run is
   // interrupted (Store::WaitForLocksUntil).
   if (recording.db) recording.db->WaitForLocksUntil(opts.abort);
@@ -246,10 +249,7 @@ bool RunMayBeAlive(const std::string& state_dir,
 
 }  // namespace
 
-void EndOrphanedRuns(const std::string& state_dir) {
-  auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
-  if (!opened.ok()) return;  // No store yet: no run to have died.
-  store::Store& db = **opened;
+void EndOrphanedRuns(store::Store& db, const std::string& state_dir) {
   Result<std::vector<store::RecordedGroup>> groups = store::RunningGroups(db);
   if (!groups.ok()) {
     LogEvent(LogLevel::kWarn, "run.orphans_unchecked",

@@ -71,9 +71,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 // kills each group whose leader is still the recorded process (same start
 // time), marks the rows `killed` or `gone`, and logs
 // `WRN run.orphans_killed run=R groups=N` when it killed any. Never blocks
-// on a live run. Only `steps run` calls it: read-only commands leave every
-// process alone.
-void EndOrphanedRuns(const std::string& state_dir);
+// on a live run. Only RunPlan calls it (`steps run`, `steps resume`), on
+// the store it records the run in, before any step starts: read-only
+// commands leave every process alone.
+void EndOrphanedRuns(store::Store& db, const std::string& state_dir);
 
 // 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;
 // 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM.
