@@ -24,6 +24,51 @@ constexpr const char* kProviderHint =
     "openrouter/qwen/qwen3.7-flash, "
     "anthropic/claude-sonnet-4-5, ollama/llama3, mock/any";
 
+// A source's `price:` ({ input: USD, output: USD } per million tokens);
+// nullopt when absent or wrong (reported).
+std::optional<Price> ReadPrice(const YAML::Node& price, const std::string& key,
+                               Diagnostics& d) {
+  if (!price.IsDefined()) return std::nullopt;
+  if (!price.IsMap()) {
+    d.Error(LineOf(price), "'" + key +
+                               ".price' must be { input: USD, output: USD } "
+                               "per million tokens");
+    return std::nullopt;
+  }
+  MapReader pr(price, "'" + key + ".price'", d);
+  Price p;
+  auto in = ReadNumber(pr.Take("input"), key + ".price.input", 0,
+                       "a non-negative number", d);
+  auto out = ReadNumber(pr.Take("output"), key + ".price.output", 0,
+                        "a non-negative number", d);
+  if (!pr.Has("input") || !pr.Has("output")) {
+    d.Error(LineOf(price), "'" + key +
+                               ".price' needs both 'input' and 'output' "
+                               "(USD per million tokens)");
+  }
+  if (in) p.input_per_mtok = *in;
+  if (out) p.output_per_mtok = *out;
+  pr.Finish();
+  return p;
+}
+
+// Whether `model` names a provider and a model (PROVIDER/MODEL).
+bool ValidModel(const std::string& model, int line, Diagnostics& d) {
+  size_t slash = model.find('/');
+  if (slash != std::string::npos && slash != 0 && slash + 1 != model.size())
+    return true;
+  d.Error(line, "model '" + model + "' names no provider: " + kProviderHint);
+  return false;
+}
+
+// Whether a CLI source's command is there.
+bool ValidCli(const std::string& cli, const std::string& key, int line,
+              Diagnostics& d) {
+  if (cli.find_first_not_of(" \t") != std::string::npos) return true;
+  d.Error(line, "'" + key + ".cli' is empty: give the command to run");
+  return false;
+}
+
 std::optional<ModelSource> ReadSource(const YAML::Node& n,
                                       const std::string& key, Diagnostics& d) {
   if (!n.IsDefined()) return std::nullopt;
@@ -53,23 +98,11 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
     }
     return std::nullopt;
   }
-  if (model) {
-    size_t slash = model->find('/');
-    if (slash == std::string::npos || slash == 0 ||
-        slash + 1 == model->size()) {
-      d.Error(r.KeyLine("model"),
-              "model '" + *model + "' names no provider: " + kProviderHint);
-      return std::nullopt;
-    }
-    s.model = *model;
-  } else {
-    if (cli->find_first_not_of(" \t") == std::string::npos) {
-      d.Error(r.KeyLine("cli"),
-              "'" + key + ".cli' is empty: give the command to run");
-      return std::nullopt;
-    }
-    s.cli = *cli;
-  }
+  if (model && !ValidModel(*model, r.KeyLine("model"), d))
+    return std::nullopt;
+  if (cli && !ValidCli(*cli, key, r.KeyLine("cli"), d)) return std::nullopt;
+  if (model) s.model = *model;
+  if (cli) s.cli = *cli;
   s.base_url = ReadString(r.Take("base_url"), key + ".base_url", d);
   s.api_key_env = ReadString(r.Take("api_key_env"), key + ".api_key_env", d);
   if (auto stream = ReadBool(r.Take("stream"), key + ".stream", d))
@@ -83,30 +116,7 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
                              "' is for hosted models: a CLI source ('cli: " +
                              s.cli + "') takes no model parameters");
   }
-  YAML::Node price = r.Take("price");
-  if (price.IsDefined()) {
-    if (!price.IsMap()) {
-      d.Error(LineOf(price), "'" + key +
-                                 ".price' must be { input: USD, output: USD } "
-                                 "per million tokens");
-    } else {
-      MapReader pr(price, "'" + key + ".price'", d);
-      Price p;
-      auto in = ReadNumber(pr.Take("input"), key + ".price.input", 0,
-                           "a non-negative number", d);
-      auto out = ReadNumber(pr.Take("output"), key + ".price.output", 0,
-                            "a non-negative number", d);
-      if (!pr.Has("input") || !pr.Has("output")) {
-        d.Error(LineOf(price), "'" + key +
-                                   ".price' needs both 'input' and 'output' "
-                                   "(USD per million tokens)");
-      }
-      if (in) p.input_per_mtok = *in;
-      if (out) p.output_per_mtok = *out;
-      pr.Finish();
-      s.price = p;
-    }
-  }
+  s.price = ReadPrice(r.Take("price"), key, d);
   r.Finish();
   return s;
 }
