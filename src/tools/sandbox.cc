@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -168,30 +169,89 @@ std::string Sandbox::root() const {
   return path;
 }
 
+namespace {
+
+// Why a path that leads out of the working directory is refused.
+Status Escape(const std::string& shown, const std::string& via) {
+  std::string why = shown + " leads outside the working directory";
+  if (!via.empty()) why += " (through the symlink " + Quoted(via) + ")";
+  return Refused(why);
+}
+
+// One walk of Sandbox::Resolve: the names left, the directories entered
+// below the root (the root itself is the sandbox's descriptor), and the
+// symlinks followed.
+struct Walk {
+  std::deque<std::string> pending;
+  std::vector<UniqueFd> opened;
+  int symlinks = 0;
+  std::string via;  // The last symlink followed, for messages.
+  // The root's path, looked up at the first absolute symlink target.
+  std::optional<std::string> root_path;
+};
+
+// Follows the symlink `name` in `dir`: its target's names go first in the
+// walk. An absolute target must lie inside the root (`root` tells its
+// path), and the walk goes on from the root; anything else is refused.
+Status FollowSymlink(int dir, const std::string& name, const std::string& shown,
+                     const std::function<std::string()>& root, Walk& w) {
+  if (++w.symlinks > kMaxSymlinks) {
+    return Refused(shown + " goes through too many symlinks");
+  }
+  std::optional<std::string> read = ReadLinkAt(dir, name.c_str());
+  if (!read) return ErrnoStatus(shown, errno);
+  if (read->empty()) return Refused(shown + " goes through an unusable symlink");
+  std::string target = std::move(*read);
+  w.via = name;
+  if (target[0] == '/') {
+    if (!w.root_path) w.root_path = root();
+    const std::string& at = *w.root_path;
+    // A root whose path cannot be told holds no absolute target.
+    bool inside = !at.empty() && (at == "/" || target == at ||
+                                  target.compare(0, at.size() + 1, at + "/") == 0);
+    if (!inside) return Escape(shown, w.via);
+    w.opened.clear();
+    target.erase(0, at == "/" ? 0 : at.size());
+  }
+  std::deque<std::string> parts = SplitPath(target);
+  w.pending.insert(w.pending.begin(), parts.begin(), parts.end());
+  return Status::Ok();
+}
+
+// Opens the directory `name` in `dir` to walk on from. O_NOFOLLOW: if it
+// was swapped for a symlink since it was looked at, this fails instead of
+// following it.
+Result<UniqueFd> EnterDir(int dir, const std::string& name,
+                          const std::string& shown) {
+  int fd = openat(dir, name.c_str(),
+                  O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) return UniqueFd(fd);
+  int err = errno;
+  if (err == ENOTDIR || err == ELOOP) {
+    return InvalidArgument(shown + ": " + Quoted(name) + " is not a directory");
+  }
+  return ErrnoStatus(shown, err);
+}
+
+}  // namespace
+
 Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
                                            Mode mode) const {
   if (Status s = CheckPathText(path); !s.ok()) return s;
-  std::string shown = Quoted(path);
-  auto escape = [&](const std::string& via) {
-    std::string why = shown + " leads outside the working directory";
-    if (!via.empty()) why += " (through the symlink " + Quoted(via) + ")";
-    return Refused(why);
-  };
-
-  std::deque<std::string> pending = SplitPath(path);
-  // Directories entered below the root; the root itself is root_fd_.
-  std::vector<UniqueFd> opened;
+  const std::string shown = Quoted(path);
+  Walk w;
+  w.pending = SplitPath(path);
   auto current = [&] {
-    return opened.empty() ? root_fd_.get() : opened.back().get();
+    return w.opened.empty() ? root_fd_.get() : w.opened.back().get();
   };
   // Where the walk ends: in the directory reached, which the Location
   // takes over (the root's descriptor is lent, not copied).
   auto at = [&](std::string leaf, bool exists, const struct stat& st) {
     Location loc;
-    if (opened.empty()) {
+    if (w.opened.empty()) {
       loc.dir = root_fd_.get();
     } else {
-      loc.owned = std::move(opened.back());
+      loc.owned = std::move(w.opened.back());
       loc.dir = loc.owned.get();
     }
     loc.leaf = std::move(leaf);
@@ -199,74 +259,39 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
     loc.st = st;
     return loc;
   };
-  int symlinks = 0;
-  std::string via;  // The last symlink followed, for messages.
-  // The root's path, looked up at the first absolute symlink target.
-  std::optional<std::string> root_path;
+  const std::function<std::string()> root_path = [this] { return root(); };
 
-  while (!pending.empty()) {
-    std::string name = std::move(pending.front());
-    pending.pop_front();
+  while (!w.pending.empty()) {
+    std::string name = std::move(w.pending.front());
+    w.pending.pop_front();
     if (name == ".") continue;
     if (name == "..") {
-      if (opened.empty()) return escape(via);
-      opened.pop_back();
+      if (w.opened.empty()) return Escape(shown, w.via);
+      w.opened.pop_back();
       continue;
     }
-    bool last = pending.empty();
+    bool last = w.pending.empty();
     struct stat st;
     if (fstatat(current(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       int err = errno;
       if (err != ENOENT) return ErrnoStatus(shown, err);
-      if (mode != Mode::kCreate) {
-        return NotFound(shown + " does not exist");
-      }
+      if (mode != Mode::kCreate) return NotFound(shown + " does not exist");
       if (last) return at(std::move(name), false, {});
       if (mkdirat(current(), name.c_str(), 0755) != 0 && errno != EEXIST) {
         return ErrnoStatus(
             "creating directory " + Quoted(name) + " for " + shown, errno);
       }
     } else if (S_ISLNK(st.st_mode)) {
-      if (++symlinks > kMaxSymlinks) {
-        return Refused(shown + " goes through too many symlinks");
-      }
-      std::optional<std::string> read = ReadLinkAt(current(), name.c_str());
-      if (!read) return ErrnoStatus(shown, errno);
-      if (read->empty()) {
-        return Refused(shown + " goes through an unusable symlink");
-      }
-      std::string target = std::move(*read);
-      via = name;
-      if (target[0] == '/') {
-        if (!root_path) root_path = root();
-        const std::string& at = *root_path;
-        // A root whose path cannot be told holds no absolute target.
-        bool inside =
-            !at.empty() && (at == "/" || target == at ||
-                            target.compare(0, at.size() + 1, at + "/") == 0);
-        if (!inside) return escape(via);
-        opened.clear();
-        target.erase(0, at == "/" ? 0 : at.size());
-      }
-      std::deque<std::string> parts = SplitPath(target);
-      pending.insert(pending.begin(), parts.begin(), parts.end());
+      if (Status s = FollowSymlink(current(), name, shown, root_path, w);
+          !s.ok())
+        return s;
       continue;
     } else if (last) {
       return at(std::move(name), true, st);
     }
-    // A directory on the way. O_NOFOLLOW: if it was swapped for a symlink
-    // since the fstatat, this fails instead of following it.
-    int fd = openat(current(), name.c_str(),
-                    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      int err = errno;
-      if (err == ENOTDIR || err == ELOOP) {
-        return InvalidArgument(shown + ": " + Quoted(name) +
-                               " is not a directory");
-      }
-      return ErrnoStatus(shown, err);
-    }
-    opened.emplace_back(fd);
+    Result<UniqueFd> entered = EnterDir(current(), name, shown);
+    if (!entered.ok()) return entered.status();
+    w.opened.push_back(std::move(*entered));
   }
   // The path named a directory itself ("", ".", "a/..", "a/").
   return at("", true, {});
