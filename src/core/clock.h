@@ -113,6 +113,8 @@ class Deadline {
   bool is_set() const { return at_.has_value(); }
   // REQUIRES: is_set().
   SteadyTime at() const { return *at_; }
+  // The point, or nullopt when there is no deadline.
+  const std::optional<SteadyTime>& when() const { return at_; }
   bool Expired(const Clock& clock) const { return at_ && clock.Now() >= *at_; }
   // Time left (never negative), or nullopt when there is no deadline.
   std::optional<Millis> Remaining(const Clock& clock) const;

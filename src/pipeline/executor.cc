@@ -173,10 +173,7 @@ JobRecord JobRunner::Run() {
   }
   if (job_.timeout.has_value())
     job_deadline_ = Deadline::At(start + *job_.timeout);
-  ex_.observer().OnJobStart(job_.name,
-                            job_deadline_.is_set()
-                                ? std::optional<SteadyTime>(job_deadline_.at())
-                                : std::nullopt);
+  ex_.observer().OnJobStart(job_.name, job_deadline_.when());
   std::error_code ec;
   fs::create_directories(fs::path(job_dir_) / "artifacts", ec);
   Scope scope;

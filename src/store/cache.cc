@@ -99,6 +99,11 @@ StoreStepCache::StoreStepCache(Store& store, std::string cache_dir,
       run_id_(std::move(run_id)),
       lookups_(lookups) {}
 
+std::string StoreStepCache::SavedPath(const std::string& key,
+                                      const std::string& name) const {
+  return (fs::path(cache_dir_) / key / EntryName(name)).string();
+}
+
 void StoreStepCache::Queued::Done(const std::string& key, uint64_t n) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = entries.find(key);
@@ -148,10 +153,10 @@ std::optional<pipeline::CachedStep> StoreStepCache::Find(
     for (const auto& n : names) {
       if (!n.is_string()) return Status::Ok();
       const std::string name = n.get<std::string>();
-      fs::path saved = fs::path(cache_dir_) / key / EntryName(name);
+      std::string saved = SavedPath(key, name);
       std::error_code ec;
       if (!fs::is_directory(saved, ec)) return Status::Ok();
-      entry.outputs[name] = saved.string();
+      entry.outputs[name] = std::move(saved);
     }
     hit = std::move(entry);
     return Status::Ok();
@@ -223,7 +228,7 @@ void StoreStepCache::Remember(const std::string& key,
   found.from_run = run_id_;
   found.from_step = step.id;
   for (const std::string& name : names)
-    found.outputs[name] = (fs::path(cache_dir_) / key / EntryName(name)).string();
+    found.outputs[name] = SavedPath(key, name);
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(queued_->mu);

@@ -51,6 +51,9 @@ class StoreStepCache : public pipeline::StepCache {
                               const pipeline::CachedStep& result,
                               std::vector<std::string>& names);
 
+  // Where output folder `name` of entry `key` is kept: CACHE_DIR/KEY/NAME.
+  std::string SavedPath(const std::string& key, const std::string& name) const;
+
   Store& store_;
   std::string cache_dir_;
   std::string run_id_;

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -191,10 +190,10 @@ struct Walk {
 };
 
 // Follows the symlink `name` in `dir`: its target's names go first in the
-// walk. An absolute target must lie inside the root (`root` tells its
-// path), and the walk goes on from the root; anything else is refused.
+// walk. An absolute target must lie inside `sandbox`'s root, and the walk
+// goes on from the root; anything else is refused.
 Status FollowSymlink(int dir, const std::string& name, const std::string& shown,
-                     const std::function<std::string()>& root, Walk& w) {
+                     const Sandbox& sandbox, Walk& w) {
   if (++w.symlinks > kMaxSymlinks) {
     return Refused(shown + " goes through too many symlinks");
   }
@@ -204,7 +203,7 @@ Status FollowSymlink(int dir, const std::string& name, const std::string& shown,
   std::string target = std::move(*read);
   w.via = name;
   if (target[0] == '/') {
-    if (!w.root_path) w.root_path = root();
+    if (!w.root_path) w.root_path = sandbox.root();
     const std::string& at = *w.root_path;
     // A root whose path cannot be told holds no absolute target.
     bool inside = !at.empty() && (at == "/" || target == at ||
@@ -259,8 +258,6 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
     loc.st = st;
     return loc;
   };
-  const std::function<std::string()> root_path = [this] { return root(); };
-
   while (!w.pending.empty()) {
     std::string name = std::move(w.pending.front());
     w.pending.pop_front();
@@ -282,7 +279,7 @@ Result<Sandbox::Location> Sandbox::Resolve(std::string_view path,
             "creating directory " + Quoted(name) + " for " + shown, errno);
       }
     } else if (S_ISLNK(st.st_mode)) {
-      if (Status s = FollowSymlink(current(), name, shown, root_path, w);
+      if (Status s = FollowSymlink(current(), name, shown, *this, w);
           !s.ok())
         return s;
       continue;
