@@ -166,6 +166,10 @@ struct AgentInvocation {
   bool required_tools = false;     // `required: tools`.
 
   std::optional<Millis> timeout;     // The one deadline; nullopt: none ("0").
+  // Where `timeout` ends, computed once by the caller (the step's deadline,
+  // which its records and the conversation share). Unset: `timeout` from
+  // the conversation's start.
+  std::optional<SteadyTime> deadline;
   // A resumed step's whole timeout, of which `timeout` is what is left: the
   // nudge is due when a fifth of the whole remains. Unset: `timeout`.
   std::optional<Millis> whole_timeout;

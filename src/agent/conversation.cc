@@ -67,7 +67,9 @@ class Conversation {
   // conversation is over (result_ then holds how it ended).
 
   bool Prepare() {
-    if (inv_.timeout && inv_.timeout->count() > 0) {
+    if (inv_.deadline) {
+      deadline_ = Deadline::At(*inv_.deadline);
+    } else if (inv_.timeout && inv_.timeout->count() > 0) {
       deadline_ = Deadline::After(clock_, *inv_.timeout);
     }
     if (inv_.sources.empty()) {
@@ -119,8 +121,11 @@ class Conversation {
       system += text;
     };
     if (deadline_.is_set()) {
-      add_paragraph(
-          DisclosureText(*inv_.timeout, clock_.WallNow() + *inv_.timeout));
+      const auto left = deadline_.at() - clock_.Now();
+      add_paragraph(DisclosureText(
+          *inv_.timeout,
+          clock_.WallNow() +
+              std::chrono::duration_cast<WallTime::duration>(left)));
       result_.deadline_disclosed = true;
     }
     if (inv_.required_tools) {
@@ -242,6 +247,8 @@ class Conversation {
         ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
     request.nudge = nudged;
     Emit(std::move(request));
+    // Storing it may have waited for a busy store until the deadline.
+    if (StopIfInterrupted()) return true;
     ChatResult reply = Send(source, call);
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
@@ -394,8 +401,16 @@ class Conversation {
       const bool is_finish =
           inv_.required_tools && call.name == kFinishToolName;
       const Tool* tool = is_finish ? nullptr : Granted(call.name);
+      const bool effects = tool != nullptr && tool->has_effects();
       ToolCheckpoint(ConversationCheckpoint::Kind::kToolStarted, record.turn,
-                     call, false, tool != nullptr && tool->has_effects());
+                     call, false, effects);
+      if (effects && StopIfInterrupted()) {
+        // Storing its start waited for a busy store until the deadline: the
+        // call does not run.
+        record.tool_calls.pop_back();
+        EmitTurn(std::move(record));
+        return true;
+      }
       if (is_finish) {
         finished = FinishAnswer(call.arguments);
         result = finished ? ToolResult::Ok("finished")

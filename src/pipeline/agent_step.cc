@@ -142,6 +142,7 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   inv.context_paths = step.context_paths;
   inv.critique = scope.critique;
   inv.timeout = timeout;
+  if (timeout && timeout->count() > 0) inv.deadline = deadline;
   if (timeout != rs.dials.timeout.value)
     inv.whole_timeout = rs.dials.timeout.value;
   if (resume) {
@@ -382,6 +383,7 @@ StepResult JobRunner::RunFixer(const Step& task, const Scope& scope,
         "when it runs "
         "again. Answer with a short summary of what you changed.");
     inv.working_dir = fs::absolute(workdir).string();
+    if (timeout && timeout->count() > 0) inv.deadline = deadline;
     if (resumed && resumed->conversation) {
       inv.resume_from = *resumed->conversation;
       if (timeout != rs.fix_dials->timeout.value) {

@@ -119,7 +119,9 @@ Status StartMcpServers(const Pipeline& p, agent::AgentInvocation& inv,
                        McpStepServers& servers) {
   const SteadyTime start = clock.Now();
   Deadline deadline;
-  if (inv.timeout && inv.timeout->count() > 0) {
+  if (inv.deadline) {
+    deadline = Deadline::At(*inv.deadline);
+  } else if (inv.timeout && inv.timeout->count() > 0) {
     deadline = Deadline::At(start + *inv.timeout);
   }
   std::map<const McpServerDef*, std::shared_ptr<McpClient>> started;

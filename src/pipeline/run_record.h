@@ -70,6 +70,9 @@ struct StepRef {
   int line = 0;
   // In an across cell: the cell's values, "os=linux arch=arm"; else empty.
   std::string cell;
+  // Served from the step cache: nothing of it runs, so none of its events
+  // is a durable point (its records ride with its end).
+  bool replayed = false;
 };
 
 struct StepRecord {

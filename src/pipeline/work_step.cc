@@ -80,6 +80,13 @@ Deadline Earliest(const Deadline& a, const Deadline& b) {
   return a.at() < b.at() ? a : b;
 }
 
+// When the step's retry block's `total_timeout` is up, counted from the
+// step's start `start`; none without one.
+Deadline TotalDeadline(const ResolvedStep& rs, SteadyTime start) {
+  return rs.total_timeout ? Deadline::At(start + *rs.total_timeout)
+                          : Deadline();
+}
+
 // The end of a step whose workspace work was cut by `cut` (abort or the
 // deadline) while `doing` something.
 StepResult CutShort(const Status& cut, const std::string& step, Millis limit,
@@ -174,9 +181,7 @@ WorkLimit PrepLimit(const Clock& clock, const CancelToken& token,
   WorkLimit prep{&clock, token, Deadline()};
   if (rs.dials.timeout.value)
     prep.deadline = Deadline::At(start + *rs.dials.timeout.value);
-  if (rs.total_timeout)
-    prep.deadline =
-        Earliest(prep.deadline, Deadline::At(start + *rs.total_timeout));
+  prep.deadline = Earliest(prep.deadline, TotalDeadline(rs, start));
   *limit = prep.deadline.is_set()
                ? std::chrono::duration_cast<Millis>(prep.deadline.at() - start)
                : Millis(0);
@@ -446,28 +451,21 @@ std::optional<StepResult> JobRunner::RestoreCached(const Step& step,
       return std::nullopt;
   }
   // Replayed as a live step reports itself: its lines, then its end, which
-  // names the run and step the result came from. Its records wait for a
-  // busy store no longer than its first attempt would have had.
-  const ResolvedStep& rs = ex_.plan.For(step);
-  Deadline total;
-  if (rs.total_timeout) total = Deadline::At(start + *rs.total_timeout);
-  std::optional<Millis> clipped;
-  const Deadline deadline =
-      AttemptDeadline(start, rs.dials.timeout.value, total, clipped);
-  ex_.observer().OnStepStart(ref, std::nullopt);
-  ex_.observer().OnAttemptStart(
-      ref, 1, 1,
-      deadline.is_set() ? std::optional<SteadyTime>(deadline.at())
-                        : std::nullopt);
+  // names the run and step the result came from. Nothing runs: its start
+  // is no durable point, and waits for no busy store.
+  StepRef replay = ref;
+  replay.replayed = true;
+  ex_.observer().OnStepStart(replay, std::nullopt);
+  ex_.observer().OnAttemptStart(replay, 1, 1, std::nullopt);
   for (const PrintedLine& line : ReplayLines(step, *hit))
-    ex_.observer().OnOutput(ref, line.stream, line.text);
+    ex_.observer().OnOutput(replay, line.stream, line.text);
   AttemptRecord a;
   a.started = rec.started;
   a.output = hit->output;
   a.exit_code = hit->exit_code;
   a.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
   a.identity = rec.identity;
-  ex_.observer().OnAttemptEnd(ref, a);
+  ex_.observer().OnAttemptEnd(replay, a);
   rec.attempts.push_back(a);
   rec.cached = true;
   rec.cached_from_run = hit->from_run;
@@ -508,8 +506,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   const int attempts = rs.dials.attempts.value;
   const std::optional<Millis> timeout = rs.dials.timeout.value;
   const bool retry_on_timeout = step.retry && step.retry->on_timeout;
-  Deadline total;
-  if (rs.total_timeout) total = Deadline::At(start + *rs.total_timeout);
+  const Deadline total = TotalDeadline(rs, start);
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
   Millis last_limit{0};
@@ -541,10 +538,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
                      ? std::chrono::duration_cast<Millis>(deadline.at() - from)
                      : Millis(0);
     last_deadline = deadline;
-    ex_.observer().OnAttemptStart(ref, k, attempts,
-                                  deadline.is_set()
-                                      ? std::optional<SteadyTime>(deadline.at())
-                                      : std::nullopt);
+    ex_.observer().OnAttemptStart(ref, k, attempts, deadline.when());
     const Millis prepared =
         std::chrono::duration_cast<Millis>(clock_.Now() - from);
     AttemptRecord a =

@@ -417,29 +417,37 @@ void RunRecorder::OnAttemptStart(const pipeline::StepRef& step, int attempt,
                                  int of, std::optional<SteadyTime> deadline) {
   const std::string id = StoredId(step, false);
   // The attempt waits for a busy store (it must not run unrecorded), but
-  // not past its own time.
+  // not past its own time. A replayed one runs nothing: its start rides
+  // with its end.
   Store::WaitUntil wait_until;
   if (deadline) wait_until = OnRealClock(clock_, *deadline);
   {
     std::lock_guard<std::mutex> lock(mu_);
     wait_until_[id] = wait_until;
   }
-  Check(store_.Write([&](Db& db) -> Status {
+  auto write = [run_id = run_id_, id, attempt, of,
+                started = ToMs(clock_.WallNow()), deadline_ms = WallMs(deadline),
+                taken_by = taken_by_](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT OR REPLACE INTO attempts (run_id, step_id, number, of, status,"
         " started_ms, deadline_ms, taken_by) VALUES (?1, ?2, ?3, ?4,"
         " 'running', ?5, ?6, ?7)");
     if (!st.ok()) return st.status();
     Statement& s = **st;
-    s.Bind(1, run_id_);
+    s.Bind(1, run_id);
     s.Bind(2, id);
     s.Bind(3, int64_t{attempt});
     s.Bind(4, int64_t{of});
-    s.Bind(5, ToMs(clock_.WallNow()));
-    s.Bind(6, WallMs(deadline));
-    s.Bind(7, taken_by_);
+    s.Bind(5, started);
+    s.Bind(6, deadline_ms);
+    s.Bind(7, taken_by);
     return s.Run();
-  }, wait_until));
+  };
+  if (step.replayed) {
+    store_.WriteSoon(std::move(write));
+  } else {
+    Check(store_.Write(write, wait_until));
+  }
 }
 
 void RunRecorder::OnOutput(const pipeline::StepRef& step, OutputStream stream,

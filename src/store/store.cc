@@ -504,9 +504,9 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
     return;
   }
   std::unique_lock<std::mutex> lock(soon_mu_);
-  // An end is never dropped: it is what a run's record cannot do without,
-  // and ends wait in the queue a millisecond at most.
-  if (kind != Soon::kEnd &&
+  // Only payloads are dropped: records and ends are what a run's record
+  // cannot do without, and there are a few per step.
+  if (kind == Soon::kPayload &&
       (soon_.size() >= kMaxSoonWrites || soon_bytes_ + bytes > kMaxSoonBytes)) {
     // Commits keep failing to begin (another process holds the store, say):
     // memory stays bounded.
@@ -526,12 +526,21 @@ void Store::WriteSoon(std::function<Status(Db&)> fn,
   if (!flusher_.joinable() && !stopping_) {
     flusher_ = std::thread([this] { FlusherLoop(); });
   }
+  // Only a payload's writer pays for the queue's bound; a record's or an
+  // end's (a process group's removal, a step's end) never waits here.
   const bool full =
-      soon_.size() >= kSoonFlushWrites || soon_bytes_ >= kSoonFlushBytes;
+      kind == Soon::kPayload &&
+      (soon_.size() >= kSoonFlushWrites || soon_bytes_ >= kSoonFlushBytes);
   lock.unlock();
   if (wake) soon_cv_.notify_all();
-  // The writer waits for the disk, as with Write, within its time.
-  if (full) (void)Flush(wait_until);
+  if (!full || held_elsewhere_.load()) return;
+  // The writer waits for the disk, as with Write: a chatty task is slowed to
+  // its pace. Not for another process's lock: while one holds the store,
+  // payloads stay queued (up to kMaxSoonWrites or kMaxSoonBytes), and the
+  // task is not held.
+  WaitUntil limit = std::chrono::steady_clock::now() + kFullQueueWait;
+  if (wait_until && *wait_until < *limit) limit = wait_until;
+  (void)Flush(limit);
 }
 
 void Store::WarnWriteFailed(const Status& s) {
@@ -754,6 +763,7 @@ void Store::CommitBatch(std::vector<GroupCommit::Item*>& batch) {
   in_batch_ = true;
   CommitWaiting(batch);
   in_batch_ = false;
+  if (begin_busy_) held_elsewhere_.store(true);
   if (!begin_busy_) {
     EndBusyWait(false);
   } else if (!WaitOn(batch)) {
@@ -836,6 +846,7 @@ void Store::CommitAlone(GroupCommit::Item& item) {
 }
 
 void Store::Committed() {
+  held_elsewhere_.store(false);
   ++commits_;
   if (after_commit_) after_commit_(commits_);
 }

@@ -93,13 +93,15 @@ class Store {
   // that failed or was dropped (without one, WarnWriteFailed does); it may
   // run under the store's lock: it must not touch the store.
   //
-  // Queued writes never grow without bound: past kSoonFlushWrites writes
-  // or kSoonFlushBytes bytes, the caller commits the queue itself (so a
-  // chatty task is slowed to the pace of the disk, as with a write each),
-  // waiting for a busy store no longer than `wait_until` (its step's time:
-  // a task's output never holds its step past its timeout); past
-  // kMaxSoonWrites or kMaxSoonBytes (commits keep failing to begin), new
-  // writes are dropped and reported, except ends (Soon::kEnd).
+  // Queued payloads never grow without bound: past kSoonFlushWrites writes
+  // or kSoonFlushBytes bytes, a payload's writer commits the queue itself
+  // (so a chatty task is slowed to the pace of the disk, as with a write
+  // each), waiting no longer than kFullQueueWait or `wait_until` (its
+  // step's time), and not at all while another process is known to hold
+  // the store's lock (its last begin found it held): a task's output is
+  // never held by another process. Past kMaxSoonWrites or kMaxSoonBytes
+  // (commits keep failing to begin), new payloads are dropped and
+  // reported. Records and ends are never dropped nor made to wait here.
   void WriteSoon(std::function<Status(Db&)> fn,
                  std::function<void(const Status&)> failed = nullptr,
                  size_t bytes = 0, Soon kind = Soon::kRecord,
@@ -115,6 +117,8 @@ class Store {
   static constexpr std::chrono::milliseconds kSoonLinger{100};
   // The longest an end (Soon::kEnd) waits for a transaction to ride with.
   static constexpr std::chrono::microseconds kEndLinger{1000};
+  // The longest a payload's writer waits for the commit of a full queue.
+  static constexpr std::chrono::milliseconds kFullQueueWait{100};
   static constexpr size_t kSoonFlushWrites = 10000;
   static constexpr size_t kSoonFlushBytes = 4 << 20;
   static constexpr size_t kMaxSoonWrites = 100000;
@@ -241,6 +245,9 @@ class Store {
 
   std::atomic<bool> warned_{false};
   std::atomic<bool> disk_full_{false};
+  // The last begin found another process holding the lock, and nothing was
+  // committed since.
+  std::atomic<bool> held_elsewhere_{false};
   bool reserve_held_ = false;  // Guarded by mu_.
   // Waiting for another process's lock; guarded by mu_.
   std::optional<CancelToken> abandon_;

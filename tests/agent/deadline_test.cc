@@ -265,6 +265,70 @@ w:
             "error=\"agent: generate content: context deadline exceeded\"");
 }
 
+// The caller's deadline is the conversation's: time spent before the
+// conversation starts (its step's records, MCP servers starting) is off
+// it, and the disclosure names that end, not one from the conversation's
+// own start.
+TEST(DeadlineTest, TheCallersDeadlineIsTheConversations) {
+  FakeClock clock(/*auto_advance=*/true);
+  auto runner = MockRunner(R"(
+w:
+  - {delay: 80s, say: too late}
+)");
+  AgentInvocation inv = Invocation({MockSource("w")});
+  inv.timeout = seconds(100);
+  inv.deadline = clock.Now() + seconds(100);
+  const WallTime ends = clock.WallNow() + seconds(100);
+  clock.Advance(seconds(30));  // The step's start, before the conversation.
+  AgentContext ctx;
+  ctx.clock = &clock;
+
+  AgentResult r = runner->Run(inv, ctx);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error, "agent: generate content: context deadline exceeded");
+  EXPECT_EQ(*inv.deadline, clock.Now());
+  auto requests = runner->MockRequests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(CountContaining(requests[0], "it ends at " + FormatUtc(ends)), 1);
+}
+
+// A durable point whose store waited past the deadline (another process
+// held it): what it guarded does not happen. No request is sent after a
+// request's checkpoint stored too late, and no tool with effects runs
+// after its start's.
+TEST(DeadlineTest, NothingHappensAfterACheckpointStoredPastTheDeadline) {
+  for (const bool at_tool : {false, true}) {
+    SCOPED_TRACE(at_tool ? "a tool's start" : "a request");
+    FakeClock clock(/*auto_advance=*/true);
+    auto runner = MockRunner(R"(
+w:
+  - call: {name: write_file, arguments: {path: late.txt, content: x}}
+  - say: done
+)");
+    testing::TempDir dir;
+    AgentInvocation inv = Invocation({MockSource("w")});
+    inv.tools = {"write_file"};
+    inv.working_dir = dir.path();
+    inv.timeout = minutes(1);
+    AgentContext ctx;
+    ctx.clock = &clock;
+    int points = 0;
+    ctx.events.on_checkpoints =
+        [&](const std::vector<ConversationCheckpoint>& batch) {
+          // The 1st durable point is the first request; the 2nd, the
+          // call's start; the 3rd, the second request.
+          if (++points == (at_tool ? 2 : 3)) clock.Advance(minutes(2));
+          (void)batch;
+        };
+
+    AgentResult r = runner->Run(inv, ctx);
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_EQ(r.error, "agent: generate content: context deadline exceeded");
+    EXPECT_EQ(runner->MockRequests().size(), 1u);
+    EXPECT_EQ(std::filesystem::exists(dir.path() + "/late.txt"), !at_tool);
+  }
+}
+
 // Timeout 10m, llm_timeout 4m, two attempts: the primary hangs 4m, waits
 // 1s, hangs 4m again, and the fallback gets what is left (1m59s), not a
 // fresh 10m. The step ends at exactly 10m.
