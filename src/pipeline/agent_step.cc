@@ -157,19 +157,24 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
   agent::AgentResult ar = Converse(inv, scope, ref);
   record.agent = ar;
   StepResult r{ar.outcome, ar.error, ar.answer};
-  if (r.ok()) {
-    AssertSubject subject;
-    subject.kind = StepKind::kAgent;
-    subject.output = r.output;
-    subject.conversation = &ar;
-    subject.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
-    attempt.assertions = JudgeAssert(step, scope, ref, subject);
-    if (std::optional<std::string> miss = DescribeMisses(attempt.assertions)) {
-      r.outcome = Outcome::kFailed;
-      r.error = *miss;
-    }
-  }
+  if (r.ok()) JudgeAnswer(step, scope, ref, ar, start, attempt, r);
   return finish(std::move(r));
+}
+
+void JobRunner::JudgeAnswer(const Step& step, const Scope& scope,
+                            const StepRef& ref, const agent::AgentResult& ar,
+                            SteadyTime start, AttemptRecord& attempt,
+                            StepResult& r) {
+  AssertSubject subject;
+  subject.kind = StepKind::kAgent;
+  subject.output = r.output;
+  subject.conversation = &ar;
+  subject.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
+  attempt.assertions = JudgeAssert(step, scope, ref, subject);
+  if (std::optional<std::string> miss = DescribeMisses(attempt.assertions)) {
+    r.outcome = Outcome::kFailed;
+    r.error = *miss;
+  }
 }
 
 agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,

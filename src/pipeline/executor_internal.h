@@ -191,6 +191,11 @@ class JobRunner {
                       const Deadline& last_deadline, StepResult& r);
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
                       StepRecord& record);
+  // Judges a conversation that succeeded by the step's `assert:`: a miss
+  // fails `r`, and the attempt keeps the assertions' results.
+  void JudgeAnswer(const Step& step, const Scope& scope, const StepRef& ref,
+                   const agent::AgentResult& ar, SteadyTime start,
+                   AttemptRecord& attempt, StepResult& r);
   // What a task or resource script gets from the pipeline's `env:` keys
   // (defaults, the executor's extras, the step), references expanded; an
   // unset reference is logged (WRN env.unset) and gives "".
