@@ -397,8 +397,12 @@ TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
   pool.Spawn([&] { blocker.Write(); });
   pool.Join();
   EXPECT_TRUE(read_done.load());
-  EXPECT_EQ(pool.carriers(), 2);
-  // The extra carrier ends after a second with nothing to do (generous:
+  // At least one more. On a loaded machine the new carrier may not have
+  // taken the waiting fiber by the watcher's next look (5 ms here), which
+  // then starts a third: what matters is that nothing was stuck for good,
+  // and that the extras end.
+  EXPECT_GE(pool.carriers(), 2);
+  // The extra carriers end after a second with nothing to do (generous:
   // up to ten seconds on a loaded machine).
   const auto give_up = steady_clock::now() + std::chrono::seconds(10);
   while (pool.carriers() > 1 && steady_clock::now() < give_up) {
