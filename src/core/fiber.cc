@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -476,7 +477,7 @@ bool FiberPool::Spawn(std::function<void()> fn) {
   fiber_internal::MakeFiberContext(f->context, f->stack, f->stack_bytes,
                                    &fiber_internal::Trampoline);
   std::lock_guard<std::mutex> lock(mu_);
-  if (live_++ == 0) watch_cv_.notify_one();
+  ++live_;
   ReadyLocked(f);
   return true;
 }
@@ -508,7 +509,18 @@ void FiberPool::Ready(Fiber* f) {
 
 void FiberPool::ReadyLocked(Fiber* f) {
   ready_.push_back(f);
-  if (idle_ > 0) work_cv_.notify_one();
+  if (idle_ > 0) {
+    work_cv_.notify_one();
+  } else {
+    WakeWatcherLocked();
+  }
+}
+
+void FiberPool::WakeWatcherLocked() {
+  if (watcher_parked_ && !ready_.empty() && idle_ == 0) {
+    watcher_parked_ = false;
+    watch_cv_.notify_one();
+  }
 }
 
 void FiberPool::Finished(Fiber* f) {
@@ -553,6 +565,7 @@ void FiberPool::CarrierLoop(bool extra) {
       Fiber* f = ready_.front();
       ready_.pop_front();
       ++taken_;
+      WakeWatcherLocked();  // More wait, and this was the last idle carrier.
       lock.unlock();
       carrier.Run(f);
       lock.lock();
@@ -599,11 +612,17 @@ void FiberPool::StartExtraCarrier() {
 }
 
 void FiberPool::Watch() {
+  pthread_setname_np(pthread_self(), kWatcherThreadName);
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t seen = taken_;
   while (!stopping_) {
-    if (live_ == 0) {
-      watch_cv_.wait(lock, [this] { return live_ > 0 || stopping_; });
+    // No fiber waits for a carrier, or one is idle: nothing can be stuck
+    // until that changes (WakeWatcherLocked), so no looks meanwhile: an
+    // idle pool, or one whose fibers all wait for I/O, wakes nobody.
+    if (ready_.empty() || idle_ > 0) {
+      watcher_parked_ = true;
+      watch_cv_.wait(lock, [this] { return stopping_ || !watcher_parked_; });
+      watcher_parked_ = false;
       seen = taken_;
       continue;
     }

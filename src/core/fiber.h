@@ -148,6 +148,9 @@ auto OffFiber(Fn&& fn) -> decltype(fn()) {
   return std::move(*out);
 }
 
+// The name of a pool's watcher thread (as `top -H` and /proc show it).
+inline constexpr char kWatcherThreadName[] = "steps-watcher";
+
 class FiberPool {
  public:
   struct Options {
@@ -201,6 +204,8 @@ class FiberPool {
   SteadyPoint FireTimers(SteadyPoint now);
   void Ready(fiber_internal::Fiber* f);
   void ReadyLocked(fiber_internal::Fiber* f);
+  // Wakes the parked watcher when a fiber waits and no carrier is idle.
+  void WakeWatcherLocked();
   void Finished(fiber_internal::Fiber* f);
 
   const Options options_;
@@ -219,7 +224,10 @@ class FiberPool {
   uint64_t taken_ = 0;  // Times a carrier took a ready fiber.
   int extras_ = 0;      // Extra carriers running (detached).
   std::vector<int> carrier_tids_;  // Kernel thread ids of the carriers.
-  std::condition_variable watch_cv_;   // The watcher: a fiber went live.
+  // The watcher: a fiber waits for a carrier and none is idle (only then
+  // can the pool be stuck).
+  std::condition_variable watch_cv_;
+  bool watcher_parked_ = false;  // It waits on watch_cv_ with no time limit.
   std::condition_variable extras_cv_;  // The destructor: an extra ended.
   // Stacks of finished fibers, kept for the next ones until the pool goes
   // (as many as were ever in use at once): unmapping one costs every other

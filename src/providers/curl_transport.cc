@@ -463,7 +463,12 @@ class CurlTransport::Loop {
     (void)w;
   }
 
-  static int OnSocket(CURL*, curl_socket_t s, int what, void* user, void*) {
+  // libcurl's word on what to watch a socket for. A socket it has not
+  // told of before (or since it said REMOVE, which also forgets what
+  // curl_multi_assign gave it) comes with `watched` null: it is added
+  // (one system call); one watched already is modified.
+  static int OnSocket(CURL*, curl_socket_t s, int what, void* user,
+                      void* watched) {
     auto* shard = static_cast<Shard*>(user);
     Loop* loop = shard->loop;
     if (what == CURL_POLL_REMOVE) {
@@ -475,10 +480,17 @@ class CurlTransport::Loop {
         (static_cast<uint64_t>(shard->index) << 32) | static_cast<uint32_t>(s);
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) e.events |= EPOLLIN;
     if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) e.events |= EPOLLOUT;
-    if (epoll_ctl(loop->epoll_fd_, EPOLL_CTL_MOD, s, &e) != 0 &&
-        errno == ENOENT) {
-      epoll_ctl(loop->epoll_fd_, EPOLL_CTL_ADD, s, &e);
+    const int first = watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(loop->epoll_fd_, first, s, &e) != 0) {
+      // Not as libcurl's word implied (a socket added under another
+      // shard's word, say): the other operation.
+      if (errno != ENOENT && errno != EEXIST) return 0;
+      if (epoll_ctl(loop->epoll_fd_,
+                    first == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s,
+                    &e) != 0)
+        return 0;
     }
+    if (!watched) curl_multi_assign(shard->multi, s, shard);
     return 0;
   }
 
@@ -752,6 +764,12 @@ void Configure(CURL* easy, const HttpRequest& request, Transfer& t,
   curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &t);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
                    static_cast<curl_off_t>(request.body.size()));
+  // libcurl's upload buffer is 64 KiB unless told; a small body gets the
+  // smallest (16 KiB), so that many requests in flight hold less memory.
+  curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE,
+                   static_cast<long>(std::clamp<size_t>(request.body.size(),
+                                                        16 * 1024,
+                                                        64 * 1024)));
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);

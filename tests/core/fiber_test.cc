@@ -7,10 +7,13 @@
 #include <cfenv>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -409,6 +412,53 @@ TEST(FiberTest, ACarrierBlockedOutsideThePoolsWaitsGetsAnother) {
     SleepUntil(steady_clock::now() + milliseconds(50));
   }
   EXPECT_EQ(pool.carriers(), 1);
+}
+
+// Context switches so far of this process's fiber pool watchers (threads
+// named kWatcherThreadName); -1 when there is none.
+long WatcherSwitches() {
+  long total = -1;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != kWatcherThreadName) continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0 ||
+          line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) {
+        total = std::max(total, 0L) + std::stol(line.substr(line.find(':') + 1));
+      }
+    }
+  }
+  return total;
+}
+
+// The watcher looks at the carriers only while a fiber waits for one and
+// no carrier is idle: a pool whose fibers all wait for something else (an
+// answer, a timer) wakes no thread of its own, however long they wait.
+TEST(FiberTest, APoolWhoseFibersAllWaitWakesNoWatcher) {
+  if (access("/proc/self/task", R_OK) != 0) {
+    GTEST_SKIP() << "no /proc: the watcher's wake-ups cannot be counted";
+  }
+  FiberPool::Options options = Carriers(1);
+  options.stuck_after = milliseconds(5);
+  FiberPool pool(options);
+  Waiter answer;
+  std::atomic<bool> waiting{false};
+  pool.Spawn([&] {
+    waiting = true;
+    answer.Wait();
+  });
+  while (!waiting.load()) std::this_thread::yield();
+  const long before = WatcherSwitches();
+  ASSERT_GE(before, 0) << "no thread named " << kWatcherThreadName;
+  SleepUntil(steady_clock::now() + milliseconds(300));
+  const long woke = WatcherSwitches() - before;
+  answer.Give(1);
+  pool.Join();
+  // A watcher that looked every 5 ms would have switched about 60 times.
+  EXPECT_LE(woke, 5);
 }
 
 // A carrier busy on the CPU for far longer than stuck_after is runnable,
