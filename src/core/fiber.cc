@@ -507,11 +507,11 @@ void FiberPool::Ready(Fiber* f) {
   ReadyLocked(f);
 }
 
-void FiberPool::ReadyLocked(Fiber* f) {
+void FiberPool::ReadyLocked(Fiber* f, bool carrier_takes_next) {
   ready_.push_back(f);
   if (idle_ > 0) {
     work_cv_.notify_one();
-  } else {
+  } else if (!carrier_takes_next) {
     WakeWatcherLocked();
   }
 }
@@ -543,7 +543,9 @@ SteadyPoint FiberPool::FireTimers(SteadyPoint now) {
     // Not parked any more: a Give came first and readies it.
     if (t.waiter->state_.compare_exchange_strong(parked, 0,
                                                  std::memory_order_acq_rel)) {
-      ReadyLocked(t.fiber);
+      // The carrier firing it takes a ready fiber next, and wakes the
+      // watcher then if others are left waiting.
+      ReadyLocked(t.fiber, /*carrier_takes_next=*/true);
     }
   }
   return timers_.empty() ? SteadyPoint::max() : timers_.begin()->first;
@@ -556,6 +558,9 @@ void FiberPool::CarrierLoop(bool extra) {
   carrier.pool = this;
   fiber_internal::t_carrier = &carrier;
   const int tid = static_cast<int>(syscall(SYS_gettid));
+  // Its own name: an extra carrier, started by the watcher, would otherwise
+  // take the watcher's.
+  pthread_setname_np(pthread_self(), kCarrierThreadName);
   std::unique_lock<std::mutex> lock(mu_);
   carrier_tids_.push_back(tid);
   while (true) {

@@ -148,8 +148,9 @@ auto OffFiber(Fn&& fn) -> decltype(fn()) {
   return std::move(*out);
 }
 
-// The name of a pool's watcher thread (as `top -H` and /proc show it).
+// The names of a pool's threads (as `top -H` and /proc show them).
 inline constexpr char kWatcherThreadName[] = "steps-watcher";
+inline constexpr char kCarrierThreadName[] = "steps-carrier";
 
 class FiberPool {
  public:
@@ -203,7 +204,9 @@ class FiberPool {
   // when the next one is.
   SteadyPoint FireTimers(SteadyPoint now);
   void Ready(fiber_internal::Fiber* f);
-  void ReadyLocked(fiber_internal::Fiber* f);
+  // Queues `f` to run. `carrier_takes_next`: the caller is a carrier that
+  // takes a ready fiber right after (and wakes the watcher then).
+  void ReadyLocked(fiber_internal::Fiber* f, bool carrier_takes_next = false);
   // Wakes the parked watcher when a fiber waits and no carrier is idle.
   void WakeWatcherLocked();
   void Finished(fiber_internal::Fiber* f);

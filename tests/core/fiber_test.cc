@@ -436,7 +436,7 @@ long WatcherSwitches() {
 
 // The watcher looks at the carriers only while a fiber waits for one and
 // no carrier is idle: a pool whose fibers all wait for something else (an
-// answer, a timer) wakes no thread of its own, however long they wait.
+// answer, say) wakes no watcher, however long they wait.
 TEST(FiberTest, APoolWhoseFibersAllWaitWakesNoWatcher) {
   if (access("/proc/self/task", R_OK) != 0) {
     GTEST_SKIP() << "no /proc: the watcher's wake-ups cannot be counted";
@@ -451,12 +451,24 @@ TEST(FiberTest, APoolWhoseFibersAllWaitWakesNoWatcher) {
     answer.Wait();
   });
   while (!waiting.load()) std::this_thread::yield();
-  const long before = WatcherSwitches();
-  ASSERT_GE(before, 0) << "no thread named " << kWatcherThreadName;
-  SleepUntil(steady_clock::now() + milliseconds(300));
-  const long woke = WatcherSwitches() - before;
-  answer.Give(1);
+  // The watcher has started and settled (named itself, parked): its count
+  // stays put over 50 ms. Up to 5 s on a loaded machine; a watcher that
+  // looks every 5 ms never settles.
+  long before = -1;
+  const auto give_up = steady_clock::now() + std::chrono::seconds(5);
+  while (before < 0 && steady_clock::now() < give_up) {
+    const long now = WatcherSwitches();
+    SleepUntil(steady_clock::now() + milliseconds(50));
+    if (now >= 0 && WatcherSwitches() == now) before = now;
+  }
+  long woke = -1;
+  if (before >= 0) {
+    SleepUntil(steady_clock::now() + milliseconds(300));
+    woke = WatcherSwitches() - before;
+  }
+  answer.Give(1);  // Whatever was found: the fiber ends, and the pool.
   pool.Join();
+  ASSERT_GE(before, 0) << "no settled thread named " << kWatcherThreadName;
   // A watcher that looked every 5 ms would have switched about 60 times.
   EXPECT_LE(woke, 5);
 }
