@@ -1,6 +1,5 @@
 #include "providers/curl_transport.h"
 
-#include <curl/curl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -22,24 +21,20 @@
 #include <vector>
 
 #include "core/fiber.h"
+#include "core/libcurl.h"
 
 namespace steps {
 namespace {
-
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // Owns a curl_slist.
 class HeaderList {
  public:
   HeaderList() = default;
-  ~HeaderList() { curl_slist_free_all(list_); }
+  ~HeaderList() { libcurl::slist_free_all(list_); }
   HeaderList(const HeaderList&) = delete;
   HeaderList& operator=(const HeaderList&) = delete;
   void Add(const std::string& line) {
-    list_ = curl_slist_append(list_, line.c_str());
+    list_ = libcurl::slist_append(list_, line.c_str());
   }
   curl_slist* get() const { return list_; }
 
@@ -124,7 +119,7 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   t->response.body.append(data, n);
   if (t->options->reader) {
     long status = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    libcurl::easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 200 && status < 300 &&
         !t->options->reader(std::string_view(data, n))) {
       t->response.stopped_by_reader = true;
@@ -231,7 +226,14 @@ class CurlTransport::Loop {
       shards_[i].index = static_cast<uint32_t>(i);
       shards_[i].loop = this;
     }
-    if (!Start(shards_[0])) return;
+    if (epoll_fd_ < 0 || wake_fd_ < 0) {
+      made_errno_ = errno;
+      return;
+    }
+    if (!Start(shards_[0])) {
+      made_errno_ = errno;
+      return;
+    }
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.u64 = kWakeKey;
@@ -240,7 +242,7 @@ class CurlTransport::Loop {
   ~Loop() {
     if (thread_.joinable()) thread_.join();
     for (Shard& shard : shards_) {
-      if (shard.multi) curl_multi_cleanup(shard.multi);
+      if (shard.multi) libcurl::multi_cleanup(shard.multi);
     }
     if (epoll_fd_ >= 0) close(epoll_fd_);
     if (wake_fd_ >= 0) close(wake_fd_);
@@ -251,6 +253,8 @@ class CurlTransport::Loop {
   bool ok() const {
     return shards_[0].multi != nullptr && epoll_fd_ >= 0 && wake_fd_ >= 0;
   }
+  // When not ok(): the errno of the call that failed.
+  int made_errno() const { return made_errno_; }
 
   // Hands `t` to the loop: a leader admits it in its next round; without
   // one, the Await that follows leads.
@@ -356,9 +360,9 @@ class CurlTransport::Loop {
       if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
       if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
       if (ev & EPOLLERR) mask |= CURL_CSELECT_ERR;
-      curl_multi_socket_action(shards_[key >> 32].multi,
-                               static_cast<curl_socket_t>(key & 0xffffffff),
-                               mask, &running);
+      libcurl::multi_socket_action(shards_[key >> 32].multi,
+                                   static_cast<curl_socket_t>(key & 0xffffffff),
+                                   mask, &running);
     }
     // libcurl's own timers (connect and transfer limits, its own
     // bookkeeping) when they are due.
@@ -366,7 +370,8 @@ class CurlTransport::Loop {
     for (Shard& shard : shards_) {
       if (shard.timeout_ms >= 0 && now >= shard.deadline) {
         shard.timeout_ms = -1;
-        curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        libcurl::multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0,
+                                     &running);
       }
     }
     ReapFinished();
@@ -490,7 +495,7 @@ class CurlTransport::Loop {
                     &e) != 0)
         return 0;
     }
-    if (!watched) curl_multi_assign(shard->multi, s, shard);
+    if (!watched) libcurl::multi_assign(shard->multi, s, shard);
     return 0;
   }
 
@@ -536,18 +541,18 @@ class CurlTransport::Loop {
 
   // Makes the shard's multi handle; false when libcurl could not.
   bool Start(Shard& shard) {
-    CURLM* multi = curl_multi_init();
+    CURLM* multi = libcurl::multi_init();
     if (multi == nullptr) return false;
     // Idle connections kept for reuse: as many as may be in flight.
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(max_in_flight_));
+    libcurl::multi_setopt(multi, CURLMOPT_MAXCONNECTS,
+                          static_cast<long>(max_in_flight_));
     // libcurl says which sockets to watch and when to call it back; the
     // loop waits on them with epoll, so a wakeup costs the sockets that
     // are ready, not every socket in flight.
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, OnSocket);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, &shard);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, OnTimer);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, &shard);
+    libcurl::multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, OnSocket);
+    libcurl::multi_setopt(multi, CURLMOPT_SOCKETDATA, &shard);
+    libcurl::multi_setopt(multi, CURLMOPT_TIMERFUNCTION, OnTimer);
+    libcurl::multi_setopt(multi, CURLMOPT_TIMERDATA, &shard);
     shard.multi = multi;
     return true;
   }
@@ -609,14 +614,15 @@ class CurlTransport::Loop {
         return false;
       }
       // libcurl reads 0 as "no limit"; a spent limit must still fail.
-      curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
-                       static_cast<long>(std::max<int64_t>(1, left.count())));
+      libcurl::easy_setopt(
+          t->easy, CURLOPT_TIMEOUT_MS,
+          static_cast<long>(std::max<int64_t>(1, left.count())));
     }
     t->last_data = std::chrono::steady_clock::now();
     Shard& shard = LeastBusy();
     t->shard = shard.index;
     ++shard.running;
-    curl_multi_add_handle(shard.multi, t->easy);
+    libcurl::multi_add_handle(shard.multi, t->easy);
     return true;
   }
 
@@ -624,7 +630,8 @@ class CurlTransport::Loop {
     for (Shard& shard : shards_) {
       if (shard.multi == nullptr) continue;
       int left_in_queue = 0;
-      while (CURLMsg* msg = curl_multi_info_read(shard.multi, &left_in_queue)) {
+      while (CURLMsg* msg =
+                 libcurl::multi_info_read(shard.multi, &left_in_queue)) {
         if (msg->msg != CURLMSG_DONE) continue;
         auto it = running_.find(msg->easy_handle);
         if (it == running_.end()) continue;
@@ -668,12 +675,12 @@ class CurlTransport::Loop {
   // Takes `t` out of the multi handle (which aborts it when unfinished and
   // closes its connection) and hands it back to its Post.
   void End(const std::shared_ptr<Transfer>& t) {
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status_scratch_);
+    libcurl::easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status_scratch_);
     t->response.status = static_cast<int>(status_scratch_);
-    curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &t->new_connections);
-    curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
+    libcurl::easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &t->new_connections);
+    libcurl::easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
     Shard& shard = shards_[t->shard];
-    curl_multi_remove_handle(shard.multi, t->easy);
+    libcurl::multi_remove_handle(shard.multi, t->easy);
     --shard.running;
     connections_opened_ += t->new_connections;
     running_.erase(t->easy);
@@ -727,6 +734,7 @@ class CurlTransport::Loop {
   // The leader only.
   std::vector<epoll_event> events_ = std::vector<epoll_event>(256);
   std::unordered_map<CURL*, std::shared_ptr<Transfer>> running_;
+  int made_errno_ = 0;
   std::vector<std::shared_ptr<Transfer>> watched_;  // With an idle limit.
   long status_scratch_ = 0;
   std::atomic<int64_t> connections_opened_{0};
@@ -750,37 +758,36 @@ size_t DefaultMaxInFlight() {
 void Configure(CURL* easy, const HttpRequest& request, Transfer& t,
                curl_slist* headers, char* error_buffer,
                Millis connect_timeout) {
-  curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
-  curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(easy, CURLOPT_POST, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_PRIVATE, &t);
+  libcurl::easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+  libcurl::easy_setopt(easy, CURLOPT_POST, 1L);
   // The body comes through a read callback, not CURLOPT_POSTFIELDS, so
   // that a re-send needs a rewind, which OnSeek refuses.
   t.body = request.body;
-  curl_easy_setopt(easy, CURLOPT_READFUNCTION, OnRead);
-  curl_easy_setopt(easy, CURLOPT_READDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, OnSeek);
-  curl_easy_setopt(easy, CURLOPT_SEEKDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
-  curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                   static_cast<curl_off_t>(request.body.size()));
+  libcurl::easy_setopt(easy, CURLOPT_READFUNCTION, OnRead);
+  libcurl::easy_setopt(easy, CURLOPT_READDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_SEEKFUNCTION, OnSeek);
+  libcurl::easy_setopt(easy, CURLOPT_SEEKDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+  libcurl::easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
   // libcurl's upload buffer is 64 KiB unless told; a small body gets the
   // smallest (16 KiB), so that many requests in flight hold less memory.
-  curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE,
-                   static_cast<long>(std::clamp<size_t>(request.body.size(),
-                                                        16 * 1024,
-                                                        64 * 1024)));
-  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(connect_timeout.count()));
+  libcurl::easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE,
+                       static_cast<long>(std::clamp<size_t>(
+                           request.body.size(), 16 * 1024, 64 * 1024)));
+  libcurl::easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  libcurl::easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
+  libcurl::easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
+  libcurl::easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_ERRORBUFFER, error_buffer);
+  libcurl::easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                       static_cast<long>(connect_timeout.count()));
 }
 
 // What an ended transfer amounts to.
@@ -826,7 +833,7 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
   }
   if (code != CURLE_OK) {
     std::string detail =
-        error_buffer[0] ? error_buffer : curl_easy_strerror(code);
+        error_buffer[0] ? error_buffer : libcurl::easy_strerror(code);
     if (code == CURLE_OPERATION_TIMEDOUT && options.time_limit) {
       detail =
           "no complete answer within " + FormatDuration(*options.time_limit);
@@ -839,33 +846,65 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
 }  // namespace
 
 CurlTransport::CurlTransport() : CurlTransport(Options()) {}
-CurlTransport::CurlTransport(Options options) : options_(options) {
-  GlobalInitOnce();
-  loop_ =
+CurlTransport::CurlTransport(Options options) : options_(options) {}
+CurlTransport::~CurlTransport() {
+  if (std::shared_ptr<Loop> loop = CurrentLoop()) loop->Stop();
+}
+
+// The loop, and with it libcurl, comes with the first transfer. A loop
+// that could not be made (no descriptor for its epoll or wake-ups, libcurl
+// not loaded) is not kept: the next transfer tries again.
+std::shared_ptr<CurlTransport::Loop> CurlTransport::LoopOrError(
+    TransportError& error) {
+  std::lock_guard<std::mutex> lock(loop_mu_);
+  if (loop_) return loop_;
+  auto loop =
       std::make_shared<Loop>(options_.max_in_flight > 0 ? options_.max_in_flight
                                                         : DefaultMaxInFlight());
+  const int made_errno = loop->made_errno();
+  if (loop->ok()) {
+    loop_ = loop;
+    return loop_;
+  }
+  if (!libcurl::Loaded()) {
+    error = {TransportErrorKind::kUnavailable, libcurl::Error()};
+  } else if (IsDescriptorShortage(made_errno)) {
+    error = DescriptorShortage(made_errno);
+  } else {
+    // curl_multi_init opens a wakeup socket pair.
+    error = {TransportErrorKind::kOther,
+             "could not create a curl multi handle"};
+  }
+  return nullptr;
 }
-CurlTransport::~CurlTransport() { loop_->Stop(); }
+
+std::shared_ptr<CurlTransport::Loop> CurlTransport::CurrentLoop() const {
+  std::lock_guard<std::mutex> lock(loop_mu_);
+  return loop_;
+}
 
 int64_t CurlTransport::connections_opened() const {
-  return loop_->connections_opened();
+  std::shared_ptr<Loop> loop = CurrentLoop();
+  return loop ? loop->connections_opened() : 0;
 }
 size_t CurlTransport::max_in_flight_seen() const {
-  return loop_->max_in_flight_seen();
+  std::shared_ptr<Loop> loop = CurrentLoop();
+  return loop ? loop->max_in_flight_seen() : 0;
 }
-size_t CurlTransport::waiting() const { return loop_->waiting(); }
+size_t CurlTransport::waiting() const {
+  std::shared_ptr<Loop> loop = CurrentLoop();
+  return loop ? loop->waiting() : 0;
+}
 
 TransportResult CurlTransport::Post(const HttpRequest& request,
                                     const TransferOptions& options) {
   if (options.cancel.cancelled()) {
     return TransportError{TransportErrorKind::kCancelled, "cancelled"};
   }
-  if (!loop_->ok()) {
-    // curl_multi_init opens a wakeup socket pair.
-    return TransportError{TransportErrorKind::kOther,
-                          "could not create a curl multi handle"};
-  }
-  CURL* easy = curl_easy_init();
+  TransportError no_loop;
+  std::shared_ptr<Loop> loop = LoopOrError(no_loop);
+  if (!loop) return no_loop;
+  CURL* easy = libcurl::easy_init();
   if (easy == nullptr) {
     return TransportError{TransportErrorKind::kOther,
                           "could not create a curl handle"};
@@ -884,15 +923,14 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   Configure(easy, request, *t, headers.get(), error_buffer,
             options_.connect_timeout);
 
-  std::shared_ptr<Loop> loop = loop_;
   std::weak_ptr<Transfer> weak = t;
   CancelCallback on_cancel(options.cancel, [loop, weak] {
     if (std::shared_ptr<Transfer> live = weak.lock()) loop->Cancel(live);
   });
-  loop_->Submit(t);
-  loop_->Await(*t);
+  loop->Submit(t);
+  loop->Await(*t);
   TransportResult result = ResultOf(*t, options, error_buffer);
-  curl_easy_cleanup(easy);
+  libcurl::easy_cleanup(easy);
   return result;
 }
 

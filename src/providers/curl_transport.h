@@ -6,13 +6,14 @@
 // it waits to be admitted) and no thread of its own, and open connections
 // are kept and reused across the requests of a conversation and across
 // conversations to the same host. Post blocks its caller until its
-// transfer ends.
+// transfer ends. libcurl is loaded at the first transfer (core/libcurl.h).
 #ifndef STEPS_PROVIDERS_CURL_TRANSPORT_H_
 #define STEPS_PROVIDERS_CURL_TRANSPORT_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "providers/http.h"
 
@@ -52,8 +53,14 @@ class CurlTransport : public HttpTransport {
   class Loop;  // Shared with cancel callbacks, which may outlive a Post.
 
  private:
+  // The loop, made by the first transfer; null and `error` set when it
+  // could not be made.
+  std::shared_ptr<Loop> LoopOrError(TransportError& error);
+  std::shared_ptr<Loop> CurrentLoop() const;  // Null before the first.
+
   Options options_;
-  std::shared_ptr<Loop> loop_;
+  mutable std::mutex loop_mu_;
+  std::shared_ptr<Loop> loop_;  // Guarded by loop_mu_.
 };
 
 // The process-wide transport every hosted source uses by default, so keep-

@@ -167,6 +167,8 @@ ExchangeResult PostWithin(HttpTransport& transport, const HttpRequest& request,
         return MakeProviderError(ProviderErrorKind::kTooLarge, te.message);
       case TransportErrorKind::kNoDescriptors:
         return MakeProviderError(ProviderErrorKind::kNoDescriptors, te.message);
+      case TransportErrorKind::kUnavailable:
+        return MakeProviderError(ProviderErrorKind::kConfig, te.message);
     }
   }
   HttpResponse& response = result.response();

@@ -72,6 +72,8 @@ enum class TransportErrorKind {
   kNoDescriptors,  // The process (EMFILE) or system (ENFILE) ran out of
                    // file descriptors: no socket could be opened. Not a
                    // connection failure: the server was never tried.
+  kUnavailable,    // The transport cannot work in this process (libcurl
+                   // could not be loaded). Final: trying again cannot help.
   kOther,          // Anything else (bad URL, TLS setup, out of memory).
 };
 

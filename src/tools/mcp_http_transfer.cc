@@ -1,11 +1,10 @@
 #include "tools/mcp_http_transfer.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
-#include <mutex>
+
+#include "core/libcurl.h"
 
 namespace steps {
 namespace {
@@ -14,19 +13,14 @@ namespace {
 // looked at again after it.
 constexpr Millis kMaxPollWait{50};
 
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 struct EasyDeleter {
-  void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
+  void operator()(CURL* easy) const { libcurl::easy_cleanup(easy); }
 };
 struct MultiDeleter {
-  void operator()(CURLM* multi) const { curl_multi_cleanup(multi); }
+  void operator()(CURLM* multi) const { libcurl::multi_cleanup(multi); }
 };
 struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+  void operator()(curl_slist* list) const { libcurl::slist_free_all(list); }
 };
 
 // What the callbacks share with the loop.
@@ -75,25 +69,25 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
 
 void Configure(CURL* easy, const HttpTransferRequest& request, Transfer& t,
                curl_slist* headers, char* error_buffer) {
-  curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+  libcurl::easy_setopt(easy, CURLOPT_URL, request.url.c_str());
   if (request.method == "POST") {
-    curl_easy_setopt(easy, CURLOPT_POST, 1L);
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
+    libcurl::easy_setopt(easy, CURLOPT_POST, 1L);
+    libcurl::easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    libcurl::easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(request.body.size()));
   } else {
-    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    libcurl::easy_setopt(easy, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }
-  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  libcurl::easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
+  libcurl::easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
+  libcurl::easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+  libcurl::easy_setopt(easy, CURLOPT_ERRORBUFFER, error_buffer);
+  libcurl::easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  libcurl::easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  libcurl::easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  libcurl::easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
 }
 
 // Drives the transfer until it is done, stopped, cut by the deadline or
@@ -104,9 +98,9 @@ HttpTransferResult::Ending Drive(CURLM* multi, Transfer& t, Clock& clock,
   using Ending = HttpTransferResult::Ending;
   while (true) {
     int running = 0;
-    curl_multi_perform(multi, &running);
+    libcurl::multi_perform(multi, &running);
     int queued = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+    while (CURLMsg* msg = libcurl::multi_info_read(multi, &queued)) {
       if (msg->msg == CURLMSG_DONE) {
         code = msg->data.result;
         return t.stopped ? Ending::kStopped : Ending::kComplete;
@@ -121,7 +115,8 @@ HttpTransferResult::Ending Drive(CURLM* multi, Transfer& t, Clock& clock,
       if (now >= deadline.at()) return Ending::kDeadline;
       wait = std::min(wait, std::chrono::ceil<Millis>(deadline.at() - now));
     }
-    curl_multi_poll(multi, nullptr, 0, static_cast<int>(wait.count()), nullptr);
+    libcurl::multi_poll(multi, nullptr, 0, static_cast<int>(wait.count()),
+                        nullptr);
   }
 }
 
@@ -138,30 +133,31 @@ HttpTransferResult RunHttpTransfer(const HttpTransferRequest& request,
                                    Clock& clock, Deadline deadline,
                                    const CancelToken& cancel) {
   using Ending = HttpTransferResult::Ending;
-  GlobalInitOnce();
   HttpTransferResult result;
-  std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
-  std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
+  std::unique_ptr<CURL, EasyDeleter> easy(libcurl::easy_init());
+  std::unique_ptr<CURLM, MultiDeleter> multi(libcurl::multi_init());
   if (!easy || !multi) {
-    result.error = "libcurl could not start a transfer";
+    result.error = libcurl::Loaded() ? "libcurl could not start a transfer"
+                                     : libcurl::Error();
     return result;
   }
   curl_slist* list = nullptr;
   for (const std::string& h : request.headers) {
-    list = curl_slist_append(list, h.c_str());
+    list = libcurl::slist_append(list, h.c_str());
   }
   std::unique_ptr<curl_slist, SlistDeleter> headers(list);
   Transfer t;
   t.request = &request;
   char error_buffer[CURL_ERROR_SIZE] = {0};
   Configure(easy.get(), request, t, headers.get(), error_buffer);
-  curl_multi_add_handle(multi.get(), easy.get());
+  libcurl::multi_add_handle(multi.get(), easy.get());
   CURLcode code = CURLE_OK;
   result.ending = Drive(multi.get(), t, clock, deadline, cancel, code);
-  curl_multi_remove_handle(multi.get(), easy.get());
+  libcurl::multi_remove_handle(multi.get(), easy.get());
   if (result.ending == Ending::kComplete && code != CURLE_OK) {
     result.ending = Ending::kFailed;
-    result.error = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
+    result.error =
+        error_buffer[0] ? error_buffer : libcurl::easy_strerror(code);
   }
   result.reply = std::move(t.reply);
   return result;

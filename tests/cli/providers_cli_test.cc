@@ -169,4 +169,60 @@ TEST(ProvidersCliTest, BadSourceHeadersAreRefusedWithTheirLine) {
       << r.out;
 }
 
+// libcurl is loaded by the first request, not when `steps` starts: a task
+// before the run's first request finds no libcurl in its parent's address
+// space, a task after it does.
+TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequest) {
+  const std::string ok =
+      R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
+  RawHttpServer server([&](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response(ok)};
+  });
+  TempDir dir;
+  const std::string count =
+      "    run: 'echo \"$(cat /proc/$PPID/comm) $(grep -c libcurl "
+      "/proc/$PPID/maps)\"'\n";
+  dir.Write("p.yml",
+            "agents:\n- name: a\n  source:\n    model: openai/m\n"
+            "    base_url: \"" + server.base_url() + "\"\n"
+            "jobs:\n- name: j\n  plan:\n"
+            "  - task: before\n" + count +
+            "  - agent: a\n    messages: [hi]\n"
+            "  - task: after\n" + count);
+  auto r = RunSteps(dir.path(), "run p.yml --plain --no-cache");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "before | steps 0\n")) << r.out;
+  EXPECT_FALSE(Has(r.out, "after | steps 0\n")) << r.out;
+  EXPECT_TRUE(Has(r.out, "after | steps ")) << r.out;
+}
+
+// STEPS_LIBCURL names the libcurl to load; one that cannot be loaded fails
+// the request at once (no retry can help) with the loader's reason and the
+// way out.
+TEST(ProvidersCliTest, ALibcurlThatCannotBeLoadedFailsTheRequestClearly) {
+  RawHttpServer server([&](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response("{}")};
+  });
+  TempDir dir;
+  dir.Write("p.yml",
+            "agents:\n- name: a\n  source:\n    model: openai/m\n"
+            "    base_url: \"" + server.base_url() + "\"\n"
+            "jobs:\n- name: j\n  plan:\n"
+            "  - agent: a\n    messages: [hi]\n");
+  StepsOptions opts;
+  opts.prefix = "STEPS_LIBCURL=/nonexistent/libcurl-x.so.4";
+  auto r = RunSteps(dir.path(), "run p.yml --plain", opts);
+  EXPECT_EQ(r.exit_code, 2) << r.out;  // Errored.
+  EXPECT_TRUE(Has(r.out, "agent: a errored in ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "libcurl could not be loaded (/nonexistent/"
+                         "libcurl-x.so.4: cannot open shared object file"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "STEPS_LIBCURL names it: unset it for "
+                         "libcurl.so.4"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "provider_requests=1 ")) << r.out;
+  EXPECT_FALSE(Has(r.out, "agent.request_retry")) << r.out;
+  EXPECT_EQ(server.requests(), 0) << r.out;
+}
+
 }  // namespace

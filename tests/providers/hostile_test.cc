@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "common/raw_http_server.h"
 #include "providers/anthropic.h"
@@ -390,8 +391,8 @@ TEST(DescriptorTest, EmfileIsNotAConnectionFailure) {
     server.Stop();
     rlimit limit{64, 64};
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(10);
-    while (dup(0) >= 0) {
-    }
+    std::vector<int> taken;
+    for (int fd = dup(0); fd >= 0; fd = dup(0)) taken.push_back(fd);
     ChatResult r = adapter.Send(Hello(), CallContext());
     if (r.ok()) _exit(11);
     if (r.error().kind != ProviderErrorKind::kNoDescriptors) _exit(12);
@@ -399,6 +400,18 @@ TEST(DescriptorTest, EmfileIsNotAConnectionFailure) {
       _exit(13);
     }
     if (!r.error().retryable()) _exit(14);
+    // The transport met EMFILE before its first transfer, while making its
+    // loop: with descriptors back, its next request goes out.
+    for (int fd : taken) close(fd);
+    RawHttpServer again([](int, const std::string&) {
+      return RawHttpServer::Reply{RawHttpServer::Response("{}")};
+    });
+    OpenAiConfig again_config;
+    again_config.base_url = again.base_url();
+    OpenAiProvider retried(again_config, transport);
+    if (retried.Send(Hello(), CallContext()).error().kind !=
+        ProviderErrorKind::kMalformed)
+      _exit(16);
     _exit(0);
   }
   int status = 0;
@@ -408,7 +421,8 @@ TEST(DescriptorTest, EmfileIsNotAConnectionFailure) {
                                  << " (14, SIGALRM: it hung for 60 s)";
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << "11: succeeded, 12: wrong kind, 13: wrong message, 14: final, "
-         "15: the first request did not reach the server";
+         "15: the first request did not reach the server, 16: the request "
+         "after descriptors came back did not reach the server";
 }
 
 }  // namespace
