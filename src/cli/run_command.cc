@@ -11,11 +11,12 @@
 #include "cli/ci_report.h"
 #include "cli/commands.h"
 #include "cli/run_support.h"
+#include "cli/run_ui.h"
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
 #include "pipeline/source_check.h"
 #include "store/resume.h"
-#include "ui/server.h"
+#include "ui/address.h"
 
 namespace steps::cli {
 namespace {
@@ -197,10 +198,10 @@ bool SourcesServable(const RunOptions& opts, const pipeline::ResolvedPlan& plan,
   return false;
 }
 
-// --ui: the web UI of this run, served while it runs. Names the run (when
-// `run_id` is empty) so that the address printed points at it; false, said,
-// when the UI cannot start.
-bool StartRunUi(const RunOptions& opts, std::unique_ptr<ui::UiServer>& server,
+// --ui: the web UI of this run, served while it runs (cli/run_ui.h). Names
+// the run (when `run_id` is empty) so that the address printed points at
+// it; false, said, when the UI cannot start.
+bool StartRunUi(const RunOptions& opts, std::unique_ptr<RunUi>& ui,
                 std::string& run_id) {
   Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.ui_listen);
   if (!listen.ok()) {
@@ -208,16 +209,16 @@ bool StartRunUi(const RunOptions& opts, std::unique_ptr<ui::UiServer>& server,
               << "\n";
     return false;
   }
-  server = std::make_unique<ui::UiServer>(opts.state_dir);
-  for (const std::string& h : opts.allow_hosts) server->AllowHost(h);
-  if (Status s = server->Start(listen->host, listen->port); !s.ok()) {
-    std::cerr << "steps run: --ui: " << s.message()
-              << "; choose another with --ui-listen HOST:PORT\n";
+  Result<std::unique_ptr<RunUi>> started =
+      RunUi::Start(opts.ui_listen, opts.state_dir, opts.allow_hosts);
+  if (!started.ok()) {
+    std::cerr << "steps run: --ui: " << started.status().message() << "\n";
     return false;
   }
+  ui = std::move(*started);
   if (run_id.empty()) run_id = pipeline::NewRunId(RealClock());
   std::cerr << "steps run: watch this run at "
-            << ui::BaseUrl(listen->host, server->port()) << "#" << run_id
+            << ui::BaseUrl(listen->host, ui->port()) << "#" << run_id
             << std::endl;
   return true;
 }
@@ -242,8 +243,8 @@ int RunRun(const RunOptions& opts) {
   RunSetup setup;
   setup.run_id = opts.run_id;
   setup.via = opts.via;
-  std::unique_ptr<ui::UiServer> server;
-  if (opts.ui && !StartRunUi(opts, server, setup.run_id)) return kExitUsage;
+  std::unique_ptr<RunUi> ui;
+  if (opts.ui && !StartRunUi(opts, ui, setup.run_id)) return kExitUsage;
   TerminalStyle style = StyleFor(STDOUT_FILENO, opts.plain);
   TerminalPrinter printer(stdout, style.live, RealClock(), style.color);
   setup.state_dir = opts.state_dir;
@@ -260,11 +261,10 @@ int RunRun(const RunOptions& opts) {
   // The run's last line stays last on the terminal: no status block is
   // drawn under what follows.
   printer.Close();
-  if (server) {
+  if (ui) {
     // An open page gets to read how the run ended before the UI stops
     // (not after Ctrl-C or SIGTERM: those stop at once).
-    if (outcome.signal == 0) server->WaitForWatchers(std::chrono::seconds(3));
-    server->Stop();
+    ui->Finish(outcome.signal == 0);
     std::cerr << "steps run: the UI stopped with the run; `steps ui` serves "
                  "it again\n";
   }

@@ -1,13 +1,21 @@
-// `steps ui [--listen HOST:PORT] [--allow-host NAME]... [--state-dir DIR]`
+// `steps ui [--listen HOST:PORT] [--allow-host NAME]... [--state-dir DIR]`:
+// reads its options and becomes the `steps-ui` program (cli/ui_main.cc),
+// which serves.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/signals.h"
-#include "ui/server.h"
+#include "process/spawn.h"
+#include "ui/address.h"
 
 namespace steps::cli {
 namespace {
+
+constexpr char kUiProgram[] = "steps-ui";
 
 struct UiOptions {
   std::string listen = "127.0.0.1:8080";
@@ -16,29 +24,33 @@ struct UiOptions {
 };
 
 int RunUi(const UiOptions& opts) {
-  Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.listen);
-  if (!listen.ok()) {
+  if (Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.listen);
+      !listen.ok()) {
     std::cerr << "steps ui: --listen: " << listen.status().message() << "\n";
     return kExitUsage;
   }
-  const std::string& host = listen->host;
-  const int port = listen->port;
-  ui::UiServer server(opts.state_dir);
-  for (const std::string& h : opts.allow_hosts) server.AllowHost(h);
-  if (Status s = server.Start(host, port); !s.ok()) {
-    std::cerr << "steps ui: " << s.message() << "\n";
+  const std::string self = SelfPath();
+  const std::string program = CompanionProgram(self, kUiProgram);
+  if (program.empty()) {
+    std::cerr << "steps ui: the web UI's program, " << kUiProgram
+              << ", is neither beside " << self << " nor in ../libexec/steps/ "
+              << "from it; reinstall steps\n";
     return kExitJobFailed;
   }
-  std::cout << "steps ui: serving " << ui::BaseUrl(host, server.port())
-            << " (runs of " << opts.state_dir << "); Ctrl-C stops" << std::endl;
-  CancelToken stop, unused;
-  SignalWatcher signals(stop, unused);
-  // WaitUntil is true when the hour passed with no signal: wait again.
-  while (stop.WaitUntil(std::chrono::steady_clock::now() +
-                        std::chrono::hours(1))) {
+  std::vector<std::string> args = {kUiProgram, "--listen", opts.listen,
+                                   "--state-dir", opts.state_dir};
+  for (const std::string& h : opts.allow_hosts) {
+    args.push_back("--allow-host");
+    args.push_back(h);
   }
-  server.Stop();
-  return kExitOk;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  execv(program.c_str(), argv.data());
+  std::cerr << "steps ui: cannot start " << program << ": "
+            << std::strerror(errno) << "\n";
+  return kExitJobFailed;
 }
 
 }  // namespace
@@ -57,7 +69,7 @@ Command UiCommand() {
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded")
                 ->envname("STEPS_STATE_DIR")
-            ->capture_default_str();
+                ->capture_default_str();
             app.footer(
                 "Serves one page from the binary. Runs recorded by `steps run` "
                 "in the same\n"

@@ -1,6 +1,6 @@
 // libcurl, loaded when the first transfer needs it. `steps` does not link
 // libcurl: loading it and the thirty libraries it links (TLS, Kerberos,
-// LDAP, ...) costs a process about 10 ms of CPU, and most runs of `steps`
+// LDAP, ...) costs a process about 12 ms of CPU, and most runs of `steps`
 // (validate, explain, show, a pipeline of tasks, a mock run) never make an
 // HTTP request. The first call of any function here loads libcurl.so.4 (or
 // the library the environment variable STEPS_LIBCURL names, a file name or

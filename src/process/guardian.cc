@@ -54,35 +54,13 @@ bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
-// Where this process's binary lies; empty when /proc cannot say.
-std::string SelfPath() {
-  char buffer[4096];
-  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
-  if (n <= 0) return "";
-  return std::string(buffer, static_cast<size_t>(n));
-}
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         access(path.c_str(), X_OK) == 0;
-}
-
 }  // namespace
 
 std::string GuardianProgram(
     const std::string& self,
     const std::function<bool(const std::string&)>& executable) {
-  const size_t slash = self.rfind('/');
-  if (!self.empty() && self[0] == '/' && slash != std::string::npos) {
-    const std::string dir = self.substr(0, slash + 1);
-    for (const std::string& candidate :
-         {dir + kGuardianProgram,
-          dir + "../libexec/steps/" + std::string(kGuardianProgram)}) {
-      if (executable(candidate)) return candidate;
-    }
-  }
-  return kSelf;
+  std::string program = CompanionProgram(self, kGuardianProgram, executable);
+  return program.empty() ? kSelf : program;
 }
 
 Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(

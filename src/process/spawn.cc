@@ -242,4 +242,30 @@ Result<SpawnedChild> SpawnChild(const ProcessRequest& request,
   return child;
 }
 
+std::string SelfPath() {
+  char buffer[4096];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) return "";
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+std::string CompanionProgram(
+    const std::string& self, const std::string& name,
+    const std::function<bool(const std::string&)>& executable) {
+  const size_t slash = self.rfind('/');
+  if (self.empty() || self[0] != '/' || slash == std::string::npos) return "";
+  const std::string dir = self.substr(0, slash + 1);
+  for (const std::string& candidate :
+       {dir + name, dir + "../libexec/steps/" + name}) {
+    if (executable(candidate)) return candidate;
+  }
+  return "";
+}
+
 }  // namespace steps

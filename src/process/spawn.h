@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,19 @@ std::vector<std::string> BuildChildEnvironment(
 // executable regular file of that name.
 Result<std::string> FindExecutable(const std::string& name,
                                    const std::string& path);
+
+// Where this process's binary lies ("/proc/self/exe" read); empty when
+// /proc cannot say.
+std::string SelfPath();
+// Whether `path` is a regular file this process may execute.
+bool IsExecutableFile(const std::string& path);
+// Where `name`, a program installed with `steps`, lies for the `steps` at
+// `self` (an absolute path): in the same folder (a build tree), else in
+// `../libexec/steps/` (an install: /usr/bin and /usr/libexec/steps), the
+// first for which `executable` holds; "" when neither.
+std::string CompanionProgram(const std::string& self, const std::string& name,
+                             const std::function<bool(const std::string&)>&
+                                 executable = IsExecutableFile);
 
 // Starts the request's command as the leader of a new process group, with
 // default signal dispositions and an empty signal mask. A non-empty `scope`

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "store/reader.h"
+#include "ui/address.h"
 
 namespace steps::ui {
 
@@ -78,18 +79,6 @@ class UiServer {
 
 // The page (HTML, CSS and JS in one document).
 const std::string& PageHtml();
-
-struct ListenAddress {
-  std::string host;
-  int port = 0;  // 0: any free port.
-};
-
-// "HOST:PORT" (e.g. "127.0.0.1:8080", "[::1]:0"); InvalidArgument with a
-// message naming the expected form otherwise.
-Result<ListenAddress> ParseListenAddress(const std::string& text);
-
-// "http://HOST:PORT/" ("http://[::1]:8080/" for an IPv6 host).
-std::string BaseUrl(const std::string& host, int port);
 
 }  // namespace steps::ui
 

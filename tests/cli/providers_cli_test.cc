@@ -170,8 +170,9 @@ TEST(ProvidersCliTest, BadSourceHeadersAreRefusedWithTheirLine) {
 }
 
 // libcurl is loaded by the first request, not when `steps` starts: a task
-// before the run's first request finds no libcurl in its parent's address
-// space, a task after it does.
+// before the run's first request finds neither libcurl nor a TLS library
+// in its parent's address space (the web UI's HTTP server, which links
+// OpenSSL, is a program of its own), a task after it does.
 TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequest) {
   const std::string ok =
       R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
@@ -180,8 +181,8 @@ TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequest) {
   });
   TempDir dir;
   const std::string count =
-      "    run: 'echo \"$(cat /proc/$PPID/comm) $(grep -c libcurl "
-      "/proc/$PPID/maps)\"'\n";
+      "    run: 'echo \"$(cat /proc/$PPID/comm) $(grep -c -e libcurl "
+      "-e libssl -e libcrypto -e libgnutls /proc/$PPID/maps)\"'\n";
   dir.Write("p.yml",
             "agents:\n- name: a\n  source:\n    model: openai/m\n"
             "    base_url: \"" + server.base_url() + "\"\n"

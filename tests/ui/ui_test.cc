@@ -23,6 +23,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/steps_cli.h"
 #include "ui/server.h"
 
 extern char** environ;
@@ -489,6 +490,47 @@ TEST_F(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
     EXPECT_FALSE(fs::exists(dir_ + "/ran")) << "the run did not start";
   }
   close(taken);
+}
+
+// The UI of a run is a process of its own (steps-ui): a `steps` killed
+// outright takes it along (the UI reads a pipe from the run, which the
+// kernel closes), so no page keeps being served for a run nobody runs.
+TEST_F(RunWithUiTest, AKilledRunTakesItsUiAlong) {
+  Start("jobs:\n- name: held\n  plan:\n  - task: wait\n    run: sleep 60\n",
+        {"--ui-listen", "127.0.0.1:0"});
+  Connect();
+  ASSERT_TRUE(client_);
+  ASSERT_TRUE(client_->Get("/api/runs")) << "the UI serves while the run runs";
+  kill(child_.pid, SIGKILL);
+  EXPECT_EQ(Wait(), -1);
+  // Tolerance: the UI stops within milliseconds of the pipe's end; 10 s
+  // only bounds a UI that never does.
+  bool stopped = false;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!stopped && std::chrono::steady_clock::now() < until) {
+    stopped = !client_->Get("/api/runs");
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(stopped) << "the UI outlived its run";
+}
+
+// `steps ui` runs the steps-ui program beside it; a `steps` without one
+// says what is missing and where it looked, and serves nothing.
+TEST(UiCommandTest, AStepsWithoutItsUiProgramSaysSo) {
+  char tmpl[] = "/tmp/steps-ui-alone-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  fs::copy_file(test_support::kStepsBinary, dir + "/steps");
+  auto r = test_support::RunInShell(
+      dir, "./steps ui --listen 127.0.0.1:0 --state-dir state");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("steps ui: the web UI's program, steps-ui, is neither "
+                       "beside " +
+                       dir + "/steps nor in ../libexec/steps/"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("serving"), std::string::npos) << r.out;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 // What the timeline draws, from a finished run: a retried task's attempts
