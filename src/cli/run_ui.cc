@@ -62,7 +62,7 @@ void Reap(pid_t pid, std::chrono::steady_clock::duration limit) {
     const pid_t got = waitpid(pid, &status, WNOHANG);
     if (got == pid || (got < 0 && errno != EINTR)) break;
     if (std::chrono::steady_clock::now() >= give_up) {
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);  // Its group: it leads one.
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       break;

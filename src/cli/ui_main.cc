@@ -10,6 +10,7 @@
 // lets an open page catch up, for at most 3 s, before it stops; the end of
 // stdin alone (an interrupted run, or a `steps` that died) stops it at once.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,7 +80,13 @@ int ServeWithRun(steps::ui::UiServer& server) {
     server.Stop();
     return kExitJobFailed;
   }
-  close(STDOUT_FILENO);
+  // Nothing more to say: descriptor 1 stays open, on /dev/null, so no
+  // connection is given it.
+  const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDOUT_FILENO);
+    close(null_fd);
+  }
   std::string said;
   char buffer[64];
   while (true) {
@@ -102,6 +109,10 @@ int main(int argc, char** argv) {
   }
   Options opts;
   if (!ParseOptions(argc, argv, opts)) return kExitUsage;
+  // Beside a run, the UI is in a process group of its own, in the
+  // background of the run's terminal: under `stty tostop` its first word on
+  // stderr (a port it cannot take) would stop it there.
+  if (opts.with_run) signal(SIGTTOU, SIG_IGN);
   const char* who = opts.with_run ? "steps run: --ui" : "steps ui";
   steps::Result<steps::ui::ListenAddress> listen =
       steps::ui::ParseListenAddress(opts.listen);

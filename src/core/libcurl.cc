@@ -1,11 +1,14 @@
 #include "core/libcurl.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace steps::libcurl {
@@ -66,34 +69,49 @@ bool BindAll(void* l, Api& a) {
          Bind(l, "curl_slist_free_all", a.slist_free_all, a);
 }
 
-// Loads the library: the table, or null with `error` set and `transient`
-// too when only a shortage of file descriptors stood in the way.
-Api* Load(std::string& error, bool& transient) {
+// EMFILE or ENFILE when this process cannot open a descriptor now, else 0.
+int ShortageNow() {
+  const int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (probe >= 0) {
+    close(probe);
+    return 0;
+  }
+  return errno == EMFILE || errno == ENFILE ? errno : 0;
+}
+
+// Loads the library: the table, or null with `error` set, and `shortage`
+// (EMFILE or ENFILE) when only a shortage of file descriptors stood in the
+// way. dlopen leaves errno alone: the shortage is seen by trying to open a
+// descriptor, or in the loader's message.
+Api* Load(std::string& error, int& shortage) {
   const char* chosen = std::getenv("STEPS_LIBCURL");
   const bool named = chosen != nullptr && *chosen != '\0';
   const std::string name = named ? chosen : kLibrary;
-  errno = 0;
   // Never closed: handles and callbacks may live until exit.
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    transient = errno == EMFILE || errno == ENFILE;
-    const char* why = dlerror();
+    const char* text = dlerror();
+    const std::string why = text ? text : name;
+    shortage = ShortageNow();
+    if (shortage == 0 && why.find(std::strerror(EMFILE)) != std::string::npos) {
+      shortage = why.find(std::strerror(ENFILE)) != std::string::npos ? ENFILE
+                                                                      : EMFILE;
+    }
     std::string way_out =
-        transient ? "the process is out of file descriptors"
+        shortage != 0 ? "the process is out of file descriptors"
         : named
             ? "STEPS_LIBCURL names it: unset it for " + std::string(kLibrary)
             : "install it (Debian: apt-get install libcurl4)";
-    error = "libcurl could not be loaded (" + (why ? std::string(why) : name) +
-            "); " + way_out;
+    error = "libcurl could not be loaded (" + why + "); " + way_out;
     return nullptr;
   }
   Api* api = new Api();
-  if (BindAll(library, *api)) {
-    if (CURLcode code = api->global_init(CURL_GLOBAL_DEFAULT);
-        code != CURLE_OK) {
-      api->error =
-          std::string("libcurl could not start: ") + api->easy_strerror(code);
-    }
+  if (!BindAll(library, *api)) {
+    if (named) api->error += "; STEPS_LIBCURL names it: is it libcurl?";
+  } else if (CURLcode code = api->global_init(CURL_GLOBAL_DEFAULT);
+             code != CURLE_OK) {
+    api->error =
+        std::string("libcurl could not start: ") + api->easy_strerror(code);
   }
   error = api->error;
   return api;
@@ -102,9 +120,11 @@ Api* Load(std::string& error, bool& transient) {
 // The library once loaded, or once it failed for good.
 std::atomic<const Api*> g_api{nullptr};
 std::mutex g_load_mu;
-// Why the last attempt on this thread failed for want of descriptors: such
-// a failure is not kept, and the next call tries again.
+// Why the last attempt on this thread failed for want of descriptors, and
+// which shortage (EMFILE or ENFILE): such a failure is not kept, and the
+// next call tries again.
 thread_local std::string t_transient_error;
+thread_local int t_shortage = 0;
 
 // The table, loading the library if need be; null when it is not usable.
 const Api* Usable() {
@@ -114,9 +134,10 @@ const Api* Usable() {
     api = g_api.load(std::memory_order_relaxed);
     if (api == nullptr) {
       std::string error;
-      bool transient = false;
-      Api* loaded = Load(error, transient);
-      if (loaded == nullptr && transient) {
+      int shortage = 0;
+      Api* loaded = Load(error, shortage);
+      t_shortage = shortage;
+      if (loaded == nullptr && shortage != 0) {
         t_transient_error = error;
         return nullptr;
       }
@@ -137,6 +158,10 @@ const Api& Get() { return *g_api.load(std::memory_order_acquire); }
 }  // namespace
 
 bool Loaded() { return Usable() != nullptr; }
+
+int DescriptorShortage() {
+  return g_api.load(std::memory_order_acquire) ? 0 : t_shortage;
+}
 
 const std::string& Error() {
   const Api* api = g_api.load(std::memory_order_acquire);

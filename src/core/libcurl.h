@@ -24,6 +24,9 @@ bool Loaded();
 // Why it could not be loaded ("" when it is), as the last call on this
 // thread found.
 const std::string& Error();
+// EMFILE or ENFILE when the last call on this thread could not load it for
+// want of file descriptors (a failure that is not kept); else 0.
+int DescriptorShortage();
 
 CURL* easy_init();
 void easy_cleanup(CURL* easy);

@@ -866,10 +866,13 @@ std::shared_ptr<CurlTransport::Loop> CurlTransport::LoopOrError(
     loop_ = loop;
     return loop_;
   }
-  if (!libcurl::Loaded()) {
-    error = {TransportErrorKind::kUnavailable, libcurl::Error()};
-  } else if (IsDescriptorShortage(made_errno)) {
+  if (IsDescriptorShortage(made_errno)) {
     error = DescriptorShortage(made_errno);
+  } else if (!libcurl::Loaded()) {
+    const int shortage = libcurl::DescriptorShortage();
+    error = shortage != 0 ? DescriptorShortage(shortage)
+                          : TransportError{TransportErrorKind::kUnavailable,
+                                           libcurl::Error()};
   } else {
     // curl_multi_init opens a wakeup socket pair.
     error = {TransportErrorKind::kOther,

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -102,6 +103,7 @@ class UiServer::Impl {
   std::optional<HostAllowList> hosts_;
   GuardedServer server_;
   std::thread thread_;
+  std::atomic<bool> listen_done_{false};  // listen_after_bind returned.
   int port_ = 0;
 };
 
@@ -230,7 +232,11 @@ Status UiServer::Start(const std::string& host, int port) {
   }
   impl_->port_ = bound;
   impl_->hosts_.emplace(host, bound, impl_->extra_hosts_);
-  impl_->thread_ = std::thread([&s] { s.listen_after_bind(); });
+  std::atomic<bool>& done = impl_->listen_done_;
+  impl_->thread_ = std::thread([&s, &done] {
+    s.listen_after_bind();
+    done = true;
+  });
   return Status::Ok();
 }
 
@@ -257,8 +263,15 @@ bool UiServer::WaitForWatchers(std::chrono::milliseconds max_wait) {
 }
 
 void UiServer::Stop() {
+  if (!impl_->thread_.joinable()) return;
+  // httplib's stop() does nothing before its loop starts (is_running):
+  // a Stop right after Start waits for the loop first, or it would wait
+  // for the loop's end for ever.
+  while (!impl_->server_.is_running() && !impl_->listen_done_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   impl_->server_.stop();
-  if (impl_->thread_.joinable()) impl_->thread_.join();
+  impl_->thread_.join();
 }
 
 }  // namespace steps::ui

@@ -514,6 +514,87 @@ TEST_F(RunWithUiTest, AKilledRunTakesItsUiAlong) {
   EXPECT_TRUE(stopped) << "the UI outlived its run";
 }
 
+// A Stop right after Start returns: the server's loop may not have begun
+// yet, and a stop before it began once left Stop waiting for its end for
+// ever (a UI whose run ended at once hung, still serving). Many rounds, as
+// the window is short; a watchdog turns a hang into a failure.
+TEST(UiServerTest, StopRightAfterStartReturns) {
+  char tmpl[] = "/tmp/steps-ui-stop-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  CancelToken done;
+  std::thread watchdog([&done] {
+    if (done.WaitUntil(std::chrono::steady_clock::now() +
+                       std::chrono::seconds(60))) {
+      std::fprintf(stderr, "UiServer::Stop hung after Start\n");
+      std::_Exit(1);
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    UiServer server(dir + "/state");
+    ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+    server.Stop();
+  }
+  done.Cancel(CancelReason::kAbort);
+  watchdog.join();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// Beside a run, the UI stops when the run closes its stdin, also at once.
+TEST(UiCommandTest, TheRunsUiStopsWhenItsInputEndsAtOnce) {
+  char tmpl[] = "/tmp/steps-ui-eof-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string ui = std::string(STEPS_BINARY_DIR) + "/src/cli/steps-ui";
+  for (int round = 0; round < 5; ++round) {
+    auto r = test_support::RunInShell(
+        dir, "timeout 30 " + test_support::ShellQuote(ui) +
+                 " --listen 127.0.0.1:0 --state-dir state --with-run "
+                 "</dev/null; echo \"exit $?\"");
+    EXPECT_NE(r.out.find("port "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("exit 0"), std::string::npos) << r.out;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// The run's UI is in the background of the run's terminal; under `stty
+// tostop` its reason for not starting still reaches the terminal at once
+// (it was stopped by SIGTTOU, and the run waited 12 s to say only that the
+// UI did not start).
+TEST(UiCommandTest, ATakenPortIsSaidAtOnceUnderTostop) {
+  int taken = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(taken, 4), 0);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  char tmpl[] = "/tmp/steps-ui-tostop-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/p.yaml")
+      << "jobs:\n- name: j\n  plan:\n  - task: t\n    run: echo hi\n";
+  const std::string inner = "stty tostop; " +
+                            test_support::ShellQuote(test_support::kStepsBinary) +
+                            " run p.yaml --plain --state-dir state --ui-listen "
+                            "127.0.0.1:" + std::to_string(port);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test_support::RunInShell(
+      dir, "timeout 60 script -qec " + test_support::ShellQuote(inner) +
+               " /dev/null");
+  // Tolerance: refusing takes well under a second; the stopped UI took 12.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+  EXPECT_NE(r.out.find("cannot listen on 127.0.0.1:" + std::to_string(port) +
+                       " (is the port taken?)"),
+            std::string::npos)
+      << r.out;
+  close(taken);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 // `steps ui` runs the steps-ui program beside it; a `steps` without one
 // says what is missing and where it looked, and serves nothing.
 TEST(UiCommandTest, AStepsWithoutItsUiProgramSaysSo) {
