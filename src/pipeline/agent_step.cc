@@ -276,6 +276,20 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
   return verdict;
 }
 
+namespace {
+
+// Whether the step's own deadline has passed: the one computed when the
+// step began, when the invocation carries it (time spent before `start`
+// counts against it too); else `timeout` from `start`.
+bool StepDeadlinePassed(const agent::AgentInvocation& inv, SteadyTime start,
+                        SteadyTime now) {
+  if (!inv.timeout || inv.timeout->count() <= 0) return false;
+  if (inv.deadline) return now >= *inv.deadline;
+  return now - start >= *inv.timeout;
+}
+
+}  // namespace
+
 agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
                                               const agent::AgentContext& ctx) {
   agent::AgentInvocation with_mcp = inv;
@@ -295,8 +309,8 @@ agent::AgentResult JobRunner::ConverseWithMcp(const agent::AgentInvocation& inv,
   ar.outcome = Outcome::kErrored;
   if (s.code() == StatusCode::kCancelled || ctx.cancel.cancelled()) {
     ar.outcome = Outcome::kAborted;
-  } else if (s.code() == StatusCode::kDeadlineExceeded && inv.timeout &&
-             inv.timeout->count() > 0 && clock_.Now() - start >= *inv.timeout) {
+  } else if (s.code() == StatusCode::kDeadlineExceeded &&
+             StepDeadlinePassed(inv, start, clock_.Now())) {
     ar.outcome = Outcome::kFailed;  // The step's own deadline: failed.
   }
   LogEvent(LogLevel::kWarn, "agent.mcp_failed",
