@@ -327,6 +327,20 @@ std::string ReadLineWith(int fd, const std::string& marker,
   return "";
 }
 
+// A loopback port another program listens on: `fd` listens on `port`.
+void TakeALoopbackPort(int& fd, int& port) {
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  port = ntohs(addr.sin_port);
+}
+
 // `steps run --ui` in a temporary folder: the pipeline file, the child's
 // stderr, and the address it names.
 class RunWithUiTest : public ::testing::Test {
@@ -464,17 +478,8 @@ TEST_F(RunWithUiTest, NobodyWatchingMeansNoWaitAtTheEnd) {
 }
 
 TEST_F(RunWithUiTest, ABadOrTakenAddressIsRefusedBeforeTheRun) {
-  // A port another program listens on.
-  int taken = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(taken, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(taken, 4), 0);
-  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  int taken = -1, port = 0;
+  ASSERT_NO_FATAL_FAILURE(TakeALoopbackPort(taken, port));
   for (const std::string& listen :
        {std::string("nonsense"), std::string("127.0.0.1:99999"),
         "127.0.0.1:" + std::to_string(port)}) {
@@ -562,16 +567,8 @@ TEST(UiCommandTest, TheRunsUiStopsWhenItsInputEndsAtOnce) {
 // (it was stopped by SIGTTOU, and the run waited 12 s to say only that the
 // UI did not start).
 TEST(UiCommandTest, ATakenPortIsSaidAtOnceUnderTostop) {
-  int taken = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(taken, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(taken, 4), 0);
-  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  int taken = -1, port = 0;
+  ASSERT_NO_FATAL_FAILURE(TakeALoopbackPort(taken, port));
   char tmpl[] = "/tmp/steps-ui-tostop-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   std::ofstream(dir + "/p.yaml")
