@@ -179,11 +179,12 @@ void easy_cleanup(CURL* easy) {
 
 // libcurl reads an option's one value by the option's number range; the
 // value is read here the same way and passed on unchanged.
-CURLcode easy_setopt(CURL* easy, CURLoption option, ...) {
+CURLcode easy_setopt(CURL* easy, int option_number, ...) {
+  const auto option = static_cast<CURLoption>(option_number);
   const Api* api = Usable();
   if (api == nullptr || easy == nullptr) return CURLE_FAILED_INIT;
   va_list args;
-  va_start(args, option);
+  va_start(args, option_number);
   CURLcode code;
   if (option < CURLOPTTYPE_OBJECTPOINT) {
     code = api->easy_setopt(easy, option, va_arg(args, long));
@@ -221,11 +222,12 @@ CURLMcode multi_cleanup(CURLM* multi) {
   return Get().multi_cleanup(multi);
 }
 
-CURLMcode multi_setopt(CURLM* multi, CURLMoption option, ...) {
+CURLMcode multi_setopt(CURLM* multi, int option_number, ...) {
+  const auto option = static_cast<CURLMoption>(option_number);
   const Api* api = Usable();
   if (api == nullptr || multi == nullptr) return CURLM_BAD_HANDLE;
   va_list args;
-  va_start(args, option);
+  va_start(args, option_number);
   CURLMcode code;
   if (option < CURLOPTTYPE_OBJECTPOINT) {
     code = api->multi_setopt(multi, option, va_arg(args, long));

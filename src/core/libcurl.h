@@ -31,14 +31,16 @@ int DescriptorShortage();
 CURL* easy_init();
 void easy_cleanup(CURL* easy);
 // One value of the option's type: long, a pointer, a function or a
-// curl_off_t, as libcurl's option ranges say.
-CURLcode easy_setopt(CURL* easy, CURLoption option, ...);
+// curl_off_t, as libcurl's option ranges say. The option is passed as an
+// int (a CURLoption converts to it): an enumeration before `...` undergoes
+// promotion, which va_start does not allow.
+CURLcode easy_setopt(CURL* easy, int option, ...);
 CURLcode easy_getinfo(CURL* easy, CURLINFO info, void* out);
 const char* easy_strerror(CURLcode code);
 
 CURLM* multi_init();
 CURLMcode multi_cleanup(CURLM* multi);
-CURLMcode multi_setopt(CURLM* multi, CURLMoption option, ...);
+CURLMcode multi_setopt(CURLM* multi, int option, ...);  // as easy_setopt
 CURLMcode multi_add_handle(CURLM* multi, CURL* easy);
 CURLMcode multi_remove_handle(CURLM* multi, CURL* easy);
 CURLMcode multi_assign(CURLM* multi, curl_socket_t socket, void* data);
