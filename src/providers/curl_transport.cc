@@ -15,6 +15,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <queue>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 
 #include "core/fiber.h"
 #include "core/libcurl.h"
+#include "providers/plain_http.h"
 
 namespace steps {
 namespace {
@@ -46,7 +48,15 @@ class HeaderList {
 // runs it, and its cancel callback (which may run on any thread, even just
 // after the transfer ended).
 struct Transfer {
+  // The libcurl handle, or for a plain request (plain_http.h) its
+  // exchange; one of the two.
   CURL* easy = nullptr;
+  std::unique_ptr<PlainExchange> plain;
+  // A plain request's time limit or connection limit passed.
+  bool plain_timed_out = false;
+  bool plain_connect_timed_out = false;
+  // Why it ended before it could start (no multi handle), if it did.
+  std::optional<TransportError> early_error;
   const TransferOptions* options = nullptr;
   HttpResponse response;
   // The request body and how much of it libcurl has read.
@@ -82,6 +92,11 @@ struct Transfer {
   std::atomic<bool> cancelled{false};
   uint32_t shard = 0;  // Which multi handle runs it (the leader's).
 };
+
+// Its key among the running transfers.
+void* KeyOf(const Transfer& t) {
+  return t.easy != nullptr ? t.easy : const_cast<Transfer*>(&t);
+}
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
@@ -212,10 +227,12 @@ class CurlTransport::Loop {
   struct Shard;
 
  public:
-  explicit Loop(size_t max_in_flight)
+  explicit Loop(size_t max_in_flight, Millis connect_timeout)
       : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        max_in_flight_(max_in_flight) {
+        max_in_flight_(max_in_flight),
+        connect_timeout_(connect_timeout),
+        plain_(epoll_fd_, max_in_flight) {
     // libcurl looks for a connection to reuse among all of its multi
     // handle's connections to the host, so one handle with thousands in
     // flight spends its time searching: the transfers are spread over
@@ -226,11 +243,9 @@ class CurlTransport::Loop {
       shards_[i].index = static_cast<uint32_t>(i);
       shards_[i].loop = this;
     }
+    // No shard is started here: a plain request (plain_http.h) needs no
+    // libcurl, and a libcurl request starts the shard it goes to.
     if (epoll_fd_ < 0 || wake_fd_ < 0) {
-      made_errno_ = errno;
-      return;
-    }
-    if (!Start(shards_[0])) {
       made_errno_ = errno;
       return;
     }
@@ -250,9 +265,7 @@ class CurlTransport::Loop {
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
 
-  bool ok() const {
-    return shards_[0].multi != nullptr && epoll_fd_ >= 0 && wake_fd_ >= 0;
-  }
+  bool ok() const { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
   // When not ok(): the errno of the call that failed.
   int made_errno() const { return made_errno_; }
 
@@ -325,7 +338,9 @@ class CurlTransport::Loop {
     if (thread_.joinable()) thread_.join();
   }
 
-  int64_t connections_opened() const { return connections_opened_.load(); }
+  int64_t connections_opened() const {
+    return connections_opened_.load() + plain_opened_.load();
+  }
   size_t max_in_flight_seen() const { return max_seen_.load(); }
   size_t waiting() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -356,6 +371,10 @@ class CurlTransport::Loop {
         continue;
       }
       uint32_t ev = events_[i].events;
+      if (PlainConnections::IsKey(key)) {
+        if (PlainExchange* x = plain_.OnEvent(key, ev)) EndOwner(*x);
+        continue;
+      }
       int mask = 0;
       if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) mask |= CURL_CSELECT_IN;
       if (ev & EPOLLOUT) mask |= CURL_CSELECT_OUT;
@@ -375,6 +394,7 @@ class CurlTransport::Loop {
       }
     }
     ReapFinished();
+    plain_.Sweep();
   }
 
   // The leading Post's transfer is done. Transfers left in the loop (come
@@ -561,6 +581,7 @@ class CurlTransport::Loop {
   // cancellations.
   void TakeWork() {
     std::vector<std::shared_ptr<Transfer>> cancels;
+    std::vector<std::shared_ptr<Transfer>> plain;
     {
       std::lock_guard<std::mutex> lock(mu_);
       cancels.swap(cancels_);
@@ -568,8 +589,11 @@ class CurlTransport::Loop {
         std::shared_ptr<Transfer> t = std::move(incoming_.front());
         incoming_.pop_front();
         if (!Admit(t)) continue;
-        running_.emplace(t->easy, t);
+        running_.emplace(KeyOf(*t), t);
         if (t->options->idle_limit.count() > 0) watched_.push_back(t);
+        // Its connection is made outside the lock, which Posts take to
+        // hand transfers over.
+        if (t->plain) plain.push_back(t);
       }
       size_t seen = max_seen_.load();
       if (running_.size() > seen) max_seen_ = running_.size();
@@ -592,15 +616,65 @@ class CurlTransport::Loop {
         ++it;
       }
     }
+    for (const auto& t : plain) StartPlain(t);
     for (const auto& t : cancels) {
-      auto it = running_.find(t->easy);
+      auto it = running_.find(KeyOf(*t));
       if (it != running_.end() && it->second == t) End(t);
     }
+  }
+
+  // Sends an admitted plain transfer, with its limits: the time limit
+  // left and, until connected, the limit on connecting.
+  void StartPlain(const std::shared_ptr<Transfer>& t) {
+    const auto now = std::chrono::steady_clock::now();
+    if (std::optional<Millis> left = TimeLeft(*t, now))
+      PushLimit(now + std::max(Millis(1), *left), t, false);
+    PushLimit(now + connect_timeout_, t, true);
+    if (!plain_.Start(*t->plain)) End(t);
+  }
+
+  void PushLimit(std::chrono::steady_clock::time_point at,
+                 const std::shared_ptr<Transfer>& t, bool connect) {
+    limits_.push(PlainLimit{at, next_limit_++, t, connect});
+  }
+
+  // Ends plain transfers whose limit passed; returns how long the next
+  // poll may wait for the nearest one.
+  int CheckPlainLimits(int wait_ms) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!limits_.empty()) {
+      const PlainLimit& top = limits_.top();
+      std::shared_ptr<Transfer> t = top.transfer.lock();
+      if (t == nullptr || t->done || (top.connect && t->plain->connected)) {
+        limits_.pop();
+        continue;
+      }
+      if (top.at > now) {
+        auto left = std::chrono::ceil<Millis>(top.at - now);
+        return std::min<int>(wait_ms, static_cast<int>(left.count()));
+      }
+      if (top.connect) {
+        t->plain_connect_timed_out = true;
+      } else {
+        t->plain_timed_out = true;
+      }
+      limits_.pop();
+      End(t);
+    }
+    return wait_ms;
+  }
+
+  void EndOwner(PlainExchange& x) {
+    auto it = running_.find(x.owner);
+    if (it == running_.end()) return;
+    std::shared_ptr<Transfer> t = it->second;
+    End(t);
   }
 
   // Under mu_. Sets the limit left of the transfer's own and adds it;
   // false when the limit already passed or it was cancelled.
   bool Admit(const std::shared_ptr<Transfer>& t) {
+    if (t->plain) return AdmitPlain(t);
     if (t->cancelled) {
       MarkDoneLocked(*t);
       return false;
@@ -620,9 +694,35 @@ class CurlTransport::Loop {
     }
     t->last_data = std::chrono::steady_clock::now();
     Shard& shard = LeastBusy();
+    if (shard.multi == nullptr) {
+      const int err = errno;
+      t->early_error =
+          IsDescriptorShortage(err)
+              ? DescriptorShortage(err)
+              : TransportError{TransportErrorKind::kOther,
+                               "could not create a curl multi handle"};
+      MarkDoneLocked(*t);
+      return false;
+    }
     t->shard = shard.index;
     ++shard.running;
     libcurl::multi_add_handle(shard.multi, t->easy);
+    return true;
+  }
+
+  // Under mu_. As Admit, for a plain transfer, which TakeWork then starts.
+  bool AdmitPlain(const std::shared_ptr<Transfer>& t) {
+    if (t->cancelled) {
+      MarkDoneLocked(*t);
+      return false;
+    }
+    if (std::optional<Millis> left =
+            TimeLeft(*t, std::chrono::steady_clock::now());
+        left && left->count() <= 0 && t->options->time_limit->count() > 0) {
+      t->timed_out_waiting = true;
+      MarkDoneLocked(*t);
+      return false;
+    }
     return true;
   }
 
@@ -655,8 +755,8 @@ class CurlTransport::Loop {
                    watched_.end());
     for (const auto& t : watched_) {
       Millis limit = t->options->idle_limit;
-      if (!t->headers_done) continue;
-      auto silent = now - t->last_data;
+      if (!(t->plain ? t->plain->head_done : t->headers_done)) continue;
+      auto silent = now - (t->plain ? t->plain->last_data : t->last_data);
       if (silent >= limit) {
         idle.push_back(t);
         continue;
@@ -669,12 +769,20 @@ class CurlTransport::Loop {
       End(t);
     }
     if (!idle.empty()) return 0;
-    return std::max(1, wait_ms);
+    return std::max(1, CheckPlainLimits(wait_ms));
   }
 
   // Takes `t` out of the multi handle (which aborts it when unfinished and
   // closes its connection) and hands it back to its Post.
   void End(const std::shared_ptr<Transfer>& t) {
+    if (t->plain) {
+      plain_.Abort(*t->plain);  // Nothing when it ended on its own.
+      plain_opened_ = plain_.opened();
+      running_.erase(KeyOf(*t));
+      std::lock_guard<std::mutex> lock(mu_);
+      MarkDoneLocked(*t);
+      return;
+    }
     libcurl::easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status_scratch_);
     t->response.status = static_cast<int>(status_scratch_);
     libcurl::easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &t->new_connections);
@@ -713,10 +821,29 @@ class CurlTransport::Loop {
   // epoll key of the wakeup eventfd; a socket's is (shard << 32) | fd.
   static constexpr uint64_t kWakeKey = ~uint64_t{0};
 
+  // A plain transfer's limit (its time limit, or its limit on
+  // connecting) in the queue of the next to pass; `seq` orders equals.
+  struct PlainLimit {
+    std::chrono::steady_clock::time_point at;
+    uint64_t seq = 0;
+    std::weak_ptr<Transfer> transfer;
+    bool connect = false;
+    bool operator>(const PlainLimit& o) const {
+      return at != o.at ? at > o.at : seq > o.seq;
+    }
+  };
+
   Shard shards_[kShards];
   const int epoll_fd_;
   const int wake_fd_;
   const size_t max_in_flight_;
+  const Millis connect_timeout_;
+  // The leader only.
+  PlainConnections plain_;
+  std::priority_queue<PlainLimit, std::vector<PlainLimit>,
+                      std::greater<PlainLimit>>
+      limits_;
+  uint64_t next_limit_ = 0;
 
   mutable std::mutex mu_;
   bool leading_ = false;       // A Post or the loop's thread leads.
@@ -738,6 +865,7 @@ class CurlTransport::Loop {
   std::vector<std::shared_ptr<Transfer>> watched_;  // With an idle limit.
   long status_scratch_ = 0;
   std::atomic<int64_t> connections_opened_{0};
+  std::atomic<int64_t> plain_opened_{0};
   std::atomic<size_t> max_seen_{0};
 };
 
@@ -797,6 +925,7 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
   if (t.cancelled) {
     return TransportError{TransportErrorKind::kCancelled, "request cancelled"};
   }
+  if (t.early_error) return *t.early_error;
   if (t.timed_out_waiting) {
     return TransportError{TransportErrorKind::kTimedOut,
                           "no complete answer within " +
@@ -843,6 +972,63 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
   return std::move(t.response);
 }
 
+// What an ended plain transfer amounts to.
+TransportResult PlainResultOf(Transfer& t, const TransferOptions& options) {
+  PlainExchange& x = *t.plain;
+  x.response.reused_connection = !x.new_connection;
+  if (t.cancelled) {
+    return TransportError{TransportErrorKind::kCancelled, "request cancelled"};
+  }
+  if (t.timed_out_waiting) {
+    return TransportError{TransportErrorKind::kTimedOut,
+                          "no complete answer within " +
+                              FormatDuration(*options.time_limit) +
+                              " (the request waited for a free slot)"};
+  }
+  if (x.too_large) {
+    return TransportError{TransportErrorKind::kTooLarge,
+                          "response larger than " +
+                              std::to_string(options.max_response_bytes) +
+                              " bytes"};
+  }
+  if (x.response.stopped_by_reader) return std::move(x.response);
+  if (t.idle_cut) {
+    return TransportError{
+        TransportErrorKind::kIdle,
+        "stream silent for " + FormatDuration(options.idle_limit)};
+  }
+  if (t.plain_timed_out) {
+    return TransportError{TransportErrorKind::kTimedOut,
+                          "no complete answer within " +
+                              FormatDuration(*options.time_limit)};
+  }
+  if (t.plain_connect_timed_out) {
+    return TransportError{TransportErrorKind::kTimedOut,
+                          "could not connect to " + x.target.url.host +
+                              " port " + std::to_string(x.target.url.port) +
+                              " within the connection limit"};
+  }
+  if (x.error) return *x.error;
+  if (!x.complete) {
+    return TransportError{TransportErrorKind::kOther,
+                          "transfer loop ended unexpectedly"};
+  }
+  return std::move(x.response);
+}
+
+// Why libcurl could not make a handle: not loaded (for want of
+// descriptors, or at all), or out of memory.
+TransportError NoCurlHandle() {
+  if (!libcurl::Loaded()) {
+    const int shortage = libcurl::DescriptorShortage();
+    return shortage != 0 ? DescriptorShortage(shortage)
+                         : TransportError{TransportErrorKind::kUnavailable,
+                                          libcurl::Error()};
+  }
+  return TransportError{TransportErrorKind::kOther,
+                        "could not create a curl handle"};
+}
+
 }  // namespace
 
 CurlTransport::CurlTransport() : CurlTransport(Options()) {}
@@ -858,26 +1044,21 @@ std::shared_ptr<CurlTransport::Loop> CurlTransport::LoopOrError(
     TransportError& error) {
   std::lock_guard<std::mutex> lock(loop_mu_);
   if (loop_) return loop_;
-  auto loop =
-      std::make_shared<Loop>(options_.max_in_flight > 0 ? options_.max_in_flight
-                                                        : DefaultMaxInFlight());
+  auto loop = std::make_shared<Loop>(
+      options_.max_in_flight > 0 ? options_.max_in_flight
+                                 : DefaultMaxInFlight(),
+      options_.connect_timeout);
   const int made_errno = loop->made_errno();
   if (loop->ok()) {
     loop_ = loop;
     return loop_;
   }
-  if (IsDescriptorShortage(made_errno)) {
-    error = DescriptorShortage(made_errno);
-  } else if (!libcurl::Loaded()) {
-    const int shortage = libcurl::DescriptorShortage();
-    error = shortage != 0 ? DescriptorShortage(shortage)
-                          : TransportError{TransportErrorKind::kUnavailable,
-                                           libcurl::Error()};
-  } else {
-    // curl_multi_init opens a wakeup socket pair.
-    error = {TransportErrorKind::kOther,
-             "could not create a curl multi handle"};
-  }
+  error = IsDescriptorShortage(made_errno)
+              ? DescriptorShortage(made_errno)
+              : TransportError{TransportErrorKind::kOther,
+                               std::string("could not make the transfer "
+                                           "loop's epoll or eventfd: ") +
+                                   std::strerror(made_errno)};
   return nullptr;
 }
 
@@ -907,11 +1088,10 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   TransportError no_loop;
   std::shared_ptr<Loop> loop = LoopOrError(no_loop);
   if (!loop) return no_loop;
+  if (std::optional<PlainTarget> target = PlainTargetOf(request.url))
+    return PostPlain(loop, std::move(*target), request, options);
   CURL* easy = libcurl::easy_init();
-  if (easy == nullptr) {
-    return TransportError{TransportErrorKind::kOther,
-                          "could not create a curl handle"};
-  }
+  if (easy == nullptr) return NoCurlHandle();
   auto t = std::make_shared<Transfer>();
   t->easy = easy;
   t->options = &options;
@@ -935,6 +1115,38 @@ TransportResult CurlTransport::Post(const HttpRequest& request,
   TransportResult result = ResultOf(*t, options, error_buffer);
   libcurl::easy_cleanup(easy);
   return result;
+}
+
+TransportResult CurlTransport::PostPlain(const std::shared_ptr<Loop>& loop,
+                                         PlainTarget target,
+                                         const HttpRequest& request,
+                                         const TransferOptions& options) {
+  HttpHeaders headers = request.headers;
+  // libcurl sends these unless told otherwise; a server may look for them.
+  if (!FindHeader(headers, "Accept")) headers.emplace_back("Accept", "*/*");
+  Result<std::string> head = http1::PostHead(target.url, headers,
+                                             request.body.size());
+  if (!head.ok()) {
+    return TransportError{TransportErrorKind::kOther, head.status().message()};
+  }
+  auto t = std::make_shared<Transfer>();
+  t->options = &options;
+  t->submitted = std::chrono::steady_clock::now();
+  t->plain = std::make_unique<PlainExchange>();
+  PlainExchange& x = *t->plain;
+  x.target = std::move(target);
+  x.head = std::move(*head);
+  x.body = request.body;
+  x.options = &options;
+  x.owner = t.get();
+
+  std::weak_ptr<Transfer> weak = t;
+  CancelCallback on_cancel(options.cancel, [loop, weak] {
+    if (std::shared_ptr<Transfer> live = weak.lock()) loop->Cancel(live);
+  });
+  loop->Submit(t);
+  loop->Await(*t);
+  return PlainResultOf(*t, options);
 }
 
 CurlTransport& SharedCurlTransport() {

@@ -1,4 +1,6 @@
-// HttpTransport on libcurl. Every transfer of a transport runs in one
+// HttpTransport on libcurl, and on its own HTTP/1.1 for a plain http://
+// request to an IP address, a local model server or mock (plain_http.h),
+// which then needs no libcurl at all. Every transfer of a transport runs in one
 // loop, which waits on epoll for the sockets of a few curl multi handles
 // (shards; a transfer goes to the least busy). A lone transfer's Post runs
 // the loop on its own thread; with several, the loop's own thread runs it
@@ -16,6 +18,7 @@
 #include <mutex>
 
 #include "providers/http.h"
+#include "providers/plain_http.h"
 
 namespace steps {
 
@@ -57,6 +60,11 @@ class CurlTransport : public HttpTransport {
   // could not be made.
   std::shared_ptr<Loop> LoopOrError(TransportError& error);
   std::shared_ptr<Loop> CurrentLoop() const;  // Null before the first.
+  // A request to an IP address over plain http (plain_http.h).
+  TransportResult PostPlain(const std::shared_ptr<Loop>& loop,
+                            PlainTarget target,
+                            const HttpRequest& request,
+                            const TransferOptions& options);
 
   Options options_;
   mutable std::mutex loop_mu_;

@@ -169,11 +169,14 @@ TEST(ProvidersCliTest, BadSourceHeadersAreRefusedWithTheirLine) {
       << r.out;
 }
 
-// libcurl is loaded by the first request, not when `steps` starts: a task
-// before the run's first request finds neither libcurl nor a TLS library
-// in its parent's address space (the web UI's HTTP server, which links
-// OpenSSL, is a program of its own), a task after it does.
-TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequest) {
+// libcurl is loaded by the first request that needs it, not when `steps`
+// starts: a task before the run's first request finds neither libcurl nor
+// a TLS library in its parent's address space (the web UI's HTTP server,
+// which links OpenSSL, is a program of its own), a task after it does. A
+// request to an IP address over plain http needs none: with it, the task
+// after finds none either (plain_http.h); STEPS_HTTP=libcurl sends it by
+// libcurl.
+TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequestThatNeedsIt) {
   const std::string ok =
       R"({"choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]})";
   RawHttpServer server([&](int, const std::string&) {
@@ -190,11 +193,20 @@ TEST(ProvidersCliTest, LibcurlIsLoadedByTheFirstRequest) {
             "  - task: before\n" + count +
             "  - agent: a\n    messages: [hi]\n"
             "  - task: after\n" + count);
-  auto r = RunSteps(dir.path(), "run p.yml --plain --no-cache");
+  StepsOptions by_libcurl;
+  by_libcurl.prefix = "STEPS_HTTP=libcurl";
+  auto r = RunSteps(dir.path(), "run p.yml --plain --no-cache", by_libcurl);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "before | steps 0\n")) << r.out;
   EXPECT_FALSE(Has(r.out, "after | steps 0\n")) << r.out;
   EXPECT_TRUE(Has(r.out, "after | steps ")) << r.out;
+  EXPECT_EQ(server.requests(), 1);
+
+  r = RunSteps(dir.path(), "run p.yml --plain --no-cache");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "before | steps 0\n")) << r.out;
+  EXPECT_TRUE(Has(r.out, "after | steps 0\n")) << r.out;
+  EXPECT_EQ(server.requests(), 2);
 }
 
 // STEPS_LIBCURL names the libcurl to load; one that cannot be loaded fails
@@ -211,7 +223,7 @@ TEST(ProvidersCliTest, ALibcurlThatCannotBeLoadedFailsTheRequestClearly) {
             "jobs:\n- name: j\n  plan:\n"
             "  - agent: a\n    messages: [hi]\n");
   StepsOptions opts;
-  opts.prefix = "STEPS_LIBCURL=/nonexistent/libcurl-x.so.4";
+  opts.prefix = "STEPS_HTTP=libcurl STEPS_LIBCURL=/nonexistent/libcurl-x.so.4";
   auto r = RunSteps(dir.path(), "run p.yml --plain", opts);
   EXPECT_EQ(r.exit_code, 2) << r.out;  // Errored.
   EXPECT_TRUE(Has(r.out, "agent: a errored in ")) << r.out;

@@ -16,6 +16,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -82,6 +84,12 @@ class RawHttpServer {
   int requests() const { return requests_.load(); }
   // Connections accepted so far.
   int connections() const { return connections_.load(); }
+  // Waits until the server has closed `n` connections in all, at most
+  // `limit`; whether it has.
+  bool WaitForClosed(int n, std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return closed_cv_.wait_for(lock, limit, [&] { return closed_ >= n; });
+  }
 
   void Stop() {
     if (stopping_.exchange(true)) return;
@@ -175,6 +183,8 @@ class RawHttpServer {
       if (open == fd) open = -1;
     }
     close(fd);
+    ++closed_;
+    closed_cv_.notify_all();
   }
 
   Handler handler_;
@@ -183,6 +193,8 @@ class RawHttpServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> requests_{0};
   std::atomic<int> connections_{0};
+  int closed_ = 0;  // Guarded by mu_.
+  std::condition_variable closed_cv_;
   std::thread accept_thread_;
   std::mutex mu_;
   std::vector<int> open_fds_;

@@ -1,0 +1,181 @@
+// CurlTransport's own HTTP/1.1 for plain requests to an IP address
+// (providers/plain_http.h), against a raw loopback server; where libcurl's
+// behaviour is the reference, the same test runs by libcurl
+// (STEPS_HTTP=libcurl) too.
+#include "providers/plain_http.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/raw_http_server.h"
+#include "providers/curl_transport.h"
+
+namespace steps {
+namespace {
+
+using test_support::RawHttpServer;
+
+// Sets STEPS_HTTP for the test's life.
+class HttpChoice {
+ public:
+  explicit HttpChoice(bool libcurl) {
+    if (libcurl) {
+      setenv("STEPS_HTTP", "libcurl", 1);
+    } else {
+      unsetenv("STEPS_HTTP");
+    }
+  }
+  ~HttpChoice() { unsetenv("STEPS_HTTP"); }
+};
+
+class PlainHttpTest : public ::testing::TestWithParam<bool> {};
+
+TransportResult PostTo(CurlTransport& transport, const std::string& url,
+                       const std::string& body = "{}") {
+  TransferOptions options;
+  options.time_limit = Millis(20000);
+  return transport.Post(HttpRequest{url, {{"Content-Type", "application/json"}},
+                                    body},
+                        options);
+}
+
+// A server that closes a kept connection while it is idle (its keep-alive
+// timeout; Node's is 5 s) without saying so: the next request goes on a
+// new connection and succeeds, sent once, though no loop round ran in
+// between to see the close.
+TEST_P(PlainHttpTest, AKeptConnectionTheServerClosedIsNotUsed) {
+  HttpChoice choice(GetParam());
+  RawHttpServer server([](int, const std::string&) {
+    return RawHttpServer::Reply{
+        RawHttpServer::Response("{\"n\":1}", "application/json", 200,
+                                "Connection: keep-alive\r\n"),
+        /*close=*/true};
+  });
+  CurlTransport transport;
+  TransportResult first = PostTo(transport, server.base_url() + "/v1/x");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_TRUE(server.WaitForClosed(1, std::chrono::seconds(10)));
+  TransportResult second = PostTo(transport, server.base_url() + "/v1/x");
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second.response().body, "{\"n\":1}");
+  EXPECT_FALSE(second.response().reused_connection);
+  EXPECT_EQ(server.requests(), 2);
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(transport.connections_opened(), 2);
+}
+
+// Requests on one kept connection: one connection, every answer whole.
+TEST_P(PlainHttpTest, AKeptConnectionCarriesTheNextRequests) {
+  HttpChoice choice(GetParam());
+  RawHttpServer server([](int i, const std::string&) {
+    return RawHttpServer::Reply{
+        RawHttpServer::Response("{\"n\":" + std::to_string(i) + "}"), false};
+  });
+  CurlTransport transport;
+  for (int i = 0; i < 5; ++i) {
+    TransportResult r = PostTo(transport, server.base_url() + "/v1/x");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r.response().body, "{\"n\":" + std::to_string(i) + "}");
+    EXPECT_EQ(r.response().reused_connection, i > 0);
+  }
+  EXPECT_EQ(server.connections(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(ByEither, PlainHttpTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "libcurl" : "plain";
+                         });
+
+// What the server reads: the request line, Host and Content-Length, the
+// request's own headers, then the body, byte for byte.
+TEST(PlainHttpWireTest, TheServerReadsTheRequestAsSent) {
+  std::mutex mu;
+  std::string seen;
+  RawHttpServer server([&](int, const std::string& request) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen = request;
+    return RawHttpServer::Reply{RawHttpServer::Response("{}"), false};
+  });
+  CurlTransport transport;
+  const std::string body(200000, 'b');  // Larger than one send.
+  TransportResult r =
+      PostTo(transport, server.base_url() + "/v1/chat/completions?x=1", body);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string port = server.base_url().substr(17);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(seen,
+            "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: 127.0.0.1:" +
+                port + "\r\nContent-Length: 200000\r\n"
+                       "Content-Type: application/json\r\nAccept: */*\r\n\r\n" +
+                body);
+}
+
+// A header that would break the head (a smuggled second request) is
+// refused before anything is sent.
+TEST(PlainHttpWireTest, AHeaderWithALineBreakIsNotSent) {
+  RawHttpServer server([](int, const std::string&) {
+    return RawHttpServer::Reply{RawHttpServer::Response("{}"), false};
+  });
+  CurlTransport transport;
+  TransferOptions options;
+  options.time_limit = Millis(5000);
+  TransportResult r = transport.Post(
+      HttpRequest{server.base_url(),
+                  {{"X-Note", "a\r\nContent-Length: 0\r\n\r\nGET / HTTP/1.1"}},
+                  "{}"},
+      options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, TransportErrorKind::kOther);
+  EXPECT_NE(r.error().message.find("line break"), std::string::npos);
+  EXPECT_EQ(server.connections(), 0);
+}
+
+// A chunked answer reaches the reader decoded, piece by piece as sent.
+TEST(PlainHttpWireTest, AChunkedAnswerIsReadAsItComes) {
+  RawHttpServer server([](int, const std::string&) {
+    return RawHttpServer::Reply{
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "6\r\ndata: \r\n3\r\n{}\n\r\n1\r\n\n\r\n0\r\n\r\n",
+        false};
+  });
+  CurlTransport transport;
+  TransferOptions options;
+  options.time_limit = Millis(5000);
+  std::string read;
+  options.reader = [&](std::string_view piece) {
+    read.append(piece);
+    return true;
+  };
+  TransportResult r =
+      transport.Post(HttpRequest{server.base_url(), {}, "{}"}, options);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(read, "data: {}\n\n");
+  EXPECT_EQ(r.response().body, "data: {}\n\n");
+  EXPECT_TRUE(r.response().reused_connection == false);
+}
+
+// What goes by plain HTTP and what by libcurl.
+TEST(PlainHttpTargetTest, OnlyPlainUrlsToAnAddressWithoutAProxy) {
+  HttpChoice choice(false);
+  EXPECT_TRUE(PlainTargetOf("http://127.0.0.1:8080/v1"));
+  EXPECT_TRUE(PlainTargetOf("http://[::1]:11434/v1"));
+  EXPECT_FALSE(PlainTargetOf("http://localhost:8080/v1"));
+  EXPECT_FALSE(PlainTargetOf("https://127.0.0.1:8443/v1"));
+  EXPECT_FALSE(PlainTargetOf("http://999.0.0.1/v1"));
+  setenv("http_proxy", "http://proxy.internal:3128", 1);
+  EXPECT_FALSE(PlainTargetOf("http://127.0.0.1:8080/v1"));
+  unsetenv("http_proxy");
+  setenv("ALL_PROXY", "socks5://p:1080", 1);
+  EXPECT_FALSE(PlainTargetOf("http://127.0.0.1:8080/v1"));
+  unsetenv("ALL_PROXY");
+  setenv("STEPS_HTTP", "libcurl", 1);
+  EXPECT_FALSE(PlainTargetOf("http://127.0.0.1:8080/v1"));
+}
+
+}  // namespace
+}  // namespace steps
