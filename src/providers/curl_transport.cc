@@ -15,7 +15,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
-#include <queue>
+#include <map>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -44,6 +44,16 @@ class HeaderList {
   curl_slist* list_ = nullptr;
 };
 
+struct Transfer;
+// Plain transfers' limits by when they pass: the time limit, and until the
+// connection is made, the limit on connecting (`connect`).
+struct PlainLimit {
+  Transfer* transfer;
+  bool connect;
+};
+using PlainLimits =
+    std::multimap<std::chrono::steady_clock::time_point, PlainLimit>;
+
 // One transfer, shared by the Post that waits for it, the leader that
 // runs it, and its cancel callback (which may run on any thread, even just
 // after the transfer ended).
@@ -55,6 +65,10 @@ struct Transfer {
   // A plain request's time limit or connection limit passed.
   bool plain_timed_out = false;
   bool plain_connect_timed_out = false;
+  // Its entries in the loop's PlainLimits (end() when none), taken out
+  // when it ends.
+  std::optional<PlainLimits::iterator> time_limit_entry;
+  std::optional<PlainLimits::iterator> connect_limit_entry;
   // Why it ended before it could start (no multi handle), if it did.
   std::optional<TransportError> early_error;
   const TransferOptions* options = nullptr;
@@ -627,15 +641,13 @@ class CurlTransport::Loop {
   // left and, until connected, the limit on connecting.
   void StartPlain(const std::shared_ptr<Transfer>& t) {
     const auto now = std::chrono::steady_clock::now();
-    if (std::optional<Millis> left = TimeLeft(*t, now))
-      PushLimit(now + std::max(Millis(1), *left), t, false);
-    PushLimit(now + connect_timeout_, t, true);
+    if (std::optional<Millis> left = TimeLeft(*t, now)) {
+      t->time_limit_entry = limits_.emplace(now + std::max(Millis(1), *left),
+                                            PlainLimit{t.get(), false});
+    }
+    t->connect_limit_entry =
+        limits_.emplace(now + connect_timeout_, PlainLimit{t.get(), true});
     if (!plain_.Start(*t->plain)) End(t);
-  }
-
-  void PushLimit(std::chrono::steady_clock::time_point at,
-                 const std::shared_ptr<Transfer>& t, bool connect) {
-    limits_.push(PlainLimit{at, next_limit_++, t, connect});
   }
 
   // Ends plain transfers whose limit passed; returns how long the next
@@ -643,23 +655,25 @@ class CurlTransport::Loop {
   int CheckPlainLimits(int wait_ms) {
     const auto now = std::chrono::steady_clock::now();
     while (!limits_.empty()) {
-      const PlainLimit& top = limits_.top();
-      std::shared_ptr<Transfer> t = top.transfer.lock();
-      if (t == nullptr || t->done || (top.connect && t->plain->connected)) {
-        limits_.pop();
+      const auto first = limits_.begin();
+      Transfer& t = *first->second.transfer;
+      if (first->second.connect && t.plain->connected) {
+        t.connect_limit_entry.reset();
+        limits_.erase(first);
         continue;
       }
-      if (top.at > now) {
-        auto left = std::chrono::ceil<Millis>(top.at - now);
+      if (first->first > now) {
+        auto left = std::chrono::ceil<Millis>(first->first - now);
         return std::min<int>(wait_ms, static_cast<int>(left.count()));
       }
-      if (top.connect) {
-        t->plain_connect_timed_out = true;
+      if (first->second.connect) {
+        t.plain_connect_timed_out = true;
       } else {
-        t->plain_timed_out = true;
+        t.plain_timed_out = true;
       }
-      limits_.pop();
-      End(t);
+      // Running while it has entries: End takes them out with it.
+      std::shared_ptr<Transfer> owner = running_.find(&t)->second;
+      End(owner);
     }
     return wait_ms;
   }
@@ -776,6 +790,10 @@ class CurlTransport::Loop {
   // closes its connection) and hands it back to its Post.
   void End(const std::shared_ptr<Transfer>& t) {
     if (t->plain) {
+      if (t->time_limit_entry) limits_.erase(*t->time_limit_entry);
+      if (t->connect_limit_entry) limits_.erase(*t->connect_limit_entry);
+      t->time_limit_entry.reset();
+      t->connect_limit_entry.reset();
       plain_.Abort(*t->plain);  // Nothing when it ended on its own.
       plain_opened_ = plain_.opened();
       running_.erase(KeyOf(*t));
@@ -821,18 +839,6 @@ class CurlTransport::Loop {
   // epoll key of the wakeup eventfd; a socket's is (shard << 32) | fd.
   static constexpr uint64_t kWakeKey = ~uint64_t{0};
 
-  // A plain transfer's limit (its time limit, or its limit on
-  // connecting) in the queue of the next to pass; `seq` orders equals.
-  struct PlainLimit {
-    std::chrono::steady_clock::time_point at;
-    uint64_t seq = 0;
-    std::weak_ptr<Transfer> transfer;
-    bool connect = false;
-    bool operator>(const PlainLimit& o) const {
-      return at != o.at ? at > o.at : seq > o.seq;
-    }
-  };
-
   Shard shards_[kShards];
   const int epoll_fd_;
   const int wake_fd_;
@@ -840,10 +846,8 @@ class CurlTransport::Loop {
   const Millis connect_timeout_;
   // The leader only.
   PlainConnections plain_;
-  std::priority_queue<PlainLimit, std::vector<PlainLimit>,
-                      std::greater<PlainLimit>>
-      limits_;
-  uint64_t next_limit_ = 0;
+  // Of the running plain transfers; each is in it until it ends.
+  PlainLimits limits_;
 
   mutable std::mutex mu_;
   bool leading_ = false;       // A Post or the loop's thread leads.

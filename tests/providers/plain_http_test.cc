@@ -4,7 +4,12 @@
 // (STEPS_HTTP=libcurl) too.
 #include "providers/plain_http.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -84,6 +89,85 @@ TEST_P(PlainHttpTest, AKeptConnectionCarriesTheNextRequests) {
     EXPECT_EQ(r.response().reused_connection, i > 0);
   }
   EXPECT_EQ(server.connections(), 1);
+}
+
+// A listener that never accepts, with its queue filled: a connection to it
+// is never made (the kernel drops its SYN).
+class FullListener {
+ public:
+  FullListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, 0) != 0)
+      std::abort();
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    // Connects until one is not made within 200 ms: the queue is full.
+    for (int i = 0; i < 16; ++i) {
+      const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      fillers_.push_back(c);
+      connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      pollfd p{c, POLLOUT, 0};
+      if (poll(&p, 1, 200) == 0) return;
+    }
+    std::abort();
+  }
+  ~FullListener() {
+    for (int c : fillers_) close(c);
+    close(fd_);
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/v1";
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+// A connection that is never made ends at the transport's limit on
+// connecting, well before the request's own time limit, as a time-out.
+TEST_P(PlainHttpTest, AConnectionNeverMadeEndsAtTheConnectionLimit) {
+  HttpChoice choice(GetParam());
+  FullListener listener;
+  CurlTransport::Options options;
+  options.connect_timeout = Millis(300);
+  CurlTransport transport(options);
+  TransferOptions transfer;
+  transfer.time_limit = Millis(20000);
+  const auto start = std::chrono::steady_clock::now();
+  TransportResult r =
+      transport.Post(HttpRequest{listener.url(), {}, "{}"}, transfer);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, TransportErrorKind::kTimedOut) << r.error().message;
+  // Tolerance: at least the limit; at most 5 s on a loaded machine, far
+  // under the 20 s time limit.
+  EXPECT_GE(took, std::chrono::milliseconds(290));
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// The request's time limit ends a request whose connection is never made
+// when it is the nearer.
+TEST_P(PlainHttpTest, TheTimeLimitEndsAConnectionNeverMade) {
+  HttpChoice choice(GetParam());
+  FullListener listener;
+  CurlTransport transport;  // Connection limit 10 s.
+  TransferOptions transfer;
+  transfer.time_limit = Millis(300);
+  const auto start = std::chrono::steady_clock::now();
+  TransportResult r =
+      transport.Post(HttpRequest{listener.url(), {}, "{}"}, transfer);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, TransportErrorKind::kTimedOut) << r.error().message;
+  EXPECT_GE(took, std::chrono::milliseconds(290));
+  EXPECT_LT(took, std::chrono::seconds(5));
 }
 
 INSTANTIATE_TEST_SUITE_P(ByEither, PlainHttpTest, ::testing::Bool(),
