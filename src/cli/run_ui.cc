@@ -20,7 +20,6 @@ extern char** environ;
 namespace steps::cli {
 namespace {
 
-constexpr char kUiProgram[] = "steps-ui";
 // How long the UI may take to listen.
 constexpr std::chrono::seconds kStartWait{10};
 // How long it may take to stop, beyond the 3 s it gives watchers.
@@ -74,16 +73,23 @@ void Reap(pid_t pid, std::chrono::steady_clock::duration limit) {
 
 }  // namespace
 
-Result<std::unique_ptr<RunUi>> RunUi::Start(
-    const std::string& listen, const std::string& state_dir,
-    const std::vector<std::string>& allow_hosts) {
+Result<std::string> FindUiProgram() {
   const std::string self = SelfPath();
-  const std::string program = CompanionProgram(self, kUiProgram);
+  std::string program = CompanionProgram(self, kUiProgram);
   if (program.empty()) {
     return NotFound(std::string("the web UI's program, ") + kUiProgram +
                     ", is neither beside " + self +
                     " nor in ../libexec/steps/ from it; reinstall steps");
   }
+  return program;
+}
+
+Result<std::unique_ptr<RunUi>> RunUi::Start(
+    const std::string& listen, const std::string& state_dir,
+    const std::vector<std::string>& allow_hosts) {
+  Result<std::string> found = FindUiProgram();
+  if (!found.ok()) return found.status();
+  const std::string& program = *found;
   // The UI's stdin: a socket, so that telling a UI that is gone already
   // raises no SIGPIPE here (MSG_NOSIGNAL).
   int to_ui[2];

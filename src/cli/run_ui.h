@@ -17,6 +17,13 @@
 
 namespace steps::cli {
 
+// The web UI's program, installed beside `steps` or in ../libexec/steps.
+inline constexpr char kUiProgram[] = "steps-ui";
+
+// Where the web UI's program is (process/spawn.h CompanionProgram); a
+// NotFound error that says where it was looked for when it is nowhere.
+Result<std::string> FindUiProgram();
+
 class RunUi {
  public:
   // Starts `steps-ui` on `listen` ("HOST:PORT") for `state_dir`, also

@@ -9,13 +9,12 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/run_ui.h"
 #include "process/spawn.h"
 #include "ui/address.h"
 
 namespace steps::cli {
 namespace {
-
-constexpr char kUiProgram[] = "steps-ui";
 
 struct UiOptions {
   std::string listen = "127.0.0.1:8080";
@@ -23,20 +22,18 @@ struct UiOptions {
   std::vector<std::string> allow_hosts;
 };
 
-int RunUi(const UiOptions& opts) {
+int ServeUi(const UiOptions& opts) {
   if (Result<ui::ListenAddress> listen = ui::ParseListenAddress(opts.listen);
       !listen.ok()) {
     std::cerr << "steps ui: --listen: " << listen.status().message() << "\n";
     return kExitUsage;
   }
-  const std::string self = SelfPath();
-  const std::string program = CompanionProgram(self, kUiProgram);
-  if (program.empty()) {
-    std::cerr << "steps ui: the web UI's program, " << kUiProgram
-              << ", is neither beside " << self << " nor in ../libexec/steps/ "
-              << "from it; reinstall steps\n";
+  Result<std::string> found = FindUiProgram();
+  if (!found.ok()) {
+    std::cerr << "steps ui: " << found.status().message() << "\n";
     return kExitJobFailed;
   }
+  const std::string& program = *found;
   std::vector<std::string> args = {kUiProgram, "--listen", opts.listen,
                                    "--state-dir", opts.state_dir};
   for (const std::string& h : opts.allow_hosts) {
@@ -81,7 +78,7 @@ Command UiCommand() {
                 "--allow-host name);\n"
                 "others get 421, so a web page cannot read runs by rebinding "
                 "its DNS name.");
-            return [opts] { return RunUi(*opts); };
+            return [opts] { return ServeUi(*opts); };
           }};
 }
 
