@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace steps::http1 {
 
@@ -60,6 +61,17 @@ std::optional<uint64_t> ParseDecimal(std::string_view s) {
   return n;
 }
 
+// At most `max` bytes of what a server sent, for a message: bytes that are
+// not printable ASCII (escapes, NUL, UTF-8) become '?', so that a hostile
+// answer cannot write control sequences into a terminal or a log.
+std::string Printable(std::string_view s, size_t max = 40) {
+  std::string out(s.substr(0, max));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
 // Whether the comma-separated list `value` holds `word` (any case).
 bool ListHas(std::string_view value, std::string_view word) {
   while (!value.empty()) {
@@ -70,6 +82,33 @@ bool ListHas(std::string_view value, std::string_view word) {
     value.remove_prefix(comma + 1);
   }
   return false;
+}
+
+// The path with its "." and ".." segments resolved (RFC 3986 5.2.4), as
+// libcurl sends it: "/v1/../x" is "/x". REQUIRES: it begins with '/'.
+std::string RemoveDotSegments(std::string_view path) {
+  std::vector<std::string_view> kept;
+  bool slash_at_end = false;
+  size_t at = 1;
+  while (true) {
+    const size_t slash = path.find('/', at);
+    const bool last = slash == std::string_view::npos;
+    const std::string_view segment =
+        path.substr(at, last ? std::string_view::npos : slash - at);
+    if (segment == "." || segment == "..") {
+      if (segment == ".." && !kept.empty()) kept.pop_back();
+      slash_at_end = last;
+    } else {
+      kept.push_back(segment);
+      slash_at_end = false;
+    }
+    if (last) break;
+    at = slash + 1;
+  }
+  std::string out;
+  for (std::string_view segment : kept) out.append("/").append(segment);
+  if (slash_at_end || out.empty()) out.push_back('/');
+  return out;
 }
 
 }  // namespace
@@ -86,6 +125,11 @@ std::optional<PlainUrl> ParsePlainUrl(std::string_view url) {
   PlainUrl out;
   out.target = slash == std::string_view::npos ? "/" : url.substr(slash);
   if (out.target.front() == '?') out.target.insert(0, "/");
+  if (const size_t query = out.target.find('?');
+      out.target.substr(0, query).find("/.") != std::string::npos) {
+    out.target = RemoveDotSegments(std::string_view(out.target).substr(0, query)) +
+                 (query == std::string::npos ? "" : out.target.substr(query));
+  }
   if (authority.find('@') != std::string_view::npos) return std::nullopt;
   std::string_view host = authority;
   std::string_view port;
@@ -194,7 +238,7 @@ ResponseParser::State ResponseParser::Feed(std::string_view in) {
         // A chunk's data ends with an empty line.
         const size_t limit = phase_ == Phase::kChunkSize      ? 1024
                              : phase_ == Phase::kChunkDataEnd ? 0
-                                                             : limits_.max_head_bytes;
+                                                             : limits_.max_line_bytes;
         const size_t before = in.size();
         std::string_view line;
         const bool whole = TakeLine(in, line, limit);
@@ -202,9 +246,12 @@ ResponseParser::State ResponseParser::Feed(std::string_view in) {
             whole ? line.size() > limit : partial_.size() > limit + 1;
         if (phase_ == Phase::kHead || phase_ == Phase::kTrailers) {
           head_bytes_ += before - in.size();
-          if (head_bytes_ > limits_.max_head_bytes || too_long)
+          if (head_bytes_ > limits_.max_head_bytes)
             return Fail("the response's head is longer than " +
                         std::to_string(limits_.max_head_bytes) + " bytes");
+          if (too_long)
+            return Fail("a line of the response's head is longer than " +
+                        std::to_string(limits_.max_line_bytes) + " bytes");
         } else if (too_long) {
           return Fail(phase_ == Phase::kChunkSize
                           ? "a chunk's size line is longer than 1024 bytes"
@@ -277,33 +324,56 @@ ResponseParser::State ResponseParser::HeadLine(std::string_view line) {
 }
 
 ResponseParser::State ResponseParser::StatusLine(std::string_view line) {
-  // "HTTP/1.1 200 OK": the reason may be empty, and so may the space
-  // before it.
-  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[8] != ' ' ||
-      (line[7] != '0' && line[7] != '1') ||
-      (line.size() > 12 && line[12] != ' '))
-    return Fail("the server's answer is not HTTP/1.x (it began \"" +
-                std::string(line.substr(0, 40)) + "\")");
-  const std::optional<uint64_t> status = ParseDecimal(line.substr(9, 3));
-  if (!status || *status < 100)
-    return Fail("the server's status \"" + std::string(line.substr(9, 3)) +
+  // "HTTP/1.1 200 OK". As libcurl reads it: the name in any case, the
+  // version 1.0, 1.1, 2 or 2.0 (an HTTP/2 server's status line over this
+  // connection reads as HTTP/1.1), whatever follows the status's three
+  // digits ignored.
+  const std::string_view bad = "the server's answer is not HTTP/1.x (it began \"";
+  if (line.size() < 5 || !EqualsIgnoringCase(line.substr(0, 5), "HTTP/"))
+    return Fail(std::string(bad) + Printable(line) + "\")");
+  std::string_view rest = line.substr(5);
+  const size_t space = rest.find(' ');
+  const std::string_view version = rest.substr(0, space);
+  if (version == "1.0") {
+    minor_version_ = 0;
+  } else if (version == "1.1" || version == "2" || version == "2.0") {
+    minor_version_ = 1;
+  } else {
+    return Fail(std::string(bad) + Printable(line) + "\")");
+  }
+  rest = space == std::string_view::npos ? std::string_view()
+                                         : rest.substr(space + 1);
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  const std::optional<uint64_t> status = ParseDecimal(rest.substr(0, 3));
+  if (rest.size() < 3 || !status || *status < 100)
+    return Fail("the server's status \"" + Printable(rest.substr(0, 3)) +
                 "\" is not a number from 100 to 999");
   status_ = static_cast<int>(*status);
-  minor_version_ = line[7] - '0';
   headers_.clear();
   return State::kMore;
 }
 
 ResponseParser::State ResponseParser::HeaderLine(std::string_view line) {
-  if (line.front() == ' ' || line.front() == '\t')
-    return Fail("the response's head folds a header over lines");
+  if (line.front() == ' ' || line.front() == '\t') {
+    // An obsolete line folding: the value goes on, after one space (RFC
+    // 9112 5.2).
+    if (headers_.empty())
+      return Fail("the response's head begins with a folded line");
+    const std::string_view more = TrimSpace(line);
+    if (more.find('\0') != std::string_view::npos)
+      return Fail("the response's header " + Printable(headers_.back().first) +
+                  " holds a NUL");
+    std::string& value = headers_.back().second;
+    if (!more.empty()) value.append(value.empty() ? "" : " ").append(more);
+    return State::kMore;
+  }
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || !IsToken(line.substr(0, colon)))
     return Fail("the response's head holds a line that is no header");
   const std::string_view value = TrimSpace(line.substr(colon + 1));
   if (value.find_first_of(std::string_view("\r\0", 2)) !=
       std::string_view::npos)
-    return Fail("the response's header " + std::string(line.substr(0, colon)) +
+    return Fail("the response's header " + Printable(line.substr(0, colon)) +
                 " holds a CR or NUL");
   headers_.emplace_back(std::string(line.substr(0, colon)), std::string(value));
   return State::kMore;
@@ -326,14 +396,22 @@ ResponseParser::State ResponseParser::HeadEnd() {
   close_ = false;
   for (const auto& [name, value] : headers_) {
     if (EqualsIgnoringCase(name, "Content-Length")) {
-      std::optional<uint64_t> n = ParseDecimal(value);
-      if (!n || (length && *length != *n))
-        return Fail("the response's Content-Length \"" + value +
-                    "\" is not one number");
-      length = n;
+      // A list of one number repeated is that number (RFC 9110 8.6).
+      std::string_view list = value;
+      while (true) {
+        const size_t comma = list.find(',');
+        std::optional<uint64_t> n = ParseDecimal(TrimSpace(list.substr(0, comma)));
+        if (!n || (length && *length != *n))
+          return Fail("the response's Content-Length \"" + Printable(value) +
+                      "\" is not one number");
+        length = n;
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
     } else if (EqualsIgnoringCase(name, "Transfer-Encoding")) {
+      if (EqualsIgnoringCase(TrimSpace(value), "identity")) continue;
       if (has_encoding || !EqualsIgnoringCase(value, "chunked"))
-        return Fail("the response's Transfer-Encoding \"" + value +
+        return Fail("the response's Transfer-Encoding \"" + Printable(value) +
                     "\" is not chunked, the one this client reads");
       has_encoding = chunked = true;
     } else if (EqualsIgnoringCase(name, "Connection")) {
@@ -364,7 +442,7 @@ ResponseParser::State ResponseParser::ChunkSizeLine(std::string_view line) {
   if (size.empty() || size.size() > 15 ||
       size.find_first_not_of("0123456789abcdefABCDEF") !=
           std::string_view::npos)
-    return Fail("a chunk's size \"" + std::string(size.substr(0, 20)) +
+    return Fail("a chunk's size \"" + Printable(size, 20) +
                 "\" is not a hexadecimal number under 2^60");
   uint64_t n = 0;
   for (char c : size) {

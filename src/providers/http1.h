@@ -54,9 +54,11 @@ class ResponseParser {
  public:
   struct Limits {
     // The most bytes of head (status line and headers, of the final and of
-    // any interim response together) and of a chunked body's trailers.
-    // Default: 100 KiB, as libcurl allows.
-    size_t max_head_bytes = 100 * 1024;
+    // any interim response together, and a chunked body's trailers).
+    // Default: 300 KiB, as libcurl allows.
+    size_t max_head_bytes = 300 * 1024;
+    // The most bytes of one line of it. Default: 100 KiB, as libcurl.
+    size_t max_line_bytes = 100 * 1024;
   };
 
   // Called with each piece of the body, decoded from its framing (chunks),

@@ -31,6 +31,10 @@ namespace {
 // wake-up key, all ones, is told apart by IsKey).
 constexpr uint64_t kTag = uint64_t{1} << 63;
 
+// What one read takes, and how many one event allows (256 KiB in all).
+constexpr size_t kReadBytes = 64 * 1024;
+constexpr int kReadsPerEvent = 4;
+
 bool ProxySet() {
   for (const char* name : {"http_proxy", "all_proxy", "ALL_PROXY"}) {
     const char* value = std::getenv(name);
@@ -230,8 +234,11 @@ bool PlainConnections::Send(PlainConnection* c, PlainExchange& x) {
 }
 
 bool PlainConnections::Receive(PlainConnection* c, PlainExchange& x) {
-  if (buffer_.size() < 64 * 1024) buffer_.resize(64 * 1024);
-  while (true) {
+  if (buffer_.size() < kReadBytes) buffer_.resize(kReadBytes);
+  // At most kReadsPerEvent reads: a server that keeps the socket full
+  // must not keep the loop from its limits, cancellations and the other
+  // transfers. The socket stays ready; the next round reads on.
+  for (int reads = 0; reads < kReadsPerEvent; ++reads) {
     const ssize_t n = recv(c->fd, buffer_.data(), buffer_.size(), 0);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
@@ -280,6 +287,7 @@ bool PlainConnections::Receive(PlainConnection* c, PlainExchange& x) {
         return true;
     }
   }
+  return false;
 }
 
 PlainExchange* PlainConnections::OnEvent(uint64_t key, uint32_t events) {
@@ -378,7 +386,11 @@ void PlainConnections::Close(PlainConnection* c) {
   c->closed = true;
   if (c->exchange != nullptr) c->exchange->connection = nullptr;
   c->exchange = nullptr;
-  close(c->fd);  // Also leaves the epoll set.
+  // Out of the epoll set first: closing the descriptor is not enough while
+  // another process holds a copy of it (a task's child between its fork
+  // and its exec), and its events would name a connection freed by then.
+  if (c->watched != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  close(c->fd);
   PlainConnection* last = open_.back();
   open_[c->open_index] = last;
   last->open_index = c->open_index;

@@ -168,13 +168,14 @@ TEST(Http1ParserTest, MalformedAnswersAreErrorsThatSayWhy) {
   };
   const std::vector<Case> cases = {
       {"SSH-2.0-OpenSSH_9.2\r\n", "not HTTP/1.x"},
-      {"HTTP/2 200\r\n\r\n", "not HTTP/1.x"},
+      {"HTTP/3 200\r\n\r\n", "not HTTP/1.x"},
+      {"HTTP/1.2 200 OK\r\n\r\n", "not HTTP/1.x"},
       {"HTTP/1.1 20x OK\r\n\r\n", "is not a number"},
       {"HTTP/1.1 099 Low\r\n\r\n", "is not a number"},
-      {"HTTP/1.1 200OK\r\n\r\n", "not HTTP/1.x"},
+      {"HTTP/1.1\r\n\r\n", "is not a number"},
       {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "no header"},
       {"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", "no header"},
-      {"HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n", "folds"},
+      {"HTTP/1.1 200 OK\r\n folded\r\n\r\n", "folded line"},
       {std::string("HTTP/1.1 200 OK\r\nA: b\0c\r\n\r\n", 29), "NUL"},
       {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"},
       {"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n", "Content-Length"},
@@ -204,6 +205,77 @@ TEST(Http1ParserTest, MalformedAnswersAreErrorsThatSayWhy) {
     EXPECT_NE(p.error.find(c.says), std::string::npos)
         << c.bytes << " -> " << p.error;
   }
+}
+
+// What libcurl reads, this parser reads too: a request that succeeds by
+// one client succeeds by the other.
+TEST(Http1ParserTest, AnswersLibcurlReadsAreRead) {
+  struct Case {
+    std::string bytes;
+    int status;
+    std::string header;  // The first header's value.
+    std::string body;
+  };
+  const std::vector<Case> cases = {
+      {"http/1.1 200 OK\r\nA: v\r\nContent-Length: 1\r\n\r\nx", 200, "v",
+       "x"},
+      {"HTTP/2 201\r\nA: v\r\nContent-Length: 1\r\n\r\nx", 201, "v", "x"},
+      {"HTTP/1.1 200OK\r\nA: v\r\nContent-Length: 1\r\n\r\nx", 200, "v",
+       "x"},
+      {"HTTP/1.1 200 OK\r\nA: one\r\n  two\r\n\tthree\r\n"
+       "Content-Length: 1\r\n\r\nx",
+       200, "one two three", "x"},
+      {"HTTP/1.1 200 OK\r\nA: v\r\nContent-Length: 2, 2\r\n\r\nxy", 200,
+       "v", "xy"},
+      {"HTTP/1.1 200 OK\r\nA: v\r\nTransfer-Encoding: identity\r\n"
+       "Content-Length: 1\r\n\r\nx",
+       200, "v", "x"},
+  };
+  for (const Case& c : cases) {
+    const Parsed p = Parse(c.bytes);
+    ASSERT_EQ(p.state, State::kDone) << c.bytes << " -> " << p.error;
+    EXPECT_EQ(p.status, c.status) << c.bytes;
+    ASSERT_FALSE(p.headers.empty());
+    EXPECT_EQ(p.headers[0].second, c.header) << c.bytes;
+    EXPECT_EQ(p.body, c.body) << c.bytes;
+  }
+}
+
+// What a server sent is quoted in a message only as printable ASCII.
+TEST(Http1ParserTest, AMessageQuotesNoControlBytes) {
+  const Parsed p = Parse("HTTP/1.1 200 OK\r\nContent-Length: \x1b[2J\xff\r\n\r\n");
+  EXPECT_EQ(p.state, State::kError);
+  EXPECT_NE(p.error.find("\"?[2J?\""), std::string::npos) << p.error;
+  const Parsed status = Parse("\x1b]0;owned\x07 200\r\n\r\n");
+  EXPECT_EQ(status.state, State::kError);
+  EXPECT_EQ(status.error.find('\x1b'), std::string::npos) << status.error;
+}
+
+// One line of a head may hold 100 KiB (libcurl's limit), the head 300 KiB.
+TEST(Http1ParserTest, ALineOfTheHeadAtItsLimitIsReadAndOneByteMoreIsNot) {
+  const std::string start = "HTTP/1.1 200 OK\r\n";
+  const std::string end = "\r\nContent-Length: 0\r\n\r\n";
+  const std::string name = "X: ";
+  const std::string fits =
+      start + name + std::string(100 * 1024 - name.size(), 'a') + end;
+  EXPECT_EQ(Parse(fits).state, State::kDone);
+  const Parsed over =
+      Parse(start + name + std::string(100 * 1024 + 1 - name.size(), 'a') + end);
+  EXPECT_EQ(over.state, State::kError);
+  EXPECT_NE(over.error.find("a line of the response's head is longer than "
+                            "102400 bytes"),
+            std::string::npos)
+      << over.error;
+  // Three lines of 100 KiB less a little: under 300 KiB in all, read.
+  std::string three = start;
+  for (int i = 0; i < 3; ++i)
+    three += "X" + std::to_string(i) + ": " + std::string(100 * 1024 - 100, 'a') +
+             "\r\n";
+  EXPECT_EQ(Parse(three + "Content-Length: 0\r\n\r\n").state, State::kDone);
+  EXPECT_EQ(Parse(three + "X3: " + std::string(1024, 'a') +
+                  "\r\nContent-Length: 0\r\n\r\n")
+                .state,
+            State::kError);
 }
 
 TEST(Http1ParserTest, AHeadAtItsLimitIsReadAndOneByteMoreIsNot) {
@@ -276,6 +348,26 @@ TEST(Http1UrlTest, PlainUrlsAreTakenApart) {
   u = ParsePlainUrl("http://a:65535/");
   ASSERT_TRUE(u);
   EXPECT_EQ(u->port, 65535);
+}
+
+// Dot segments are resolved as libcurl resolves them; a query is kept.
+TEST(Http1UrlTest, DotSegmentsAreResolved) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"http://h/ok/v1/../x", "/ok/x"},
+      {"http://h/ok/./v1/./y", "/ok/v1/y"},
+      {"http://h/a/..", "/"},
+      {"http://h/a/.", "/a/"},
+      {"http://h/../../a", "/a"},
+      {"http://h/a/b/", "/a/b/"},
+      {"http://h//x", "//x"},
+      {"http://h/a/../b?q=/../c", "/b?q=/../c"},
+      {"http://h/.hidden/x", "/.hidden/x"},
+  };
+  for (const auto& [url, target] : cases) {
+    std::optional<PlainUrl> u = ParsePlainUrl(url);
+    ASSERT_TRUE(u) << url;
+    EXPECT_EQ(u->target, target) << url;
+  }
 }
 
 TEST(Http1UrlTest, WhatIsNotAPlainUrlIsRefused) {

@@ -9,12 +9,15 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/raw_http_server.h"
@@ -241,6 +244,108 @@ TEST(PlainHttpWireTest, AChunkedAnswerIsReadAsItComes) {
   EXPECT_EQ(read, "data: {}\n\n");
   EXPECT_EQ(r.response().body, "data: {}\n\n");
   EXPECT_TRUE(r.response().reused_connection == false);
+}
+
+// A child holding copies of the transport's sockets (a task's, between its
+// fork and its exec) keeps a closed connection's socket alive: it must not
+// wake the loop any more. The server's handler forks such a child while
+// the first connection is open, then closes that connection; twenty more
+// requests, each on a connection of its own, all succeed (under ASan, an
+// event naming the freed connection is a use after free).
+TEST(PlainHttpWireTest, ASocketAChildStillHoldsNoLongerWakesTheLoop) {
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  std::atomic<pid_t> child{0};
+  RawHttpServer server([&](int i, const std::string&) {
+    if (i == 0) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(hold[1]);
+        char c;
+        while (read(hold[0], &c, 1) > 0) {
+        }
+        _exit(0);
+      }
+      child = pid;
+    }
+    return RawHttpServer::Reply{RawHttpServer::Response("{\"n\":1}"), true};
+  });
+  CurlTransport transport;
+  for (int i = 0; i < 21; ++i) {
+    TransportResult r = PostTo(transport, server.base_url() + "/v1/x");
+    ASSERT_TRUE(r.ok()) << i << ": " << r.error().message;
+    EXPECT_EQ(r.response().body, "{\"n\":1}");
+  }
+  close(hold[1]);
+  close(hold[0]);
+  ASSERT_GT(child.load(), 0);
+  int status = 0;
+  waitpid(child.load(), &status, 0);
+}
+
+// A server that answers with a body without end, as fast as the socket
+// takes it.
+class FloodServer {
+ public:
+  FloodServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, 4) != 0)
+      std::abort();
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char request[4096];
+      if (read(c, request, sizeof request) > 0) {
+        const std::string head = "HTTP/1.1 200 OK\r\n\r\n";
+        send(c, head.data(), head.size(), MSG_NOSIGNAL);
+        const std::string chunk(64 * 1024, 'f');
+        while (!stop_ && send(c, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) {
+        }
+      }
+      close(c);
+    });
+  }
+  ~FloodServer() {
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/v1";
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A flood keeps the socket ready at every round: the time limit still
+// ends the request on time, not when the size bound is reached.
+TEST(PlainHttpWireTest, AFloodIsCutAtTheTimeLimit) {
+  FloodServer server;
+  CurlTransport transport;
+  TransferOptions options;
+  options.time_limit = Millis(500);
+  options.max_response_bytes = size_t{3} << 30;
+  const auto start = std::chrono::steady_clock::now();
+  TransportResult r =
+      transport.Post(HttpRequest{server.url(), {}, "{}"}, options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, TransportErrorKind::kTimedOut) << r.error().message;
+  // Tolerance: the limit, plus 1.5 s for a loaded machine (reading the
+  // 3 GiB bound would take tens of seconds).
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
 }
 
 // What goes by plain HTTP and what by libcurl.
