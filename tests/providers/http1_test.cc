@@ -176,7 +176,7 @@ TEST(Http1ParserTest, MalformedAnswersAreErrorsThatSayWhy) {
       {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "no header"},
       {"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", "no header"},
       {"HTTP/1.1 200 OK\r\n folded\r\n\r\n", "folded line"},
-      {std::string("HTTP/1.1 200 OK\r\nA: b\0c\r\n\r\n", 29), "NUL"},
+      {std::string("HTTP/1.1 200 OK\r\nA: b\0c\r\n\r\n", 27), "NUL"},
       {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"},
       {"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n", "Content-Length"},
       {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
