@@ -256,10 +256,21 @@ TEST(PlainHttpWireTest, ASocketAChildStillHoldsNoLongerWakesTheLoop) {
   int hold[2];
   ASSERT_EQ(pipe(hold), 0);
   std::atomic<pid_t> child{0};
+  std::atomic<int> server_port{0};
   RawHttpServer server([&](int i, const std::string&) {
     if (i == 0) {
       const pid_t pid = fork();
       if (pid == 0) {
+        // The child keeps the client's sockets only: the server's end of
+        // the connection closes with the server's close, which wakes the
+        // client's end the child holds.
+        for (int fd = 3; fd < 1024; ++fd) {
+          sockaddr_in a{};
+          socklen_t len = sizeof a;
+          if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 &&
+              a.sin_family == AF_INET && ntohs(a.sin_port) == server_port)
+            close(fd);
+        }
         close(hold[1]);
         char c;
         while (read(hold[0], &c, 1) > 0) {
@@ -270,6 +281,7 @@ TEST(PlainHttpWireTest, ASocketAChildStillHoldsNoLongerWakesTheLoop) {
     }
     return RawHttpServer::Reply{RawHttpServer::Response("{\"n\":1}"), true};
   });
+  server_port = std::stoi(server.base_url().substr(17));
   CurlTransport transport;
   for (int i = 0; i < 21; ++i) {
     TransportResult r = PostTo(transport, server.base_url() + "/v1/x");
