@@ -465,6 +465,14 @@ bool FiberPool::Spawn(std::function<void()> fn) {
       munmap(map, map_bytes_);
       return false;
     }
+#ifdef MADV_POPULATE_WRITE
+    // The stack's top pages, which every fiber uses, made at once: one
+    // system call instead of a fault for each (dear on a virtual machine).
+    // A kernel without it (before 5.14) faults them in as they are used.
+    const size_t top = std::min<size_t>(stack_bytes_, 16 * 1024);
+    madvise(static_cast<char*>(map) + map_bytes_ - top, top,
+            MADV_POPULATE_WRITE);
+#endif
     std::lock_guard<std::mutex> lock(mu_);
     ++stacks_mapped_;
   }
