@@ -211,19 +211,6 @@ TransportErrorKind KindOf(CURLcode code) {
   }
 }
 
-bool IsDescriptorShortage(long os_errno) {
-  return os_errno == EMFILE || os_errno == ENFILE;
-}
-
-TransportError DescriptorShortage(long os_errno) {
-  return TransportError{
-      TransportErrorKind::kNoDescriptors,
-      std::string("out of file descriptors (") +
-          (os_errno == ENFILE ? "ENFILE: the system's table is full"
-                              : "EMFILE: this process's limit, ulimit -n") +
-          "); no connection was attempted"};
-}
-
 }  // namespace
 
 // The multi handles and the epoll loop that drives them. A Post that finds
@@ -923,9 +910,14 @@ void Configure(CURL* easy, const HttpRequest& request, Transfer& t,
 }
 
 // What an ended transfer amounts to.
-TransportResult ResultOf(Transfer& t, const TransferOptions& options,
-                         const char* error_buffer) {
-  t.response.reused_connection = t.new_connections == 0;
+// What a transfer the loop ended on its own account amounts to (either
+// client's: `response` and `too_large` are the client's): cancelled, not
+// started, never admitted in time, cut at the size bound, stopped by its
+// reader, or silent too long. Nullopt when it was none of these.
+std::optional<TransportResult> EndedByTheLoop(Transfer& t,
+                                              HttpResponse& response,
+                                              bool too_large,
+                                              const TransferOptions& options) {
   if (t.cancelled) {
     return TransportError{TransportErrorKind::kCancelled, "request cancelled"};
   }
@@ -936,18 +928,27 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
                               FormatDuration(*options.time_limit) +
                               " (the request waited for a free slot)"};
   }
-  if (t.too_large) {
+  if (too_large) {
     return TransportError{TransportErrorKind::kTooLarge,
                           "response larger than " +
                               std::to_string(options.max_response_bytes) +
                               " bytes"};
   }
-  if (t.response.stopped_by_reader) return std::move(t.response);
+  if (response.stopped_by_reader) return std::move(response);
   if (t.idle_cut) {
     return TransportError{
         TransportErrorKind::kIdle,
         "stream silent for " + FormatDuration(options.idle_limit)};
   }
+  return std::nullopt;
+}
+
+TransportResult ResultOf(Transfer& t, const TransferOptions& options,
+                         const char* error_buffer) {
+  t.response.reused_connection = t.new_connections == 0;
+  if (std::optional<TransportResult> ended =
+          EndedByTheLoop(t, t.response, t.too_large, options))
+    return std::move(*ended);
   if (!t.finished) {
     return TransportError{TransportErrorKind::kOther,
                           "transfer loop ended unexpectedly"};
@@ -980,27 +981,9 @@ TransportResult ResultOf(Transfer& t, const TransferOptions& options,
 TransportResult PlainResultOf(Transfer& t, const TransferOptions& options) {
   PlainExchange& x = *t.plain;
   x.response.reused_connection = !x.new_connection;
-  if (t.cancelled) {
-    return TransportError{TransportErrorKind::kCancelled, "request cancelled"};
-  }
-  if (t.timed_out_waiting) {
-    return TransportError{TransportErrorKind::kTimedOut,
-                          "no complete answer within " +
-                              FormatDuration(*options.time_limit) +
-                              " (the request waited for a free slot)"};
-  }
-  if (x.too_large) {
-    return TransportError{TransportErrorKind::kTooLarge,
-                          "response larger than " +
-                              std::to_string(options.max_response_bytes) +
-                              " bytes"};
-  }
-  if (x.response.stopped_by_reader) return std::move(x.response);
-  if (t.idle_cut) {
-    return TransportError{
-        TransportErrorKind::kIdle,
-        "stream silent for " + FormatDuration(options.idle_limit)};
-  }
+  if (std::optional<TransportResult> ended =
+          EndedByTheLoop(t, x.response, x.too_large, options))
+    return std::move(*ended);
   if (t.plain_timed_out) {
     return TransportError{TransportErrorKind::kTimedOut,
                           "no complete answer within " +

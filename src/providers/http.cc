@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <cerrno>
+
 namespace steps {
 
 std::optional<std::string> FindHeader(const HttpHeaders& headers,
@@ -13,6 +15,19 @@ std::optional<std::string> FindHeader(const HttpHeaders& headers,
     }
   }
   return std::nullopt;
+}
+
+bool IsDescriptorShortage(long os_errno) {
+  return os_errno == EMFILE || os_errno == ENFILE;
+}
+
+TransportError DescriptorShortage(long os_errno) {
+  return TransportError{
+      TransportErrorKind::kNoDescriptors,
+      std::string("out of file descriptors (") +
+          (os_errno == ENFILE ? "ENFILE: the system's table is full"
+                              : "EMFILE: this process's limit, ulimit -n") +
+          "); no connection was attempted"};
 }
 
 }  // namespace steps

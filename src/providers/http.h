@@ -82,6 +82,12 @@ struct TransportError {
   std::string message;
 };
 
+// Whether an errno says the process (EMFILE) or the system (ENFILE) is out
+// of file descriptors.
+bool IsDescriptorShortage(long os_errno);
+// The kNoDescriptors error for such an errno, which says which limit.
+TransportError DescriptorShortage(long os_errno);
+
 class TransportResult {
  public:
   TransportResult(HttpResponse r) : data_(std::move(r)) {}    // NOLINT

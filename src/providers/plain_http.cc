@@ -134,17 +134,10 @@ PlainConnection* PlainConnections::Open(PlainExchange& x) {
                         SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     const int err = errno;
-    if (err == EMFILE || err == ENFILE) {
-      x.error = TransportError{
-          TransportErrorKind::kNoDescriptors,
-          std::string("out of file descriptors (") +
-              (err == ENFILE ? "ENFILE: the system's table is full"
-                             : "EMFILE: this process's limit, ulimit -n") +
-              "); no connection was attempted"};
-    } else {
-      x.error = TransportError{TransportErrorKind::kOther,
-                               std::string("socket: ") + std::strerror(err)};
-    }
+    x.error = IsDescriptorShortage(err)
+                  ? DescriptorShortage(err)
+                  : TransportError{TransportErrorKind::kOther,
+                                   std::string("socket: ") + std::strerror(err)};
     return nullptr;
   }
   const int one = 1;
