@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/loopback.h"
 #include "common/steps_cli.h"
 #include "common/temp_dir.h"
 
@@ -38,19 +39,7 @@ std::string BwrapUnusable() {
 // from the backlog; nobody needs to accept).
 class Listener {
  public:
-  Listener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        listen(fd_, 16) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
-  }
+  Listener() { fd_ = steps::test_support::ListenOnLoopback(16, &port_); }
   ~Listener() {
     if (fd_ >= 0) close(fd_);
   }

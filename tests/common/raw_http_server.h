@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/loopback.h"
+
 namespace steps::test_support {
 
 class RawHttpServer {
@@ -59,18 +61,8 @@ class RawHttpServer {
   }
 
   explicit RawHttpServer(Handler handler) : handler_(std::move(handler)) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) !=
-            0 ||
-        listen(listen_fd_, 512) != 0) {
-      std::abort();
-    }
-    socklen_t len = sizeof addr;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listen_fd_ = ListenOnLoopback(512, &port_);
+    if (listen_fd_ < 0) std::abort();
     accept_thread_ = std::thread([this] { AcceptLoop(); });
   }
   ~RawHttpServer() { Stop(); }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/loopback.h"
 #include "common/raw_http_server.h"
 #include "providers/curl_transport.h"
 
@@ -99,16 +100,12 @@ TEST_P(PlainHttpTest, AKeptConnectionCarriesTheNextRequests) {
 class FullListener {
  public:
   FullListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd_ = test_support::ListenOnLoopback(0, &port_);
+    if (fd_ < 0) std::abort();
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(fd_, 0) != 0)
-      std::abort();
-    socklen_t len = sizeof addr;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
     // Connects until one is not made within 200 ms: the queue is full.
     for (int i = 0; i < 16; ++i) {
       const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -300,16 +297,8 @@ TEST(PlainHttpWireTest, ASocketAChildStillHoldsNoLongerWakesTheLoop) {
 class FloodServer {
  public:
   FloodServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(fd_, 4) != 0)
-      std::abort();
-    socklen_t len = sizeof addr;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = test_support::ListenOnLoopback(4, &port_);
+    if (fd_ < 0) std::abort();
     thread_ = std::thread([this] {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;

@@ -23,6 +23,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/loopback.h"
 #include "common/steps_cli.h"
 #include "ui/server.h"
 
@@ -329,16 +330,8 @@ std::string ReadLineWith(int fd, const std::string& marker,
 
 // A loopback port another program listens on: `fd` listens on `port`.
 void TakeALoopbackPort(int& fd, int& port) {
-  fd = socket(AF_INET, SOCK_STREAM, 0);
+  fd = test_support::ListenOnLoopback(4, &port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  port = ntohs(addr.sin_port);
 }
 
 // `steps run --ui` in a temporary folder: the pipeline file, the child's
