@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "core/status.h"
 
 namespace steps::store {
@@ -15,13 +16,6 @@ struct ResumePoint;
 }
 
 namespace steps::cli {
-
-// Exit codes (DESIGN.md, "Commands and exit codes").
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitJobFailed = 1;
-inline constexpr int kExitStepErrored = 2;
-inline constexpr int kExitUsage = 64;
-inline constexpr int kExitRefused = 65;
 
 // One subcommand: Setup declares its options on `app` and returns the
 // function that runs it once the command line is parsed.

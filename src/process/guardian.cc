@@ -22,8 +22,6 @@ extern char** environ;
 namespace steps {
 namespace {
 
-// The one byte the run sends when it ended as it should.
-constexpr char kCleanEnd = 'd';
 // How often EndLeftovers looks again while something it killed is dying.
 constexpr std::chrono::milliseconds kPoll{5};
 // EndLeftovers stops after this many looks in a row that find nothing: a
@@ -77,7 +75,12 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   close(pair[1]);
   UniqueFd lock;
   if (pass_fd >= 0) lock.Reset(fcntl(pass_fd, F_DUPFD_CLOEXEC, kFirstFreeFd));
-  if (!theirs.valid() || (pass_fd >= 0 && !lock.valid())) {
+  // Our own program, for steps-guardian to become if the run dies.
+  UniqueFd self(open(kSelf, O_RDONLY | O_CLOEXEC));
+  if (self.valid() && self.get() < kFirstFreeFd) {
+    self.Reset(fcntl(self.get(), F_DUPFD_CLOEXEC, kFirstFreeFd));
+  }
+  if (!theirs.valid() || (pass_fd >= 0 && !lock.valid()) || !self.valid()) {
     return ErrnoStatus("starting the run's guardian", errno);
   }
   std::vector<std::string> argv_strings{"steps", kGuardianCommand};
@@ -89,9 +92,14 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   posix_spawn_file_actions_adddup2(actions, theirs.get(), STDIN_FILENO);
   posix_spawn_file_actions_addopen(actions, STDOUT_FILENO, "/dev/null",
                                    O_WRONLY, 0);
-  if (lock.valid()) posix_spawn_file_actions_adddup2(actions, lock.get(), 3);
+  if (lock.valid()) {
+    posix_spawn_file_actions_adddup2(actions, lock.get(), kGuardianLockFd);
+  } else {
+    posix_spawn_file_actions_addclose(actions, kGuardianLockFd);
+  }
+  posix_spawn_file_actions_adddup2(actions, self.get(), kGuardianStepsFd);
   // Nothing else we were given (a caller's stray descriptors) goes along.
-  posix_spawn_file_actions_addclosefrom_np(actions, 4);
+  posix_spawn_file_actions_addclosefrom_np(actions, kGuardianStepsFd + 1);
   // A guardian program that cannot be started (not a program for this
   // machine, say) is no reason to go unguarded: `steps` guards itself.
   const std::string program = GuardianProgram(SelfPath(), IsExecutableFile);
@@ -114,7 +122,7 @@ bool RunGuardian::Lost() {
 
 RunGuardian::~RunGuardian() {
   // MSG_NOSIGNAL: a guardian that is gone already is no reason to die.
-  (void)send(socket_.get(), &kCleanEnd, 1, MSG_NOSIGNAL);
+  (void)send(socket_.get(), &kGuardianCleanEnd, 1, MSG_NOSIGNAL);
   socket_.Reset();
   const auto give_up = std::chrono::steady_clock::now() + kGuardianExitWait;
   while (!Lost()) {
@@ -137,7 +145,7 @@ bool RunEndedCleanly(int fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     for (ssize_t i = 0; i < n; ++i) {
-      if (buffer[i] == kCleanEnd) return true;
+      if (buffer[i] == kGuardianCleanEnd) return true;
     }
   }
 }

@@ -1,0 +1,22 @@
+// What `steps run` and its guardian program (cli/guardian_main.cc) agree
+// on, in a header of its own: that program includes nothing else of ours,
+// so that it starts as fast as the smallest C program does.
+#ifndef STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
+#define STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
+
+namespace steps {
+
+// The hidden command the guardian runs as: `steps __guard ARGS…`.
+inline constexpr char kGuardianCommand[] = "__guard";
+// The one byte the run sends when it ended as it should.
+inline constexpr char kGuardianCleanEnd = 'd';
+// The guardian's descriptors besides its standard ones: the run's lock,
+// and the `steps` program that started it (opened by the run, so that the
+// one that ran is the one that ends what it left, even if the file was
+// replaced since).
+inline constexpr int kGuardianLockFd = 3;
+inline constexpr int kGuardianStepsFd = 4;
+
+}  // namespace steps
+
+#endif  // STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
