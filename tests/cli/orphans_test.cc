@@ -529,7 +529,9 @@ std::string ExeOf(pid_t pid) {
 // SIGKILL once the task runs, and returns the program its guardian ran (its
 // /proc/PID/exe) after checking that the guardian ended the task and let
 // the lock go.
-std::string GuardedBy(const std::string& binary, const TempDir& dir) {
+// `before_kill`, when given, runs just before the kill.
+std::string GuardedBy(const std::string& binary, const TempDir& dir,
+                      const std::function<void()>& before_kill = nullptr) {
   dir.Write("p.yaml", GatedTask(dir.path()));
   const std::string state = dir / "state";
   pid_t steps = fork();
@@ -551,6 +553,7 @@ std::string GuardedBy(const std::string& binary, const TempDir& dir) {
            QueryStore(state, "SELECT count(*) FROM process_groups") == "1\n";
   });
   const std::string program = guardian > 0 ? ExeOf(guardian) : "";
+  if (before_kill) before_kill();
   kill(steps, SIGKILL);
   EXPECT_EQ(WaitExit(steps), 128 + SIGKILL);
   EXPECT_TRUE(started) << ReadWhole(dir / "log");
@@ -570,6 +573,30 @@ TEST(OrphansTest, TheGuardianIsTheSmallProgramBesideSteps) {
             std::filesystem::canonical(beside).string());
 }
 
+// The guardian every run starts maps the C library alone (each run's start
+// pays for what it loads); the store and the sweeps come only with the
+// `steps __guard` a dead run's guardian becomes (the test above).
+TEST(OrphansTest, TheGuardianOfARunningRunLoadsNoLibraryButC) {
+  TempDir dir;
+  dir.Write("p.yaml", GatedTask(dir.path()));
+  pid_t steps = StartSteps(
+      {"run", dir / "p.yaml", "--plain", "--state-dir", dir / "state"},
+      dir / "log");
+  pid_t guardian = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    guardian = GuardianOf(steps);
+    return guardian > 0 && PidIn(dir / "t.pid") > 0;
+  })) << ReadWhole(dir / "log");
+  const std::string maps =
+      ReadWhole("/proc/" + std::to_string(guardian) + "/maps");
+  dir.Write("go", "");
+  EXPECT_EQ(WaitExit(steps), 0) << ReadWhole(dir / "log");
+  ASSERT_NE(maps.find("libc.so"), std::string::npos) << maps;
+  for (const char* lib : {"libstdc++", "libsqlite3", "libspdlog", "libcurl"}) {
+    EXPECT_EQ(maps.find(lib), std::string::npos) << lib << "\n" << maps;
+  }
+}
+
 // `steps` alone in `dir` (a hard link, else a copy): no guardian program
 // beside it. "" when neither could be made.
 std::string StepsAlone(const TempDir& dir) {
@@ -587,6 +614,25 @@ TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
   const std::string alone = StepsAlone(dir);
   ASSERT_FALSE(alone.empty());
   EXPECT_EQ(GuardedBy(alone, dir), alone);
+}
+
+// A dead run's guardian becomes the `steps` that started the run, even
+// when that file was replaced on disk since (an upgrade while it ran).
+TEST(OrphansTest, ADeadRunIsEndedByItsOwnStepsEvenIfItsFileWasReplaced) {
+  TempDir dir;
+  const std::string alone = StepsAlone(dir);
+  ASSERT_FALSE(alone.empty());
+  const std::string beside =
+      std::filesystem::path(kStepsBinary).parent_path() / "steps-guardian";
+  std::error_code ec;
+  std::filesystem::copy_file(beside, dir / "steps-guardian", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  const std::string program = GuardedBy(alone, dir, [&] {
+    std::filesystem::remove(alone);
+    dir.Write("steps", "#!/bin/sh\nexit 3\n");
+    std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
+  });
+  EXPECT_EQ(program, std::filesystem::canonical(dir / "steps-guardian").string());
 }
 
 // A guardian program beside `steps` that cannot be started (not a program
