@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -69,35 +70,59 @@ void WarnSkipped(const std::string& path, const char* type) {
            {{"path", path}, {"type", type}});
 }
 
-Result<std::string> ReadLink(const std::string& path, size_t size) {
+// The target of the symlink `name` in the folder open at `dir_fd`, which
+// `path` names for messages.
+Result<std::string> ReadLinkAt(int dir_fd, const char* name,
+                               const std::string& path, size_t size) {
   std::string target(std::max<size_t>(size, 255) + 1, '\0');
-  ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+  ssize_t n = ::readlinkat(dir_fd, name, target.data(), target.size());
   if (n < 0) return ErrnoStatus("readlink " + path, errno);
   target.resize(static_cast<size_t>(n));
   return target;
 }
 
-// Lists `dir` (the folder at root/rel) into `out`, depth first.
-Status ListInto(const std::string& root, const std::string& rel,
+// The names in the folder open at `dir_fd` but "." and "..", in the order
+// the file system gives them.
+Status ReadNames(int dir_fd, const std::string& dir,
+                 std::vector<std::string>& names) {
+  // On the heap: this runs on fibers, whose stacks are kept small.
+  constexpr size_t kBytes = 8192;
+  auto buffer = std::make_unique_for_overwrite<char[]>(kBytes);
+  while (true) {
+    ssize_t n = ::getdents64(dir_fd, buffer.get(), kBytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("list " + dir, errno);
+    if (n == 0) return Status::Ok();
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const dirent64*>(buffer.get() + at);
+      at += e->d_reclen;
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
+        continue;
+      names.emplace_back(e->d_name);
+    }
+  }
+}
+
+// Lists the folder open at `dir_fd` (root/rel) into `out`, depth first.
+// Every look goes from a descriptor, never by path: a folder swapped for a
+// symlink while it is listed is never followed out of the tree, and no
+// path is looked up again from the root for each entry.
+Status ListInto(int dir_fd, const std::string& root, const std::string& rel,
                 const WorkLimit& limit, bool warn,
                 std::vector<TreeEntry>& out) {
-  const std::string dir = Join(root, rel);
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
-  if (!d) return ErrnoStatus("list " + dir, errno);
-  while (dirent* e = ::readdir(d.get())) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+  std::vector<std::string> names;
+  if (Status s = ReadNames(dir_fd, Join(root, rel), names); !s.ok()) return s;
+  for (const std::string& name : names) {
     if (Status s = limit.Check(); !s.ok()) return s;
     TreeEntry entry;
     entry.rel = rel.empty() ? name : rel + "/" + name;
-    const std::string path = Join(root, entry.rel);
     struct stat st;
-    if (::fstatat(::dirfd(d.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // Removed while listing.
-      return ErrnoStatus("stat " + path, errno);
+      return ErrnoStatus("stat " + Join(root, entry.rel), errno);
     }
     if (const char* skipped = SkippedType(st.st_mode)) {
-      if (warn) WarnSkipped(path, skipped);
+      if (warn) WarnSkipped(Join(root, entry.rel), skipped);
       continue;
     }
     entry.size = static_cast<uint64_t>(st.st_size);
@@ -107,17 +132,26 @@ Status ListInto(const std::string& root, const std::string& rel,
     entry.ctime_ns = Nanos(st.st_ctim);
     if (S_ISLNK(st.st_mode)) {
       entry.type = TreeEntry::Type::kSymlink;
-      Result<std::string> target = ReadLink(path, entry.size);
+      Result<std::string> target =
+          ReadLinkAt(dir_fd, name.c_str(), Join(root, entry.rel), entry.size);
       if (!target.ok()) return target.status();
       entry.link_target = *target;
     } else if (S_ISDIR(st.st_mode)) {
       entry.type = TreeEntry::Type::kDirectory;
     }
     out.push_back(entry);
-    if (entry.type == TreeEntry::Type::kDirectory) {
-      if (Status s = ListInto(root, entry.rel, limit, warn, out); !s.ok())
-        return s;
+    if (entry.type != TreeEntry::Type::kDirectory) continue;
+    Fd sub(::openat(dir_fd, name.c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (sub.get() < 0) {
+      // Removed, or replaced by something that is not a folder, since it
+      // was looked at: listed as it was, without what it held.
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;
+      return ErrnoStatus("list " + Join(root, entry.rel), errno);
     }
+    if (Status s = ListInto(sub.get(), root, entry.rel, limit, warn, out);
+        !s.ok())
+      return s;
   }
   return Status::Ok();
 }
@@ -215,13 +249,14 @@ Status WorkLimit::Check() const {
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const WorkLimit& limit, bool warn) {
   std::vector<TreeEntry> entries;
-  struct stat st;
-  if (::lstat(root.c_str(), &st) != 0) {
-    if (errno == ENOENT) return entries;
-    return ErrnoStatus("stat " + root, errno);
+  Fd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) {
+    // Missing, or not a folder (a symlink to one included): no tree.
+    if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) return entries;
+    return ErrnoStatus("list " + root, errno);
   }
-  if (!S_ISDIR(st.st_mode)) return entries;
-  if (Status s = ListInto(root, "", limit, warn, entries); !s.ok()) return s;
+  if (Status s = ListInto(dir.get(), root, "", limit, warn, entries); !s.ok())
+    return s;
   std::sort(
       entries.begin(), entries.end(),
       [](const TreeEntry& a, const TreeEntry& b) { return a.rel < b.rel; });
@@ -319,8 +354,8 @@ Status CopyTree(const std::string& from, const std::string& to,
              : S_ISLNK(st.st_mode) ? TreeEntry::Type::kSymlink
                                    : TreeEntry::Type::kFile;
   if (top.type == TreeEntry::Type::kSymlink) {
-    Result<std::string> target =
-        ReadLink(from, static_cast<size_t>(st.st_size));
+    Result<std::string> target = ReadLinkAt(
+        AT_FDCWD, from.c_str(), from, static_cast<size_t>(st.st_size));
     if (!target.ok()) return target.status();
     top.link_target = *target;
   }

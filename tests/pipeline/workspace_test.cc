@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/temp_dir.h"
@@ -44,6 +45,49 @@ TEST(WorkspaceTest, MissingRootIsAnEmptyTree) {
       ListTree(dir / "absent", WorkLimit(), false);
   ASSERT_TRUE(entries.ok());
   EXPECT_TRUE(entries->empty());
+}
+
+// As the root: a symlink (to a folder, even) or a file is no tree.
+TEST(WorkspaceTest, ARootThatIsNoFolderIsAnEmptyTree) {
+  TempDir dir;
+  fs::create_directories(dir / "real");
+  dir.Write("real/a.txt", "a");
+  fs::create_directory_symlink(dir / "real", dir / "link");
+  dir.Write("file", "x");
+  for (const char* root : {"link", "file"}) {
+    Result<std::vector<TreeEntry>> entries =
+        ListTree(dir / root, WorkLimit(), false);
+    ASSERT_TRUE(entries.ok()) << root << ": " << entries.status().ToString();
+    EXPECT_TRUE(entries->empty()) << root;
+  }
+}
+
+// Folders that take the file system several reads to list, nested, are
+// listed whole and sorted.
+TEST(WorkspaceTest, LargeAndDeepFoldersAreListedWhole) {
+  TempDir dir;
+  std::vector<std::string> want;
+  std::string deep;
+  for (int level = 0; level < 12; ++level) {
+    deep += (deep.empty() ? "" : "/") + std::string("d") + std::to_string(level);
+    want.push_back(deep);
+  }
+  fs::create_directories(dir / deep);
+  dir.Write(deep + "/leaf", "x");
+  want.push_back(deep + "/leaf");
+  fs::create_directories(dir / "many");
+  want.push_back("many");
+  const std::string pad(120, 'n');
+  for (int i = 0; i < 700; ++i) {
+    const std::string name = "many/" + pad + std::to_string(1000 + i);
+    dir.Write(name, "");
+    want.push_back(name);
+  }
+  std::sort(want.begin(), want.end());
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir.path(), WorkLimit(), false);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(Names(*entries), want);
 }
 
 TEST(WorkspaceTest, CopySkipsFifosKeepsLinksAndHoles) {
