@@ -7,6 +7,7 @@
 
 #include "core/json_text.h"
 #include "core/pattern.h"
+#include "core/trim.h"
 #include "tools/json_schema.h"
 
 namespace steps::pipeline {
@@ -14,12 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
+std::string Trim(std::string_view s) { return std::string(TrimSpace(s)); }
 
 // "\"text\"", cut to a readable length.
 std::string Quoted(const std::string& s) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/json_text.h"
+#include "core/trim.h"
 
 namespace steps::pipeline {
 namespace {
@@ -14,14 +15,6 @@ namespace {
 // param may hold any) become U+FFFD instead of an exception.
 std::string DumpJson(const nlohmann::json& v) {
   return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 struct Expression {
@@ -33,7 +26,7 @@ struct Expression {
 // `{{ "text" }}`: the text as written (no quote or brace escapes inside);
 // how a script passes a literal "{{" to another program.
 std::optional<std::string> Literal(std::string_view inner) {
-  inner = Trim(inner);
+  inner = TrimBlanks(inner);
   if (inner.size() < 2 || inner.front() != '"' || inner.back() != '"')
     return std::nullopt;
   inner = inner.substr(1, inner.size() - 2);
@@ -48,7 +41,7 @@ Result<Expression> Parse(std::string_view inner) {
   size_t start = 0;
   for (size_t i = 0; i <= inner.size(); ++i) {
     if (i == inner.size() || inner[i] == '|') {
-      parts.push_back(Trim(inner.substr(start, i - start)));
+      parts.push_back(TrimBlanks(inner.substr(start, i - start)));
       start = i + 1;
     }
   }
@@ -180,7 +173,7 @@ Result<std::string> RenderTemplateRoots(std::string_view text,
 }
 
 bool LooksLikeOurs(std::string_view inner) {
-  inner = Trim(inner);
+  inner = TrimBlanks(inner);
   return !inner.empty() && (inner.front() == '.' || inner.front() == '"');
 }
 

@@ -6,20 +6,11 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "core/trim.h"
 #include "providers/wire_json.h"
 
 namespace steps {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 // The longest wait read from Retry-After or retry-after-ms; anything longer
 // (99999999999999999999999, a 40-digit number, a date in year 9999) is read
@@ -29,7 +20,7 @@ constexpr Millis kMaxRetryAfter = std::chrono::hours(24 * 365);
 // A non-negative decimal number (digits and at most one '.'), clamped to
 // kMaxRetryAfter once scaled to milliseconds by `ms_per_unit`.
 std::optional<Millis> ParseWaitNumber(std::string_view s, double ms_per_unit) {
-  s = Trim(s);
+  s = TrimSpace(s);
   if (s.empty() || s == "." || s.size() > 400) return std::nullopt;
   int dots = 0;
   for (char c : s) {
@@ -50,7 +41,7 @@ std::optional<Millis> ParseWaitNumber(std::string_view s, double ms_per_unit) {
 // (zero when past, at most kMaxRetryAfter).
 std::optional<Millis> ParseHttpDateWait(std::string_view s, WallTime now) {
   std::tm tm{};
-  std::string text(Trim(s));
+  std::string text(TrimSpace(s));
   const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
   time_t t = timegm(&tm);
@@ -81,7 +72,7 @@ std::string ErrorDetail(const std::string& body) {
   for (char& c : snippet) {
     if (c == '\n' || c == '\r') c = ' ';
   }
-  return std::string(Trim(snippet));
+  return std::string(TrimSpace(snippet));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/trim.h"
+
 namespace steps::http1 {
 
 namespace {
@@ -42,14 +44,6 @@ bool IsHostChar(char c) {
          c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-std::string_view TrimSpace(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // Decimal digits only, no sign, at most 19 digits (under 2^63).
 std::optional<uint64_t> ParseDecimal(std::string_view s) {
   if (s.empty() || s.size() > 19) return std::nullopt;
@@ -76,7 +70,7 @@ std::string Printable(std::string_view s, size_t max = 40) {
 bool ListHas(std::string_view value, std::string_view word) {
   while (!value.empty()) {
     const size_t comma = value.find(',');
-    if (EqualsIgnoringCase(TrimSpace(value.substr(0, comma)), word))
+    if (EqualsIgnoringCase(TrimBlanks(value.substr(0, comma)), word))
       return true;
     if (comma == std::string_view::npos) break;
     value.remove_prefix(comma + 1);
@@ -359,7 +353,7 @@ ResponseParser::State ResponseParser::HeaderLine(std::string_view line) {
     // 9112 5.2).
     if (headers_.empty())
       return Fail("the response's head begins with a folded line");
-    const std::string_view more = TrimSpace(line);
+    const std::string_view more = TrimBlanks(line);
     if (more.find('\0') != std::string_view::npos)
       return Fail("the response's header " + Printable(headers_.back().first) +
                   " holds a NUL");
@@ -370,7 +364,7 @@ ResponseParser::State ResponseParser::HeaderLine(std::string_view line) {
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || !IsToken(line.substr(0, colon)))
     return Fail("the response's head holds a line that is no header");
-  const std::string_view value = TrimSpace(line.substr(colon + 1));
+  const std::string_view value = TrimBlanks(line.substr(colon + 1));
   if (value.find_first_of(std::string_view("\r\0", 2)) !=
       std::string_view::npos)
     return Fail("the response's header " + Printable(line.substr(0, colon)) +
@@ -400,7 +394,8 @@ ResponseParser::State ResponseParser::HeadEnd() {
       std::string_view list = value;
       while (true) {
         const size_t comma = list.find(',');
-        std::optional<uint64_t> n = ParseDecimal(TrimSpace(list.substr(0, comma)));
+        std::optional<uint64_t> n =
+            ParseDecimal(TrimBlanks(list.substr(0, comma)));
         if (!n || (length && *length != *n))
           return Fail("the response's Content-Length \"" + Printable(value) +
                       "\" is not one number");
@@ -409,7 +404,7 @@ ResponseParser::State ResponseParser::HeadEnd() {
         list.remove_prefix(comma + 1);
       }
     } else if (EqualsIgnoringCase(name, "Transfer-Encoding")) {
-      if (EqualsIgnoringCase(TrimSpace(value), "identity")) continue;
+      if (EqualsIgnoringCase(TrimBlanks(value), "identity")) continue;
       if (has_encoding || !EqualsIgnoringCase(value, "chunked"))
         return Fail("the response's Transfer-Encoding \"" + Printable(value) +
                     "\" is not chunked, the one this client reads");
@@ -438,7 +433,7 @@ ResponseParser::State ResponseParser::HeadEnd() {
 }
 
 ResponseParser::State ResponseParser::ChunkSizeLine(std::string_view line) {
-  const std::string_view size = TrimSpace(line.substr(0, line.find(';')));
+  const std::string_view size = TrimBlanks(line.substr(0, line.find(';')));
   if (size.empty() || size.size() > 15 ||
       size.find_first_not_of("0123456789abcdefABCDEF") !=
           std::string_view::npos)

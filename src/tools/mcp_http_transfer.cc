@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/libcurl.h"
+#include "core/trim.h"
 
 namespace steps {
 namespace {
@@ -30,14 +31,6 @@ struct Transfer {
   bool stopped = false;
 };
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return std::string(s);
-}
-
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::string_view line(data, size * count);
@@ -53,7 +46,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   if (colon == std::string_view::npos) return size * count;
   std::string name(line.substr(0, colon));
   for (char& c : name) c = static_cast<char>(std::tolower(c));
-  t->reply.headers.emplace_back(std::move(name), Trim(line.substr(colon + 1)));
+  t->reply.headers.emplace_back(std::move(name),
+                                std::string(TrimSpace(line.substr(colon + 1))));
   return size * count;
 }
 
