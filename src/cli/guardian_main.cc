@@ -8,11 +8,14 @@
 // `steps` that started it (descriptor 4, opened by the run) running
 // `steps __guard` with the same arguments, which ends what the run left
 // running and records it (cli/guardian_command.cc). That reads its
-// standard input again and finds the same end-of-file.
+// standard input again and finds the same end-of-file. When that program
+// cannot be started any more, this one ends what it can find (EndScope).
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,6 +37,53 @@ bool RunEndedCleanly() {
     if (memchr(buffer, steps::kGuardianCleanEnd, static_cast<size_t>(n)))
       return true;
   }
+}
+
+// What the run's own `steps` does first (process/guardian.h, EndLeftovers),
+// without the store, for when that program cannot be started any more
+// (made non-executable since, its libraries gone with an upgrade): kills
+// every process whose environment names the dead run's scope, and looks
+// again until none is left (five quiet looks, at most 5 s). The groups the
+// run recorded are in the store, out of reach here; their processes carry
+// the scope too unless they cleared their environment. Returns how many
+// processes were killed.
+int EndScope(const char* starter) {
+  char scope[64];
+  snprintf(scope, sizeof scope, "%s=%s.", steps::kProcessScopeVar, starter);
+  const size_t scope_len = strlen(scope);
+  static char environ_bytes[1 << 18];
+  int killed = 0;
+  int quiet = 0;
+  for (int look = 0; look < 1000 && quiet < 5; ++look) {
+    bool found = false;
+    if (DIR* proc = opendir("/proc")) {
+      while (dirent* e = readdir(proc)) {
+        char* end = nullptr;
+        const long pid = strtol(e->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0' || pid == getpid()) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, environ_bytes, sizeof environ_bytes - 1);
+        close(fd);
+        for (ssize_t at = 0; at < n;) {
+          const char* entry = environ_bytes + at;
+          const size_t len = strnlen(entry, static_cast<size_t>(n - at));
+          if (len >= scope_len && memcmp(entry, scope, scope_len) == 0) {
+            if (kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+            found = true;
+            break;
+          }
+          at += static_cast<ssize_t>(len) + 1;
+        }
+      }
+      closedir(proc);
+    }
+    quiet = found ? 0 : quiet + 1;
+    usleep(5000);
+  }
+  return killed;
 }
 
 }  // namespace
@@ -58,9 +108,13 @@ int main(int argc, char** argv) {
     argv[0] = const_cast<char*>("steps");
     execveat(steps_fd, "", argv, environ, AT_EMPTY_PATH);
   }
+  const int why = errno;
+  const int killed = EndScope(argv[4]);
   fprintf(stderr,
-          "steps-guardian: the run %s died, and what it left running could "
-          "not be ended: starting its steps program: %s\n",
-          argv[3], strerror(errno));
+          "steps-guardian: the run %s died and its steps program could not "
+          "be started (%s): killed %d of its processes found by %s; its "
+          "recorded process groups were not checked, and the store does not "
+          "say so\n",
+          argv[3], strerror(why), killed, steps::kProcessScopeVar);
   return 70;
 }

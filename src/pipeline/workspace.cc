@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -141,6 +142,12 @@ Status ListInto(int dir_fd, const std::string& root, const std::string& rel,
     }
     out.push_back(entry);
     if (entry.type != TreeEntry::Type::kDirectory) continue;
+    // No deeper than a path can name (as listing by path was): a tree
+    // thousands of folders deep is refused, not followed until the stack
+    // or the memory for its ever longer paths runs out.
+    if (root.size() + 1 + entry.rel.size() >= PATH_MAX) {
+      return ErrnoStatus("list " + Join(root, entry.rel), ENAMETOOLONG);
+    }
     Fd sub(::openat(dir_fd, name.c_str(),
                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (sub.get() < 0) {

@@ -75,13 +75,15 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   close(pair[1]);
   UniqueFd lock;
   if (pass_fd >= 0) lock.Reset(fcntl(pass_fd, F_DUPFD_CLOEXEC, kFirstFreeFd));
-  // Our own program, for steps-guardian to become if the run dies.
-  UniqueFd self(open(kSelf, O_RDONLY | O_CLOEXEC));
+  if (!theirs.valid() || (pass_fd >= 0 && !lock.valid())) {
+    return ErrnoStatus("starting the run's guardian", errno);
+  }
+  // Our own program, for steps-guardian to become if the run dies: O_PATH,
+  // which needs no permission to read it (a program one may only run).
+  // Without it, `steps` guards its run itself.
+  UniqueFd self(open(kSelf, O_PATH | O_CLOEXEC));
   if (self.valid() && self.get() < kFirstFreeFd) {
     self.Reset(fcntl(self.get(), F_DUPFD_CLOEXEC, kFirstFreeFd));
-  }
-  if (!theirs.valid() || (pass_fd >= 0 && !lock.valid()) || !self.valid()) {
-    return ErrnoStatus("starting the run's guardian", errno);
   }
   std::vector<std::string> argv_strings{"steps", kGuardianCommand};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -97,12 +99,16 @@ Result<std::unique_ptr<RunGuardian>> RunGuardian::Start(
   } else {
     posix_spawn_file_actions_addclose(actions, kGuardianLockFd);
   }
-  posix_spawn_file_actions_adddup2(actions, self.get(), kGuardianStepsFd);
+  if (self.valid()) {
+    posix_spawn_file_actions_adddup2(actions, self.get(), kGuardianStepsFd);
+  }
   // Nothing else we were given (a caller's stray descriptors) goes along.
   posix_spawn_file_actions_addclosefrom_np(actions, kGuardianStepsFd + 1);
   // A guardian program that cannot be started (not a program for this
   // machine, say) is no reason to go unguarded: `steps` guards itself.
-  const std::string program = GuardianProgram(SelfPath(), IsExecutableFile);
+  const std::string program =
+      self.valid() ? GuardianProgram(SelfPath(), IsExecutableFile)
+                   : std::string(kSelf);
   Result<pid_t> pid = setup.Spawn(program, argv_strings, env_strings,
                                   "starting the run's guardian " + program);
   if (!pid.ok() && program != kSelf) {

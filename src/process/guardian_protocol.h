@@ -1,10 +1,15 @@
-// What `steps run` and its guardian program (cli/guardian_main.cc) agree
-// on, in a header of its own: that program includes nothing else of ours,
-// so that it starts as fast as the smallest C program does.
+// What `steps run`, its processes and its guardian program
+// (cli/guardian_main.cc) agree on, in a header of its own: that program
+// includes nothing else of ours, so that it starts as fast as the smallest
+// C program does.
 #ifndef STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
 #define STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
 
 namespace steps {
+
+// The variable that names a run's scope in its processes' environment
+// (process/subreaper.h): `STEPS_PROCESS_SCOPE=PID.…`, PID the run's.
+inline constexpr char kProcessScopeVar[] = "STEPS_PROCESS_SCOPE";
 
 // The hidden command the guardian runs as: `steps __guard ARGS…`.
 inline constexpr char kGuardianCommand[] = "__guard";

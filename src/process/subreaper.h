@@ -38,11 +38,9 @@
 
 #include "core/duration.h"
 #include "core/status.h"
+#include "process/guardian_protocol.h"
 
 namespace steps {
-
-// The variable that names a run's scope in its processes' environment.
-inline constexpr char kProcessScopeVar[] = "STEPS_PROCESS_SCOPE";
 
 // Makes this process a child subreaper and turns on sweeping for every
 // LocalProcessLauncher in it. Call once, early, from a process that starts

@@ -640,6 +640,30 @@ TEST(OrphansTest, ADeadRunIsEndedByItsOwnStepsEvenIfItsFileWasReplaced) {
   EXPECT_EQ(program, std::filesystem::canonical(dir / "steps-guardian").string());
 }
 
+// A dead run whose `steps` cannot be started any more (made
+// non-executable since it started) still has its processes ended: the
+// guardian finds them by their scope itself.
+TEST(OrphansTest, ADeadRunWhoseStepsCannotStartAnyMoreIsStillEnded) {
+  TempDir dir;
+  const std::string alone = StepsAlone(dir);
+  ASSERT_FALSE(alone.empty());
+  const std::string beside =
+      std::filesystem::path(kStepsBinary).parent_path() / "steps-guardian";
+  std::error_code ec;
+  std::filesystem::copy_file(beside, dir / "steps-guardian", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  // A copy of its own: chmod on a hard link would change kStepsBinary too.
+  std::filesystem::remove(alone);
+  std::filesystem::copy_file(kStepsBinary, alone, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  GuardedBy(alone, dir, [&] {
+    std::filesystem::permissions(alone, std::filesystem::perms::owner_read);
+  });
+  EXPECT_NE(ReadWhole(dir / "log").find("could not be started"),
+            std::string::npos)
+      << ReadWhole(dir / "log");
+}
+
 // A guardian program beside `steps` that cannot be started (not a program
 // for this machine) is passed over: `steps` guards its run itself.
 TEST(OrphansTest, AGuardianProgramThatCannotStartIsPassedOver) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "common/temp_dir.h"
@@ -88,6 +89,34 @@ TEST(WorkspaceTest, LargeAndDeepFoldersAreListedWhole) {
       ListTree(dir.path(), WorkLimit(), false);
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
   EXPECT_EQ(Names(*entries), want);
+}
+
+// A tree deeper than a path can name is refused with ENAMETOOLONG (as
+// listing by path refused it), not followed until the stack runs out.
+TEST(WorkspaceTest, ATreeDeeperThanAPathCanNameIsRefused) {
+  TempDir dir;
+  const std::string name(200, 'd');  // 21 levels make more than PATH_MAX.
+  std::vector<int> fds{::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY)};
+  for (int level = 0; level < 25; ++level) {
+    ASSERT_EQ(::mkdirat(fds.back(), name.c_str(), 0700), 0) << level;
+    fds.push_back(::openat(fds.back(), name.c_str(), O_RDONLY | O_DIRECTORY));
+    ASSERT_GE(fds.back(), 0) << level;
+  }
+  Result<std::vector<TreeEntry>> entries =
+      ListTree(dir.path(), WorkLimit(), false);
+  EXPECT_FALSE(entries.ok());
+  EXPECT_NE(entries.status().message().find(std::strerror(ENAMETOOLONG)),
+            std::string::npos)
+      << entries.status().ToString();
+  // Removed from the bottom up, through the descriptors: by path it is
+  // too long to name.
+  ::close(fds.back());
+  fds.pop_back();
+  while (!fds.empty()) {
+    ASSERT_EQ(::unlinkat(fds.back(), name.c_str(), AT_REMOVEDIR), 0);
+    ::close(fds.back());
+    fds.pop_back();
+  }
 }
 
 TEST(WorkspaceTest, CopySkipsFifosKeepsLinksAndHoles) {
