@@ -122,16 +122,20 @@ Status ListInto(int dir_fd, const std::string& root, const std::string& rel,
       if (errno == ENOENT) continue;  // Removed while listing.
       return ErrnoStatus("stat " + Join(root, entry.rel), errno);
     }
+    entry.mode = st.st_mode & 07777;
     if (const char* skipped = SkippedType(st.st_mode)) {
       if (warn) WarnSkipped(Join(root, entry.rel), skipped);
-      continue;
+      entry.type = TreeEntry::Type::kOther;
+      entry.other = skipped;
     }
     entry.size = static_cast<uint64_t>(st.st_size);
     entry.device = st.st_dev;
     entry.inode = st.st_ino;
     entry.mtime_ns = Nanos(st.st_mtim);
     entry.ctime_ns = Nanos(st.st_ctim);
-    if (S_ISLNK(st.st_mode)) {
+    if (entry.type == TreeEntry::Type::kOther) {
+      // Listed, never opened.
+    } else if (S_ISLNK(st.st_mode)) {
       entry.type = TreeEntry::Type::kSymlink;
       Result<std::string> target =
           ReadLinkAt(dir_fd, name.c_str(), Join(root, entry.rel), entry.size);
@@ -233,6 +237,8 @@ Status CopyEntry(const std::string& from, const std::string& to,
       return Status::Ok();
     case TreeEntry::Type::kFile:
       return CopyFile(from, to, limit);
+    case TreeEntry::Type::kOther:
+      return Status::Ok();  // Never copied (logged when listed).
   }
   return Status::Ok();
 }
@@ -275,6 +281,7 @@ std::string SnapshotDigest(const std::vector<TreeEntry>& entries) {
   for (const TreeEntry& e : entries) {
     h.Add("path", e.rel);
     h.Add("meta", std::to_string(static_cast<int>(e.type)) + " " +
+                      std::to_string(e.mode) + " " +
                       std::to_string(e.size) + " " + std::to_string(e.device) +
                       " " + std::to_string(e.inode) + " " +
                       std::to_string(e.mtime_ns) + " " +
@@ -316,22 +323,31 @@ Result<std::string> TreeDigest(
     const std::string& root, const std::vector<TreeEntry>& entries,
     const std::function<bool(const TreeEntry& entry)>& read_contents,
     ContentDigests& digests, const WorkLimit& limit) {
+  // Names are constants and every value is framed by its length: a path
+  // never stands in the place of a name, so no entry can pass for two.
   FieldHasher h;
   for (const TreeEntry& e : entries) {
+    h.Add("path", e.rel);
+    h.Add("mode", std::to_string(e.mode));
     switch (e.type) {
       case TreeEntry::Type::kDirectory:
-        h.Add("dir", e.rel);
+        h.Add("type", "dir");
         break;
       case TreeEntry::Type::kSymlink:
-        h.Add("link:" + e.rel, e.link_target);
+        h.Add("type", "link");
+        h.Add("target", e.link_target);
+        break;
+      case TreeEntry::Type::kOther:
+        h.Add("type", e.other);
         break;
       case TreeEntry::Type::kFile:
+        h.Add("type", "file");
         if (read_contents(e)) {
           Result<std::string> d = digests.FileDigest(root, e, limit);
           if (!d.ok()) return d.status();
-          h.Add("file:" + e.rel, *d);
+          h.Add("bytes", *d);
         } else {
-          h.Add("unread:" + e.rel,
+          h.Add("identity",
                 std::to_string(e.size) + " " + std::to_string(e.device) + " " +
                     std::to_string(e.inode) + " " + std::to_string(e.mtime_ns) +
                     " " + std::to_string(e.ctime_ns));

@@ -42,26 +42,31 @@ struct WorkLimit {
 
 // One entry of a tree as lstat(2) saw it.
 struct TreeEntry {
-  enum class Type { kDirectory, kFile, kSymlink };
+  // kOther: a FIFO, socket or device, never opened, copied or read; it is
+  // listed so that adding, removing or replacing one changes the digests.
+  enum class Type { kDirectory, kFile, kSymlink, kOther };
   std::string rel;  // Path relative to the tree's root, '/'-separated.
   Type type = Type::kFile;
+  uint32_t mode = 0;  // Permission bits (st_mode & 07777).
   uint64_t size = 0;
   uint64_t device = 0;
   uint64_t inode = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
   std::string link_target;  // kSymlink only.
+  const char* other = "";   // kOther only: "fifo", "socket", "device"...
 };
 
-// Every directory, regular file and symlink under `root` (not `root`
-// itself), sorted by `rel`, without opening any file. A missing root is an
-// empty tree. With `warn`, skipped entries are logged.
+// Every entry under `root` (not `root` itself), sorted by `rel`, without
+// opening any file. A missing root is an empty tree. With `warn`, entries
+// of kOther (never copied or read) are logged.
 Result<std::vector<TreeEntry>> ListTree(const std::string& root,
                                         const WorkLimit& limit, bool warn);
 
-// A digest of the listing alone (names, types, sizes, inodes, times, link
-// targets): it changes whenever anything in the tree is added, removed,
-// replaced or written, and costs no file reads.
+// A digest of the listing alone (names, types, permission bits, sizes,
+// inodes, times, link targets): it changes whenever anything in the tree
+// is added, removed, replaced, written or made executable, and costs no
+// file reads.
 std::string SnapshotDigest(const std::vector<TreeEntry>& entries);
 
 // SHA-256 digests of regular files' bytes, remembered by (device, inode,
@@ -81,11 +86,12 @@ class ContentDigests {
   std::map<Key, std::string> digests_;
 };
 
-// The digest of a tree for the step cache key: every entry's path and type;
+// The digest of a tree for the step cache key: every entry's path, type
+// and permission bits, each a field of its own (no name can pass for two);
 // the bytes of regular files for which `read_contents(entry)` is true and
 // the identity of the others (size, inode, times: any write changes it, so
 // leaving a file unread costs at most a cache miss, never a wrong hit); a
-// symlink's target text.
+// symlink's target text; the kind of a FIFO, socket or device.
 Result<std::string> TreeDigest(
     const std::string& root, const std::vector<TreeEntry>& entries,
     const std::function<bool(const TreeEntry& entry)>& read_contents,

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/temp_dir.h"
+#include "core/hash.h"
 
 namespace steps::pipeline {
 namespace {
@@ -35,9 +36,13 @@ TEST(WorkspaceTest, ListingSkipsFifosAndNeverFollowsLinks) {
       ListTree(dir.path(), WorkLimit(), false);
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
   EXPECT_EQ(Names(*entries),
-            (std::vector<std::string>{"link", "sub", "sub/a.txt"}));
+            (std::vector<std::string>{"link", "sub", "sub/a.txt", "sub/pipe"}));
   EXPECT_EQ((*entries)[0].type, TreeEntry::Type::kSymlink);
   EXPECT_EQ((*entries)[0].link_target, "/etc");
+  // The FIFO is listed (so that adding one changes the digests), never
+  // opened.
+  EXPECT_EQ((*entries)[3].type, TreeEntry::Type::kOther);
+  EXPECT_STREQ((*entries)[3].other, "fifo");
 }
 
 TEST(WorkspaceTest, MissingRootIsAnEmptyTree) {
@@ -209,6 +214,47 @@ TEST(WorkspaceTest, DigestsReadAFileOnceAndSeeWrites) {
   };
   EXPECT_EQ(unread(), unread());
   EXPECT_NE(unread(), first);
+}
+
+std::string DigestOf(const std::string& root) {
+  ContentDigests digests;
+  Result<std::vector<TreeEntry>> e = ListTree(root, WorkLimit(), false);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  Result<std::string> d = TreeDigest(
+      root, *e, [](const TreeEntry&) { return true; }, digests, WorkLimit());
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? *d : "";
+}
+
+// What a step can tell apart changes the cache key: a file made
+// executable (a script that lost +x fails when run), and a FIFO added.
+TEST(WorkspaceTest, TheDigestSeesModesAndFifos) {
+  TempDir dir;
+  dir.Write("s.sh", "#!/bin/sh\necho hi\n");
+  const std::string plain = DigestOf(dir.path());
+  fs::permissions(dir / "s.sh", fs::perms::owner_exec, fs::perm_options::add);
+  const std::string executable = DigestOf(dir.path());
+  EXPECT_NE(executable, plain);
+  fs::permissions(dir / "s.sh", fs::perms::owner_exec,
+                  fs::perm_options::remove);
+  EXPECT_EQ(DigestOf(dir.path()), plain);
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  EXPECT_NE(DigestOf(dir.path()), plain);
+}
+
+// A file's name cannot make one entry pass for two: "a" and "b" against
+// one file whose name spells what "a" hashed into, followed by "b"'s name
+// (which collided when paths were part of the fields' names).
+TEST(WorkspaceTest, NoFileNamePassesForTwoEntries) {
+  TempDir two;
+  two.Write("a", "one\n");
+  two.Write("b", "two\n");
+  TempDir one;
+  const std::string one_digest =
+      "2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806";
+  ASSERT_EQ(Sha256Hex("one\n"), one_digest);
+  one.Write("a=64:" + one_digest + ";file:b", "two\n");
+  EXPECT_NE(DigestOf(two.path()), DigestOf(one.path()));
 }
 
 }  // namespace
