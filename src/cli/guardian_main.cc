@@ -26,19 +26,6 @@ extern char** environ;
 
 namespace {
 
-// True when the run said it ended as it should; false at end-of-file (or
-// an error reading) without that.
-bool RunEndedCleanly() {
-  char buffer[64];
-  while (true) {
-    ssize_t n = read(STDIN_FILENO, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    if (memchr(buffer, steps::kGuardianCleanEnd, static_cast<size_t>(n)))
-      return true;
-  }
-}
-
 // What the run's own `steps` does first (process/guardian.h, EndLeftovers),
 // without the store, for when that program cannot be started any more
 // (made non-executable since, its libraries gone with an upgrade): kills
@@ -100,7 +87,7 @@ int main(int argc, char** argv) {
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  if (RunEndedCleanly()) return steps::cli::kExitOk;
+  if (steps::RunEndedCleanly(STDIN_FILENO)) return steps::cli::kExitOk;
   // The run died. Its `steps` does the rest, the lock (descriptor 3) held
   // throughout: it goes with the process, not with the program.
   const int steps_fd = steps::kGuardianStepsFd;

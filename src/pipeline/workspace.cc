@@ -123,18 +123,16 @@ Status ListInto(int dir_fd, const std::string& root, const std::string& rel,
       return ErrnoStatus("stat " + Join(root, entry.rel), errno);
     }
     entry.mode = st.st_mode & 07777;
-    if (const char* skipped = SkippedType(st.st_mode)) {
-      if (warn) WarnSkipped(Join(root, entry.rel), skipped);
-      entry.type = TreeEntry::Type::kOther;
-      entry.other = skipped;
-    }
     entry.size = static_cast<uint64_t>(st.st_size);
     entry.device = st.st_dev;
     entry.inode = st.st_ino;
     entry.mtime_ns = Nanos(st.st_mtim);
     entry.ctime_ns = Nanos(st.st_ctim);
-    if (entry.type == TreeEntry::Type::kOther) {
+    if (const char* skipped = SkippedType(st.st_mode)) {
       // Listed, never opened.
+      if (warn) WarnSkipped(Join(root, entry.rel), skipped);
+      entry.type = TreeEntry::Type::kOther;
+      entry.other = skipped;
     } else if (S_ISLNK(st.st_mode)) {
       entry.type = TreeEntry::Type::kSymlink;
       Result<std::string> target =

@@ -144,18 +144,6 @@ RunGuardian::~RunGuardian() {
   UnregisterChild(pid_);
 }
 
-bool RunEndedCleanly(int fd) {
-  char buffer[64];
-  while (true) {
-    ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    for (ssize_t i = 0; i < n; ++i) {
-      if (buffer[i] == kGuardianCleanEnd) return true;
-    }
-  }
-}
-
 LeftoverEnd EndLeftovers(pid_t starter,
                          const std::vector<ProcessGroupId>& groups,
                          Millis max_wait, std::vector<bool>* ended) {

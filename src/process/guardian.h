@@ -82,10 +82,6 @@ class RunGuardian {
   bool exited_ = false;
 };
 
-// In the guardian: blocks on `fd` until the run says it ended as it should
-// (true) or is gone without saying so (false).
-bool RunEndedCleanly(int fd);
-
 // What EndLeftovers did.
 struct LeftoverEnd {
   int groups_killed = 0;   // Recorded groups that were still ours.

@@ -5,6 +5,10 @@
 #ifndef STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
 #define STEPS_PROCESS_GUARDIAN_PROTOCOL_H_
 
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
 namespace steps {
 
 // The variable that names a run's scope in its processes' environment
@@ -21,6 +25,18 @@ inline constexpr char kGuardianCleanEnd = 'd';
 // replaced since).
 inline constexpr int kGuardianLockFd = 3;
 inline constexpr int kGuardianStepsFd = 4;
+
+// In the guardian: blocks on `fd` until the run says it ended as it should
+// (true) or is gone without saying so (false: end-of-file, or an error).
+inline bool RunEndedCleanly(int fd) {
+  char buffer[64];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (memchr(buffer, kGuardianCleanEnd, static_cast<size_t>(n))) return true;
+  }
+}
 
 }  // namespace steps
 

@@ -612,6 +612,21 @@ std::string StepsAlone(const TempDir& dir) {
   return ec ? "" : std::filesystem::canonical(alone).string();
 }
 
+// Copies of `steps` and its guardian program in `dir`: files of their
+// own, which a test may replace or chmod without touching the build's.
+// "" when they could not be made.
+std::string StepsCopiedWithItsGuardian(const TempDir& dir) {
+  const std::filesystem::path build =
+      std::filesystem::path(kStepsBinary).parent_path();
+  std::error_code ec;
+  std::filesystem::copy_file(kStepsBinary, dir / "steps", ec);
+  if (!ec) {
+    std::filesystem::copy_file(build / "steps-guardian",
+                               dir / "steps-guardian", ec);
+  }
+  return ec ? "" : std::filesystem::canonical(dir / "steps").string();
+}
+
 // A `steps` without its guardian program beside it (copied alone) guards
 // its run with itself (`steps __guard`), as well.
 TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
@@ -625,13 +640,8 @@ TEST(OrphansTest, AStepsWithoutItsGuardianProgramGuardsItsRunItself) {
 // when that file was replaced on disk since (an upgrade while it ran).
 TEST(OrphansTest, ADeadRunIsEndedByItsOwnStepsEvenIfItsFileWasReplaced) {
   TempDir dir;
-  const std::string alone = StepsAlone(dir);
+  const std::string alone = StepsCopiedWithItsGuardian(dir);
   ASSERT_FALSE(alone.empty());
-  const std::string beside =
-      std::filesystem::path(kStepsBinary).parent_path() / "steps-guardian";
-  std::error_code ec;
-  std::filesystem::copy_file(beside, dir / "steps-guardian", ec);
-  ASSERT_FALSE(ec) << ec.message();
   const std::string program = GuardedBy(alone, dir, [&] {
     std::filesystem::remove(alone);
     dir.Write("steps", "#!/bin/sh\nexit 3\n");
@@ -645,17 +655,8 @@ TEST(OrphansTest, ADeadRunIsEndedByItsOwnStepsEvenIfItsFileWasReplaced) {
 // guardian finds them by their scope itself.
 TEST(OrphansTest, ADeadRunWhoseStepsCannotStartAnyMoreIsStillEnded) {
   TempDir dir;
-  const std::string alone = StepsAlone(dir);
+  const std::string alone = StepsCopiedWithItsGuardian(dir);
   ASSERT_FALSE(alone.empty());
-  const std::string beside =
-      std::filesystem::path(kStepsBinary).parent_path() / "steps-guardian";
-  std::error_code ec;
-  std::filesystem::copy_file(beside, dir / "steps-guardian", ec);
-  ASSERT_FALSE(ec) << ec.message();
-  // A copy of its own: chmod on a hard link would change kStepsBinary too.
-  std::filesystem::remove(alone);
-  std::filesystem::copy_file(kStepsBinary, alone, ec);
-  ASSERT_FALSE(ec) << ec.message();
   GuardedBy(alone, dir, [&] {
     std::filesystem::permissions(alone, std::filesystem::perms::owner_read);
   });
