@@ -4,11 +4,12 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
-#include "core/suggest.h"
 #include "core/redact.h"
+#include "core/suggest.h"
 #include "pipeline/environment.h"
 #include "process/guardian.h"
 #include "process/limits.h"
@@ -76,8 +77,15 @@ int main(int argc, char** argv) {
       "A FILE argument may be - to read the pipeline from standard input.\n"
       "`steps COMMAND --help` describes each command.");
   std::function<int()> run;
+  // A command's options are made only when it may be the one to run:
+  // `steps run` does not build the options of the twelve others (a tenth
+  // of what a short command costs). `steps --help` and `steps completion`
+  // walk them all.
+  const std::string_view named = argc >= 2 ? argv[1] : "";
+  const bool all = named.empty() || named[0] == '-' || named == "completion";
   for (const Command& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
+    if (!all && named != c.name) continue;
     auto fn = c.setup(*sub);
     sub->callback([&run, fn] { run = fn; });
   }
