@@ -10,7 +10,10 @@
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
+#include "core/clock.h"
+#include "core/duration.h"
 #include "store/resume.h"
+#include "store/run_lock.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -23,13 +26,52 @@ Result<std::string> ReadPipelineBytes(const std::string& file) {
   return text.str();
 }
 
+namespace {
+
+// How long a resume waits for a run's lock: a run that was just killed
+// stays held by its guardian while it ends what the run left running (at
+// most five seconds, process/guardian.h) and records it.
+constexpr Millis kResumeLockWait{10000};
+
+}  // namespace
+
 Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
                                            const std::string& run,
                                            const std::string& file,
                                            bool fresh_deadlines) {
   auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
   if (!opened.ok()) return opened.status();
-  return store::LoadResumePoint(**opened, run, file, fresh_deadlines);
+  Result<store::ResumePoint> point =
+      store::LoadResumePoint(**opened, run, file, fresh_deadlines);
+  if (!point.ok()) return point;
+  // The run is resumed under its lock, like any run. Held by another
+  // process, it is waited for, and read again once free: what the holder
+  // recorded meanwhile (the dead run's guardian: which processes it ended)
+  // is part of the run.
+  const std::string id = point->run_id;
+  auto lock = store::RunLock::Acquire(state_dir, id);
+  if (lock.ok()) {
+    (*lock)->KeepFile(true);
+    point->lock = std::move(*lock);
+    return point;
+  }
+  if (!store::RunIsLocked(state_dir, id)) return lock.status();
+  std::cerr << "steps resume: run " << id
+            << " is held by another process (a run just killed stays held "
+               "while its guardian ends what it left running); waiting up "
+               "to "
+            << FormatDuration(kResumeLockWait) << "\n";
+  lock = store::RunLock::AcquireWithin(state_dir, id, kResumeLockWait,
+                                       RealClock());
+  if (!lock.ok()) {
+    return Status(StatusCode::kUnavailable,
+                  lock.status().message() +
+                      "; is it running? `steps runs` shows what runs");
+  }
+  (*lock)->KeepFile(true);
+  point = store::LoadResumePoint(**opened, id, "", fresh_deadlines);
+  if (point.ok()) point->lock = std::move(*lock);
+  return point;
 }
 
 int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
@@ -69,6 +111,9 @@ int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
   setup.use_cache = false;
   setup.file_text = *text;
   setup.resume = &point;
+  // Started again, the run removes its lock file as it ends, as any run.
+  if (point.lock) point.lock->KeepFile(false);
+  setup.lock = point.lock;
   RunOutcome outcome = RunPlan(plan, setup);
   printer.Close();
   for (const std::string& p : outcome.mock_problems)

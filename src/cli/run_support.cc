@@ -182,8 +182,8 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   if (Status s = BecomeChildSubreaper(); !s.ok()) {
     LogEvent(LogLevel::kWarn, "process.no_subreaper", {{"error", s.message()}});
   }
-  const std::unique_ptr<store::RunLock> run_lock =
-      LockRun(setup.state_dir, opts.run_id);
+  const std::shared_ptr<store::RunLock> run_lock =
+      setup.lock ? setup.lock : LockRun(setup.state_dir, opts.run_id);
   // Declared after the lock: it says the run ended, and is reaped, first.
   const std::unique_ptr<RunGuardian> guardian =
       StartGuardian(setup.state_dir, opts.run_id, run_lock.get());

@@ -37,6 +37,9 @@ struct RunSetup {
   // `steps resume`: the interrupted run to continue under its own id
   // (run_id is ignored). Not owned; null for a new run.
   const store::ResumePoint* resume = nullptr;
+  // The run's lock when the caller holds it already (a resume takes it
+  // before it reads the run); null: RunPlan takes it.
+  std::shared_ptr<store::RunLock> lock;
 };
 
 struct RunOutcome {

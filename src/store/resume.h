@@ -6,6 +6,7 @@
 #define STEPS_STORE_RESUME_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/status.h"
 #include "pipeline/resume_state.h"
 #include "store/reader.h"
+#include "store/run_lock.h"
 #include "store/store.h"
 
 namespace steps::store {
@@ -29,6 +31,9 @@ struct ResumePoint {
   // The jobs the run was started with (its plan outline), in order.
   std::vector<std::string> jobs;
   pipeline::ResumeState state;
+  // The run's lock, held by whoever resumes it (store/run_lock.h); null
+  // until taken.
+  std::shared_ptr<RunLock> lock;
 };
 
 // The run to resume: `id` (a run id or a unique prefix), or when empty the

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "core/clock.h"
+#include "core/duration.h"
 #include "core/status.h"
 #include "process/unique_fd.h"
 
@@ -25,8 +27,22 @@ class RunLock {
   // Errors when the file cannot be created or the lock is already held.
   static Result<std::unique_ptr<RunLock>> Acquire(const std::string& state_dir,
                                                   const std::string& run_id);
-  // Removes the file and releases the lock.
+  // As Acquire, but while another process holds the lock it looks again
+  // every kLookAgain until `within` has passed on `clock`: a run that was
+  // just killed stays held by its guardian while it ends what the run left
+  // running and records it (process/guardian.h). kUnavailable when the
+  // lock is still held then; other errors at once.
+  static Result<std::unique_ptr<RunLock>> AcquireWithin(
+      const std::string& state_dir, const std::string& run_id, Millis within,
+      Clock& clock);
+  static constexpr Millis kLookAgain{10};
+  // Removes the file (unless told to keep it) and releases the lock.
   ~RunLock();
+
+  // Whether the file stays when the lock goes: it does while a resume has
+  // not started the run again (refused, say), so that the run still reads
+  // as one that died, also on another machine (docs/resume.md).
+  void KeepFile(bool keep) { keep_file_ = keep; }
 
   // The locked descriptor: a process given a duplicate of it (the run's
   // guardian, process/guardian.h) holds the lock as long as it keeps it.
@@ -41,6 +57,7 @@ class RunLock {
 
   std::string path_;
   UniqueFd fd_;
+  bool keep_file_ = false;
 };
 
 // True when a live process holds the run's lock. False when the lock is free

@@ -156,6 +156,40 @@ TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
   EXPECT_TRUE(Has(refused.out, "now `    run: echo four >>")) << refused.out;
   EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
   EXPECT_EQ(Sql(Db(), "SELECT count(*) FROM run_interruptions"), "0");
+  // The refusal held the run's lock for a moment and left its file: the
+  // run still reads as one that died, also on another machine.
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
+                                      ".lock"));
+}
+
+// A run just killed stays held by its guardian while it ends what the run
+// left running (process/guardian.h). A resume started meanwhile waits for
+// the lock, saying so, instead of running without it. The holder here is
+// `flock`, which lets go once the resume has said that it waits.
+TEST_F(ResumeCliTest, AResumeWaitsForTheLockOfARunJustKilled) {
+  WritePipeline("KILL");
+  ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  auto resumed = test_support::RunInShell(
+      dir_.path(),
+      "flock state/runs/" + id +
+          ".lock -c 'touch held; for i in $(seq 3000); do"
+          " grep -q \"waiting up to\" out.txt 2>/dev/null && break;"
+          " sleep 0.01; done' &\n"
+          "until [ -e held ]; do sleep 0.01; done\n"
+          "timeout -s KILL 60 \"$STEPS\" resume --plain --state-dir state"
+          " > out.txt 2>&1; echo \"exit=$?\"; wait; cat out.txt");
+  EXPECT_TRUE(Has(resumed.out, "exit=0")) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "run " + id +
+                                   " is held by another process"))
+      << resumed.out;
+  EXPECT_FALSE(Has(resumed.out, "lock_failed")) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
+  // The resumed run ended as any run does: its lock file went with it.
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
+                                       ".lock"));
 }
 
 TEST_F(ResumeCliTest, SpentTimeCountsAgainstTheJobDeadline) {

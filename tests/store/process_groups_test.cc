@@ -121,5 +121,50 @@ TEST(RunLockTest, AFreeLockWhoseFileIsLeftMeansTheRunDied) {
   EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));
 }
 
+// A lock another process holds (here another descriptor: flock locks
+// belong to open files) is looked at again every kLookAgain until the wait
+// is over, on the given clock; no more, no less.
+TEST(RunLockTest, AHeldLockIsWaitedForUpToTheBoundAndNoLonger) {
+  TempDir dir;
+  auto holder = RunLock::Acquire(dir.path(), "run-a");
+  ASSERT_TRUE(holder.ok()) << holder.status().message();
+  FakeClock clock(/*auto_advance=*/true);
+  auto waited = RunLock::AcquireWithin(dir.path(), "run-a",
+                                       std::chrono::seconds(10), clock);
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waited.status().message().find("still held by another process"),
+            std::string::npos)
+      << waited.status().message();
+  EXPECT_EQ(clock.total_slept(), std::chrono::seconds(10));
+
+  // A wait of 0 looks once and does not sleep.
+  FakeClock once(/*auto_advance=*/true);
+  EXPECT_FALSE(RunLock::AcquireWithin(dir.path(), "run-a", Millis(0), once).ok());
+  EXPECT_EQ(once.total_slept(), Millis(0));
+
+  // A wait shorter than one look sleeps only that long.
+  FakeClock short_wait(/*auto_advance=*/true);
+  EXPECT_FALSE(
+      RunLock::AcquireWithin(dir.path(), "run-a", Millis(3), short_wait).ok());
+  EXPECT_EQ(short_wait.total_slept(), Millis(3));
+}
+
+TEST(RunLockTest, AFreeLockIsTakenAtOnceAndALeftFileKeptWhenAsked) {
+  TempDir dir;
+  FakeClock clock(/*auto_advance=*/true);
+  {
+    auto lock = RunLock::AcquireWithin(dir.path(), "run-a",
+                                       std::chrono::seconds(10), clock);
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    EXPECT_TRUE(RunIsLocked(dir.path(), "run-a"));
+    (*lock)->KeepFile(true);
+  }
+  EXPECT_EQ(clock.total_slept(), Millis(0));
+  // Kept: the file says the run died, as a killed run's does.
+  EXPECT_TRUE(std::filesystem::exists(RunLockPath(dir.path(), "run-a")));
+  EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));
+}
+
 }  // namespace
 }  // namespace steps::store
