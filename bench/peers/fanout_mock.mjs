@@ -11,7 +11,11 @@
 // GET /_stats says {"requests":R,"conversations":C,"bad":B,"max_in_flight":M},
 // B counting the conversations that did not take exactly TURNS requests or
 // sent a request the mock could not read, M the most requests it held
-// waiting at once; POST /_reset clears the counts.
+// waiting at once; POST /_reset clears the counts. "rounds" says when the
+// requests of each round (the first request of every conversation, the
+// second, ...) came, in ms since the first request after the last reset:
+// [{"first_ms":F,"last_ms":L}, ...]. The spread of a round is how long the
+// contender took to send it to every conversation.
 //
 // Why not mock_provider: its scripts are picked by agent, step and model,
 // which every cell of an `across` shares, and its HTTP server holds one of
@@ -32,6 +36,8 @@ let unreadable = 0;
 let inFlight = 0;
 let maxInFlight = 0;
 let counts = new Map();
+let t0 = null;
+let rounds = [];
 
 function answer(body) {
   const messages = body.messages;
@@ -39,6 +45,12 @@ function answer(body) {
   const opening = typeof first === 'string' ? first : JSON.stringify(first);
   counts.set(opening, (counts.get(opening) ?? 0) + 1);
   const results = messages.filter((m) => m.role === 'tool').length;
+  const now = Number(process.hrtime.bigint() / 1000n) / 1000;
+  if (t0 === null) t0 = now;
+  const at = now - t0;
+  const round = rounds[results] ?? (rounds[results] = { first_ms: at, last_ms: at });
+  round.first_ms = Math.min(round.first_ms, at);
+  round.last_ms = Math.max(round.last_ms, at);
   const message = { role: 'assistant', refusal: null };
   let finish = 'stop';
   if (results < turns - 1) {
@@ -66,7 +78,8 @@ function answer(body) {
 function stats() {
   let bad = unreadable;
   for (const n of counts.values()) if (n !== turns) ++bad;
-  return { requests, conversations: counts.size, bad, max_in_flight: maxInFlight };
+  const spans = rounds.map((r) => ({ first_ms: Math.round(r.first_ms), last_ms: Math.round(r.last_ms) }));
+  return { requests, conversations: counts.size, bad, max_in_flight: maxInFlight, rounds: spans };
 }
 
 const server = http.createServer((req, res) => {
@@ -83,6 +96,8 @@ const server = http.createServer((req, res) => {
       unreadable = 0;
       maxInFlight = inFlight;
       counts = new Map();
+      t0 = null;
+      rounds = [];
       res.end('{}');
       return;
     }

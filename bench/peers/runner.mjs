@@ -364,10 +364,12 @@ async function fanout(o, tools) {
     }
     // Every conversation took exactly its turns; then the counts start over.
     let inFlight = 0;
+    let spreads = [];
     const served = async () => {
       const s = await getJson(`${mock.url}/_stats`);
       await fetch(`${mock.url}/_reset`, { method: 'POST' });
       inFlight = s.max_in_flight;
+      spreads = (s.rounds ?? []).map((r) => r.last_ms - r.first_ms);
       const want = o.width * FANOUT_TURNS;
       if (s.requests !== want || s.conversations !== o.width || s.bad !== 0) {
         return `the mock served ${s.requests} requests (want ${want}) in ${s.conversations} ` +
@@ -379,12 +381,13 @@ async function fanout(o, tools) {
     for (let r = 1; r <= o.repeat; ++r) {
       const [sc, sa] = await runSteps(tools, `fanout-s${r}`, fanoutPipeline(o.width, base, tools.files));
       runs.steps.push({ ...await contender(tools, `fanout steps #${r}`, sc, sa, served, mock),
-        max_in_flight: inFlight });
+        max_in_flight: inFlight, spreads });
       runs.openai_node.push(await contender(tools, `fanout openai-node #${r}`, 'node',
         [join(here, 'openai_node.mjs'), 'fanout', '--base-url', base, '--dir', tools.files,
           '--tools', toolsFile, '--width', String(o.width), '--turns', String(FANOUT_TURNS)],
         async (run) => (!run.stdout.includes('"ok":true') ? 'no ok line' : served()), mock));
       runs.openai_node.at(-1).max_in_flight = inFlight;
+      runs.openai_node.at(-1).spreads = spreads;
     }
     return { runs };
   } finally {
@@ -405,6 +408,11 @@ function medians(runs) {
     };
     if (list[0].max_in_flight !== undefined) {
       out[name].max_in_flight = Math.min(...list.map((u) => u.max_in_flight));
+    }
+    if (list[0].spreads !== undefined) {
+      const n = Math.min(...list.map((u) => u.spreads.length));
+      out[name].round_spread_ms = Array.from({ length: n },
+        (_, k) => Math.round(median(list.map((u) => u.spreads[k]))));
     }
   }
   return out;
@@ -477,6 +485,10 @@ async function main() {
     lines.push(`  steps CPU / openai-node CPU    ${ratios.steps_cpu_over_openai_node.toFixed(3)}`);
     lines.push(`  requests the mock held at once (fewest over the runs): steps ${m.steps.max_in_flight}, ` +
       `openai-node ${m.openai_node.max_in_flight} of ${o.width}`);
+    // From the first request of a round to its last, as the mock saw them:
+    // how long a contender took to send that round to every conversation.
+    lines.push(`  ms from the first to the last request of each round (median): ` +
+      `steps ${m.steps.round_spread_ms.join(', ')}; openai-node ${m.openai_node.round_spread_ms.join(', ')}`);
   }
   const end = machine();
   summary.machine = { nproc: start.nproc, cpu: start.cpu, load_start: start.load, load_end: end.load,
