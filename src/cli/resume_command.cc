@@ -41,35 +41,40 @@ Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
                                            bool fresh_deadlines) {
   auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
   if (!opened.ok()) return opened.status();
-  Result<store::ResumePoint> point =
+  Result<store::ResumePoint> picked =
       store::LoadResumePoint(**opened, run, file, fresh_deadlines);
-  if (!point.ok()) return point;
-  // The run is resumed under its lock, like any run. Held by another
-  // process, it is waited for, and read again once free: what the holder
-  // recorded meanwhile (the dead run's guardian: which processes it ended)
-  // is part of the run.
-  const std::string id = point->run_id;
-  auto lock = store::RunLock::Acquire(state_dir, id);
-  if (lock.ok()) {
-    (*lock)->KeepFile(true);
-    point->lock = std::move(*lock);
-    return point;
+  if (!picked.ok()) return picked;
+  // The run is resumed under its lock, like any run, and read again once
+  // the lock is held: whoever held it before (the dead run's guardian
+  // recording what it ended, another resume that ran it) has written all
+  // it will by then.
+  const std::string id = picked->run_id;
+  Result<std::unique_ptr<store::RunLock>> lock =
+      store::RunLock::Acquire(state_dir, id);
+  if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+    std::cerr << "steps: run " << id
+              << " is held by another process (a run just killed stays "
+                 "held while its guardian ends what it left running); "
+                 "waiting up to "
+              << FormatDuration(kResumeLockWait) << "\n";
+    lock = store::RunLock::AcquireWithin(state_dir, id, kResumeLockWait,
+                                         RealClock());
+    if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+      return Status(StatusCode::kUnavailable,
+                    lock.status().message() +
+                        ": a process of the run still runs (here, or on a "
+                        "machine sharing this folder), or another resume "
+                        "runs it");
+    }
   }
-  if (!store::RunIsLocked(state_dir, id)) return lock.status();
-  std::cerr << "steps resume: run " << id
-            << " is held by another process (a run just killed stays held "
-               "while its guardian ends what it left running); waiting up "
-               "to "
-            << FormatDuration(kResumeLockWait) << "\n";
-  lock = store::RunLock::AcquireWithin(state_dir, id, kResumeLockWait,
-                                       RealClock());
-  if (!lock.ok()) {
-    return Status(StatusCode::kUnavailable,
-                  lock.status().message() +
-                      "; is it running? `steps runs` shows what runs");
-  }
-  (*lock)->KeepFile(true);
-  point = store::LoadResumePoint(**opened, id, "", fresh_deadlines);
+  if (!lock.ok()) return lock.status();
+  Result<store::ResumePoint> point =
+      store::LoadResumePoint(**opened, id, "", fresh_deadlines);
+  // A run that ended meanwhile (another resume ran it) removed its lock
+  // file, and the one this resume made is not the run's: it goes. A run
+  // that still reads as died keeps its file until it runs again.
+  (*lock)->KeepFile(point.ok() ||
+                    point.status().code() != StatusCode::kInvalidArgument);
   if (point.ok()) point->lock = std::move(*lock);
   return point;
 }

@@ -18,16 +18,21 @@ std::string RunLockPath(const std::string& state_dir,
 
 namespace {
 
-// One try: the locked descriptor, or why not (EWOULDBLOCK: another
-// process holds the lock). A lock taken on a file that its holder unlinked before
-// letting go (RunLock's destructor) is a lock on nothing: the file is
-// opened anew.
+// One try: the locked descriptor, or why not (kUnavailable: another
+// process holds the lock). A lock taken on a file that its holder unlinked
+// before letting go (RunLock's destructor) is a lock on nothing: the file
+// is opened anew.
 Result<UniqueFd> TryLock(const std::string& path) {
   for (int tries = 0; tries < 100; ++tries) {
     UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     if (!fd.valid()) return ErrnoStatus(path, errno);
-    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK || errno == EINTR) {
+        return Status(StatusCode::kUnavailable,
+                      "lock " + path + ": held by another process");
+      }
       return ErrnoStatus("lock " + path, errno);
+    }
     struct stat held, named;
     if (fstat(fd.get(), &held) == 0 && stat(path.c_str(), &named) == 0 &&
         held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
@@ -60,7 +65,10 @@ Result<std::unique_ptr<RunLock>> RunLock::AcquireWithin(
   const CancelToken never;
   while (true) {
     Result<std::unique_ptr<RunLock>> lock = Acquire(state_dir, run_id);
-    if (lock.ok() || !RunIsLocked(state_dir, run_id)) return lock;
+    // Held is the one answer worth another look. (Asking RunIsLocked
+    // instead would misread a holder that let go in between.)
+    if (lock.ok() || lock.status().code() != StatusCode::kUnavailable)
+      return lock;
     const SteadyTime now = clock.Now();
     if (now >= until) {
       return Status(StatusCode::kUnavailable,

@@ -24,7 +24,8 @@ class RunLock {
  public:
   // Creates the file (and its folder) and takes the lock. The descriptor is
   // close-on-exec: a child that outlives us must not keep the run "alive".
-  // Errors when the file cannot be created or the lock is already held.
+  // Errors when the file cannot be created, and with kUnavailable when the
+  // lock is already held.
   static Result<std::unique_ptr<RunLock>> Acquire(const std::string& state_dir,
                                                   const std::string& run_id);
   // As Acquire, but while another process holds the lock it looks again

@@ -2,7 +2,11 @@
 // of its own tasks, at a chosen point) or aborted with SIGINT continues
 // under its own id; what ended is not run again; a changed pipeline file is
 // refused; the time already spent counts against deadlines.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <httplib.h>
 
 #include <filesystem>
@@ -161,6 +165,41 @@ TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
   const std::string id = Sql(Db(), "SELECT id FROM runs");
   EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
                                       ".lock"));
+}
+
+// Two resumes of one run: the second finds the lock held by the first,
+// waits, and once it has the lock reads the run again. The first ran it to
+// its end meanwhile (here the test holds the lock and marks the run
+// succeeded, as that resume would have), so the second refuses instead of
+// running the run a second time, and leaves no lock file for the ended run.
+TEST_F(ResumeCliTest, ASecondResumeFindsTheRunEndedOnceTheLockIsFree) {
+  WritePipeline("KILL");
+  ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  const int held = open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0);
+  // The dead run's guardian may hold it a moment longer: wait for it.
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  const std::string log = dir_.path() + "/second.txt";
+  const pid_t second = test_support::SpawnSteps(
+      dir_.path(), {"resume", "--plain", "--state-dir", "state"}, log);
+  ASSERT_GT(second, 0);
+  std::string said;
+  for (int i = 0; i < 3000 && !Has(said, "waiting up to"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    said = dir_.Read("second.txt");
+  }
+  EXPECT_TRUE(Has(said, "run " + id + " is held by another process")) << said;
+  Sql(Db(), "UPDATE runs SET status = 'succeeded' WHERE id = '" + id + "'");
+  close(held);
+  int status = 0;
+  ASSERT_EQ(waitpid(second, &status, 0), second);
+  said = dir_.Read("second.txt");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 65) << said;
+  EXPECT_TRUE(Has(said, "is succeeded")) << said;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\n");  // Nothing ran again.
+  EXPECT_FALSE(std::filesystem::exists(lock_file));
 }
 
 // A run just killed stays held by its guardian while it ends what the run

@@ -150,6 +150,27 @@ TEST(RunLockTest, AHeldLockIsWaitedForUpToTheBoundAndNoLonger) {
   EXPECT_EQ(short_wait.total_slept(), Millis(3));
 }
 
+// Held is told apart from every other failure: only a held lock is worth
+// another look.
+TEST(RunLockTest, OnlyAHeldLockIsLookedAtAgain) {
+  TempDir dir;
+  auto holder = RunLock::Acquire(dir.path(), "run-a");
+  ASSERT_TRUE(holder.ok()) << holder.status().message();
+  auto second = RunLock::Acquire(dir.path(), "run-a");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+
+  // A lock "file" that is a folder cannot be opened to lock: an error at
+  // once, not ten seconds of looking.
+  std::filesystem::create_directories(RunLockPath(dir.path(), "run-b"));
+  FakeClock clock(/*auto_advance=*/true);
+  auto folder = RunLock::AcquireWithin(dir.path(), "run-b",
+                                       std::chrono::seconds(10), clock);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(clock.total_slept(), Millis(0));
+}
+
 TEST(RunLockTest, AFreeLockIsTakenAtOnceAndALeftFileKeptWhenAsked) {
   TempDir dir;
   FakeClock clock(/*auto_advance=*/true);
