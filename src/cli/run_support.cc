@@ -194,7 +194,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   if (recording.recorder) observers.Add(recording.recorder.get());
   // What a dead run left running ends before any step runs (again). Its
   // writes wait for a busy store as a reader's do.
-  if (recording.db) EndOrphanedRuns(*recording.db, setup.state_dir);
+  if (recording.db) {
+    EndOrphanedRuns(*recording.db, setup.state_dir,
+                    run_lock ? opts.run_id : std::string());
+  }
   // A store another process holds is waited for, until the run is
   // interrupted (Store::WaitForLocksUntil).
   if (recording.db) recording.db->WaitForLocksUntil(opts.abort);
@@ -249,7 +252,8 @@ bool RunMayBeAlive(const std::string& state_dir,
 
 }  // namespace
 
-void EndOrphanedRuns(store::Store& db, const std::string& state_dir) {
+void EndOrphanedRuns(store::Store& db, const std::string& state_dir,
+                     const std::string& own_run) {
   Result<std::vector<store::RecordedGroup>> groups = store::RunningGroups(db);
   if (!groups.ok()) {
     LogEvent(LogLevel::kWarn, "run.orphans_unchecked",
@@ -260,7 +264,10 @@ void EndOrphanedRuns(store::Store& db, const std::string& state_dir) {
   size_t i = 0;
   while (i < groups->size()) {
     const std::string run_id = (*groups)[i].run_id;
-    const bool alive = RunMayBeAlive(state_dir, (*groups)[i]);
+    // Our own lock would make the run read as alive: no step of this
+    // process has started yet, so its groups are a dead process's.
+    const bool alive =
+        run_id != own_run && RunMayBeAlive(state_dir, (*groups)[i]);
     int killed = 0;
     for (; i < groups->size() && (*groups)[i].run_id == run_id; ++i) {
       if (alive) continue;

@@ -76,8 +76,12 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 // `WRN run.orphans_killed run=R groups=N` when it killed any. Never blocks
 // on a live run. Only RunPlan calls it (`steps run`, `steps resume`), on
 // the store it records the run in, before any step starts: read-only
-// commands leave every process alone.
-void EndOrphanedRuns(store::Store& db, const std::string& state_dir);
+// commands leave every process alone. `own_run` names the run this
+// process holds the lock of (a resume: empty when it could not take it):
+// its groups were recorded by an earlier process of it, which died, also
+// when its guardian died with it and the lock alone cannot tell.
+void EndOrphanedRuns(store::Store& db, const std::string& state_dir,
+                     const std::string& own_run);
 
 // 0 all succeeded; 1 a job failed; 2 a job failed because a step errored;
 // 129/130/143 aborted by SIGHUP/SIGINT/SIGTERM.

@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <httplib.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -165,6 +167,48 @@ TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
   const std::string id = Sql(Db(), "SELECT id FROM runs");
   EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
                                       ".lock"));
+}
+
+// A run killed together with its guardian (OOM, a hand's `kill -9` of
+// both): nothing ended what the run left running, and the lock is free.
+// The resume takes the lock, and its own lock must not make the dead run
+// read as alive: it ends the dead process's group before the step runs
+// again, so the step never runs twice at once.
+TEST_F(ResumeCliTest, AResumeEndsWhatARunKilledWithItsGuardianLeft) {
+  const std::string d = dir_.path();
+  dir_.Write("p.yaml",
+             "jobs:\n"
+             "- name: j\n"
+             "  plan:\n"
+             "  - task: second\n"
+             "    run: |\n"
+             "      if [ ! -e " + d + "/mark ]; then touch " + d + "/mark\n"
+             "        p=$PPID; while [ \"$(cat /proc/$p/comm)\" != steps ]; do"
+             " p=$(cut -d' ' -f4 /proc/$p/stat); done\n"
+             "        for s in /proc/[0-9]*/stat; do"
+             " read -r pid comm state ppid rest < $s 2>/dev/null || continue;"
+             " if [ \"$ppid\" = \"$p\" ] && [ \"$comm\" = \"(steps-guardian)\" ];"
+             " then echo $pid > " + d + "/guardian; fi; done\n"
+             "        echo $$ > " + d + "/old.pid\n"
+             "        kill -9 $(cat " + d + "/guardian) $p; exec sleep 600\n"
+             "      fi\n"
+             "      echo went on\n");
+  ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
+  ASSERT_FALSE(dir_.Read("guardian").empty());  // Both were killed.
+  const pid_t old = static_cast<pid_t>(std::stol(dir_.Read("old.pid")));
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "run.orphans_killed")) << resumed.out;
+  // The dead run's task is gone (or a zombie nobody reaps).
+  std::string state;
+  {
+    std::ifstream stat("/proc/" + std::to_string(old) + "/stat");
+    std::string pid, comm;
+    stat >> pid >> comm >> state;
+  }
+  EXPECT_TRUE(state.empty() || state == "Z") << "state " << state;
+  if (!state.empty() && state != "Z") kill(old, SIGKILL);
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
 }
 
 // Two resumes of one run: the second finds the lock held by the first,
