@@ -2,6 +2,7 @@
 //   [--plain]`, and what `steps run --resume-if-interrupted` shares with it.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -49,6 +50,9 @@ Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
   // recording what it ended, another resume that ran it) has written all
   // it will by then.
   const std::string id = picked->run_id;
+  std::error_code ec;
+  const bool had_file =
+      std::filesystem::exists(store::RunLockPath(state_dir, id), ec);
   Result<std::unique_ptr<store::RunLock>> lock =
       store::RunLock::Acquire(state_dir, id);
   if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
@@ -67,14 +71,18 @@ Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
                         "runs it");
     }
   }
-  if (!lock.ok()) return lock.status();
+  // A lock that cannot be taken at all (no locks on this filesystem, no
+  // permission) is what it is for any run: RunPlan tries again and warns
+  // (run.lock_failed), and the run goes on without it.
+  if (!lock.ok()) return picked;
   Result<store::ResumePoint> point =
       store::LoadResumePoint(**opened, id, "", fresh_deadlines);
-  // A run that ended meanwhile (another resume ran it) removed its lock
-  // file, and the one this resume made is not the run's: it goes. A run
-  // that still reads as died keeps its file until it runs again.
-  (*lock)->KeepFile(point.ok() ||
-                    point.status().code() != StatusCode::kInvalidArgument);
+  // A run that died left its lock file, and keeps it until it runs again.
+  // A file this resume made is not the run's (an aborted run removed its
+  // own; a run another resume ran to its end, too): it goes.
+  (*lock)->KeepFile(had_file &&
+                    (point.ok() ||
+                     point.status().code() != StatusCode::kInvalidArgument));
   if (point.ok()) point->lock = std::move(*lock);
   return point;
 }

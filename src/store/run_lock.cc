@@ -91,7 +91,10 @@ bool RunIsLocked(const std::string& state_dir, const std::string& run_id) {
   const std::string path = RunLockPath(state_dir, run_id);
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return false;
-  if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return false;
+  // A shared lock: it fails while a run holds its exclusive one, and two
+  // processes asking at once (`steps runs`, a resume's first read) never
+  // take each other for the run.
+  if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;
   return errno == EWOULDBLOCK || errno == EINTR;
 }
 

@@ -211,6 +211,45 @@ TEST_F(ResumeCliTest, AResumeEndsWhatARunKilledWithItsGuardianLeft) {
   EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
 }
 
+// An aborted run removed its lock file as it ended: a resume refused (its
+// pipeline changed) leaves none behind either.
+TEST_F(ResumeCliTest, ARefusedResumeOfAnAbortedRunLeavesNoLockFile) {
+  WritePipeline("INT");
+  ASSERT_EQ(Steps("run p.yaml").exit_code, 130);
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  ASSERT_FALSE(std::filesystem::exists(lock_file));
+  dir_.Write("p.yaml", dir_.Read("p.yaml") + "# changed\n");
+  auto refused = Steps("resume");
+  EXPECT_EQ(refused.exit_code, 65) << refused.out;
+  EXPECT_FALSE(std::filesystem::exists(lock_file));
+}
+
+// A lock that cannot be taken at all (here its file is a folder) is for a
+// resume what it is for any run: a warning, and the run goes on.
+TEST_F(ResumeCliTest, ALockThatCannotBeTakenIsAWarningAsForAnyRun) {
+  WritePipeline("KILL");
+  ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
+  const std::string id = Sql(Db(), "SELECT id FROM runs");
+  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  // The dead run's guardian lets go of it first.
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = open(lock_file.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) break;
+    const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd);
+    if (free) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::filesystem::remove(lock_file);
+  std::filesystem::create_directory(lock_file);
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "run.lock_failed")) << resumed.out;
+  EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
+  EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
+}
+
 // Two resumes of one run: the second finds the lock held by the first,
 // waits, and once it has the lock reads the run again. The first ran it to
 // its end meanwhile (here the test holds the lock and marks the run

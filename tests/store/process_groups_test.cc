@@ -3,9 +3,14 @@
 // live run from a dead one.
 #include "store/process_groups.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "core/clock.h"
 #include "store/run_lock.h"
@@ -169,6 +174,20 @@ TEST(RunLockTest, OnlyAHeldLockIsLookedAtAgain) {
   ASSERT_FALSE(folder.ok());
   EXPECT_NE(folder.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(clock.total_slept(), Millis(0));
+}
+
+// Asking whether a run is locked takes the lock shared, for a moment: a
+// process asking at the same time is not taken for the run.
+TEST(RunLockTest, OneAskerIsNotTakenForTheRunByAnother) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "runs");
+  const std::string path = RunLockPath(dir.path(), "run-a");
+  std::ofstream(path) << "";
+  const int asking = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(asking, 0);
+  ASSERT_EQ(flock(asking, LOCK_SH | LOCK_NB), 0);  // Another asker, mid-ask.
+  EXPECT_FALSE(RunIsLocked(dir.path(), "run-a"));
+  close(asking);
 }
 
 TEST(RunLockTest, AFreeLockIsTakenAtOnceAndALeftFileKeptWhenAsked) {
