@@ -84,6 +84,10 @@ class ResumeCliTest : public ::testing::Test {
     return RunSteps(dir_.path(), "show " + run + " --state-dir state");
   }
   std::string Db() const { return dir_.path() + "/state/steps.db"; }
+  // The lock file of run `id` (store/run_lock.h).
+  std::string LockFile(const std::string& id) const {
+    return dir_.path() + "/state/runs/" + id + ".lock";
+  }
 
   TempDir dir_;
 };
@@ -165,8 +169,7 @@ TEST_F(ResumeCliTest, ChangedPipelineIsRefused) {
   // The refusal held the run's lock for a moment and left its file: the
   // run still reads as one that died, also on another machine.
   const std::string id = Sql(Db(), "SELECT id FROM runs");
-  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
-                                      ".lock"));
+  EXPECT_TRUE(std::filesystem::exists(LockFile(id)));
 }
 
 // A run killed together with its guardian (OOM, a hand's `kill -9` of
@@ -217,7 +220,7 @@ TEST_F(ResumeCliTest, ARefusedResumeOfAnAbortedRunLeavesNoLockFile) {
   WritePipeline("INT");
   ASSERT_EQ(Steps("run p.yaml").exit_code, 130);
   const std::string id = Sql(Db(), "SELECT id FROM runs");
-  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  const std::string lock_file = LockFile(id);
   ASSERT_FALSE(std::filesystem::exists(lock_file));
   dir_.Write("p.yaml", dir_.Read("p.yaml") + "# changed\n");
   auto refused = Steps("resume");
@@ -231,16 +234,12 @@ TEST_F(ResumeCliTest, ALockThatCannotBeTakenIsAWarningAsForAnyRun) {
   WritePipeline("KILL");
   ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
   const std::string id = Sql(Db(), "SELECT id FROM runs");
-  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  const std::string lock_file = LockFile(id);
   // The dead run's guardian lets go of it first.
-  for (int i = 0; i < 1000; ++i) {
-    const int fd = open(lock_file.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) break;
-    const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    close(fd);
-    if (free) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const int fd = open(lock_file.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  close(fd);
   std::filesystem::remove(lock_file);
   std::filesystem::create_directory(lock_file);
   auto resumed = Steps("resume");
@@ -259,7 +258,7 @@ TEST_F(ResumeCliTest, ASecondResumeFindsTheRunEndedOnceTheLockIsFree) {
   WritePipeline("KILL");
   ASSERT_EQ(Steps("run p.yaml").exit_code, 137);
   const std::string id = Sql(Db(), "SELECT id FROM runs");
-  const std::string lock_file = dir_.path() + "/state/runs/" + id + ".lock";
+  const std::string lock_file = LockFile(id);
   const int held = open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(held, 0);
   // The dead run's guardian may hold it a moment longer: wait for it.
@@ -310,8 +309,7 @@ TEST_F(ResumeCliTest, AResumeWaitsForTheLockOfARunJustKilled) {
   EXPECT_EQ(dir_.Read("lines.txt"), "one\nthree\n");
   EXPECT_EQ(Sql(Db(), "SELECT status FROM runs"), "succeeded");
   // The resumed run ended as any run does: its lock file went with it.
-  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/runs/" + id +
-                                       ".lock"));
+  EXPECT_FALSE(std::filesystem::exists(LockFile(id)));
 }
 
 TEST_F(ResumeCliTest, SpentTimeCountsAgainstTheJobDeadline) {
