@@ -42,14 +42,13 @@ Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
                                            bool fresh_deadlines) {
   auto opened = store::Store::OpenExisting(store::StorePath(state_dir));
   if (!opened.ok()) return opened.status();
-  Result<store::ResumePoint> picked =
-      store::LoadResumePoint(**opened, run, file, fresh_deadlines);
-  if (!picked.ok()) return picked;
-  // The run is resumed under its lock, like any run, and read again once
-  // the lock is held: whoever held it before (the dead run's guardian
+  Result<std::string> picked = store::PickResumableRun(**opened, run, file);
+  if (!picked.ok()) return picked.status();
+  // The run is resumed under its lock, like any run, and read once the
+  // lock is held: whoever held it before (the dead run's guardian
   // recording what it ended, another resume that ran it) has written all
   // it will by then.
-  const std::string id = picked->run_id;
+  const std::string id = *picked;
   std::error_code ec;
   const bool had_file =
       std::filesystem::exists(store::RunLockPath(state_dir, id), ec);
@@ -74,9 +73,9 @@ Result<store::ResumePoint> FindResumePoint(const std::string& state_dir,
   // A lock that cannot be taken at all (no locks on this filesystem, no
   // permission) is what it is for any run: RunPlan tries again and warns
   // (run.lock_failed), and the run goes on without it.
-  if (!lock.ok()) return picked;
   Result<store::ResumePoint> point =
       store::LoadResumePoint(**opened, id, "", fresh_deadlines);
+  if (!lock.ok()) return point;
   // A run that died left its lock file, and keeps it until it runs again.
   // A file this resume made is not the run's (an aborted run removed its
   // own; a run another resume ran to its end, too): it goes.

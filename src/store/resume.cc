@@ -271,9 +271,11 @@ Status ReadRunRow(Db& db, ResumePoint& point) {
 
 }  // namespace
 
-Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
-                                    const std::string& file,
-                                    bool fresh_deadlines) {
+namespace {
+
+// The run PickResumableRun picks, as stored.
+Result<StoredRun> ResumableRun(Store& store, const std::string& id,
+                               const std::string& file) {
   Result<std::string> picked = PickRun(store, id, file);
   if (!picked.ok()) return picked.status();
   Result<StoredRun> run = LoadRun(store, *picked);
@@ -286,6 +288,23 @@ Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
     return InvalidArgument("run " + run->id + " is " + run->status +
                            "; only an interrupted or aborted run resumes");
   }
+  return run;
+}
+
+}  // namespace
+
+Result<std::string> PickResumableRun(Store& store, const std::string& id,
+                                     const std::string& file) {
+  Result<StoredRun> run = ResumableRun(store, id, file);
+  if (!run.ok()) return run.status();
+  return run->id;
+}
+
+Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
+                                    const std::string& file,
+                                    bool fresh_deadlines) {
+  Result<StoredRun> run = ResumableRun(store, id, file);
+  if (!run.ok()) return run.status();
   ResumePoint point;
   point.run_id = run->id;
   point.status = run->status;

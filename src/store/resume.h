@@ -36,6 +36,12 @@ struct ResumePoint {
   std::shared_ptr<RunLock> lock;
 };
 
+// Which run LoadResumePoint would load (its id), with the same errors
+// about which run that is and its status, without reading its steps'
+// records.
+Result<std::string> PickResumableRun(Store& store, const std::string& id,
+                                     const std::string& file);
+
 // The run to resume: `id` (a run id or a unique prefix), or when empty the
 // newest interrupted or aborted run, or with `file` set the newest one of
 // that pipeline file (the same path as recorded). NotFound when there is
