@@ -88,7 +88,8 @@ agent::AgentInvocation MakeInvocation(const Pipeline& p,
 }  // namespace
 
 StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
-                               const StepRef& ref, StepRecord& record) {
+                               const StepRef& ref, StepRecord& record,
+                               SteadyTime step_start) {
   const ResolvedStep& rs = ex_.plan.For(step);
   // A resumed step: the time it already spent is off its timeout.
   std::optional<Millis> timeout = rs.dials.timeout.value;
@@ -98,8 +99,15 @@ StepResult JobRunner::RunAgent(const Step& step, const Scope& scope,
         it != resume->step_spent.end())
       timeout = std::max(*timeout - it->second, Millis(1));
   }
+  // The step's one deadline runs from its start (`step_start`, which a
+  // resumed step moved back by the time it already spent): what came
+  // before the conversation (the cache lookup) counts against it, and the
+  // records show exactly `timeout` from the step's start to its deadline.
   std::optional<SteadyTime> deadline;
-  if (timeout) deadline = clock_.Now() + *timeout;
+  if (timeout && timeout->count() > 0) {
+    deadline = std::max(step_start + *rs.dials.timeout.value,
+                        clock_.Now() + Millis(1));
+  }
   ex_.observer().OnStepStart(ref, deadline);
   ex_.observer().OnAttemptStart(ref, 1, 1, deadline);
   AttemptRecord attempt;

@@ -189,8 +189,10 @@ class JobRunner {
   void PublishOutputs(const Step& step, const Scope& scope,
                       const std::string& workdir, SteadyTime start,
                       const Deadline& last_deadline, StepResult& r);
+  // Runs an agent step that began at `step_start` (steady; moved back by
+  // a resumed step's time spent), from which its timeout runs.
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,
-                      StepRecord& record);
+                      StepRecord& record, SteadyTime step_start);
   // Judges a conversation that succeeded by the step's `assert:`: a miss
   // fails `r`, and the attempt keeps the assertions' results.
   void JudgeAnswer(const Step& step, const Scope& scope, const StepRef& ref,

@@ -307,7 +307,7 @@ StepResult JobRunner::RunWork(const Step& step, const Scope& scope,
   const WorkLimit after{nullptr, scope.token, Deadline()};
 
   if (step.kind == StepKind::kAgent) {
-    StepResult r = RunAgent(step, scope, ref, rec);
+    StepResult r = RunAgent(step, scope, ref, rec, start);
     if (r.ok() && WorkspaceKept(workspace, before, after))
       Remember(step, ref, rec, r);
     rec.outcome = r.outcome;

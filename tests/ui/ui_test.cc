@@ -686,5 +686,53 @@ mock:
   fs::remove_all(dir, ec);
 }
 
+TEST(UiServerTest, AnAgentStepsDeadlineRunsFromTheStepsStart) {
+  char tmpl[] = "/tmp/steps-ui-deadline-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  // 5000 files in the job's workspace: the agent step lists them for its
+  // cache key before its conversation starts, which takes tens of ms. That
+  // time is the step's too: its deadline lies `timeout` after its start.
+  std::ofstream(dir + "/t.yaml") << R"(agents:
+- name: a
+  source: { model: mock/n }
+  timeout: 10s
+jobs:
+- name: t
+  plan:
+  - task: many
+    run: |
+      mkdir "$STEPS_ARTIFACTS/d" && cd "$STEPS_ARTIFACTS/d" && seq 1 5000 | xargs touch
+  - agent: a
+    messages: ["Hi."]
+mock:
+  a:
+  - say: Done.
+)";
+  Child child = SpawnSteps({"run", dir + "/t.yaml", "--mock", "--plain",
+                            "--state-dir", dir + "/state"});
+  ASSERT_GT(child.pid, 0);
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  close(child.stderr_fd);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  UiServer server(dir + "/state");
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(5, 0);
+  nlohmann::json j = Get(client, "/api/runs/latest");
+  ASSERT_TRUE(j.is_object() && j.contains("run")) << j.dump();
+  const nlohmann::json* agent = FindStep(j["run"], "a");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE((*agent)["deadline"].is_string()) << agent->dump();
+  // Both are wall times cut to whole ms, taken next to each other.
+  EXPECT_NEAR(Ms((*agent)["deadline"]) - Ms((*agent)["started"]), 10000, 2)
+      << agent->dump();
+
+  server.Stop();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace steps::ui
