@@ -38,6 +38,8 @@ Command CompletionCommand();
 Command ProvidersCommand();
 Command McpCommand();
 Command ResumeCommand();
+Command ApproveCommand();
+Command RejectCommand();
 
 // `steps __guard STATE_DIR RUN_ID PID locked|unlocked`: the run guardian's side
 // (process/guardian.h), started by `steps run` and `steps test`, never by a

@@ -21,6 +21,7 @@
 #include "process/recorded_group.h"
 #include "process/subreaper.h"
 #include "store/cache.h"
+#include "store/gates.h"
 #include "store/process_groups.h"
 #include "store/reader.h"
 #include "store/recorder.h"
@@ -84,6 +85,43 @@ std::unique_ptr<RunGuardian> StartGuardian(const std::string& state_dir,
   return nullptr;
 }
 
+// The file's mock `gates:` over the run store's desk (`--mock`, `steps
+// test`): a gate named there is decided as it opens, recorded as taken by
+// this user via mock; the others wait for a person.
+class MockGateDesk : public pipeline::GateDesk {
+ public:
+  MockGateDesk(pipeline::GateDesk& inner,
+               std::map<std::string, pipeline::GateDecision> decisions)
+      : inner_(inner), decisions_(std::move(decisions)) {}
+
+  Status Open(const pipeline::StepRef& step,
+              const pipeline::GateOpening& opening) override {
+    if (Status s = inner_.Open(step, opening); !s.ok()) return s;
+    auto it = decisions_.find(step.name);
+    if (it == decisions_.end()) return Status::Ok();
+    pipeline::GateVerdict v;
+    v.decision = it->second;
+    v.by = pipeline::TakenBy();
+    v.via = "mock";
+    v.at = std::chrono::system_clock::now();
+    inner_.Settle(step, v);
+    return Status::Ok();
+  }
+  std::optional<pipeline::GateVerdict> Look(
+      const pipeline::StepRef& step) override {
+    return inner_.Look(step);
+  }
+  pipeline::GateVerdict Settle(const pipeline::StepRef& step,
+                               const pipeline::GateVerdict& ending) override {
+    return inner_.Settle(step, ending);
+  }
+  Millis LookEvery() const override { return inner_.LookEvery(); }
+
+ private:
+  pipeline::GateDesk& inner_;
+  const std::map<std::string, pipeline::GateDecision> decisions_;
+};
+
 // The run store (STATE_DIR/steps.db) and what writes to it: the recorder
 // beside the printer, the step cache, the record of process groups.
 // Members end in reverse order: the store last.
@@ -93,6 +131,8 @@ struct Recording {
   std::unique_ptr<store::StoreStepCache> cache;
   std::unique_ptr<store::ProcessGroupRecorder> groups;
   std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
+  std::unique_ptr<store::StoreGateDesk> gates;
+  std::unique_ptr<MockGateDesk> mock_gates;  // Over `gates`, under --mock.
 };
 
 // Opens the run store; without it (logged) the run still runs, unrecorded.
@@ -124,6 +164,11 @@ Recording OpenRecording(const pipeline::ResolvedPlan& plan,
       *r.db, store::CacheDir(setup.state_dir), run_id, setup.use_cache);
   r.masked_cache =
       std::make_unique<pipeline::RedactingStepCache>(*r.cache, redactor);
+  r.gates = std::make_unique<store::StoreGateDesk>(*r.db, run_id);
+  if (setup.mock && !plan.pipeline().mock_gates.empty()) {
+    r.mock_gates =
+        std::make_unique<MockGateDesk>(*r.gates, plan.pipeline().mock_gates);
+  }
   return r;
 }
 
@@ -202,6 +247,9 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   // interrupted (Store::WaitForLocksUntil).
   if (recording.db) recording.db->WaitForLocksUntil(opts.abort);
   opts.cache = recording.masked_cache.get();
+  opts.gates = recording.mock_gates
+                   ? static_cast<pipeline::GateDesk*>(recording.mock_gates.get())
+                   : recording.gates.get();
   // Every observer (printer, recorder) sees the run through the mask.
   pipeline::RedactingObserver masked(observers, redactor);
   opts.observer = &masked;

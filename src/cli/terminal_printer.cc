@@ -259,6 +259,25 @@ void TerminalPrinter::OnJobStart(const std::string& job,
   PrintLocked(line);
 }
 
+void TerminalPrinter::OnRunStart(const pipeline::RunRecord& run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  run_id_ = run.id;
+}
+
+// What a gate asks, and the two commands that answer it.
+void TerminalPrinter::OnGateOpen(const pipeline::StepRef& step,
+                                 const pipeline::GateOpening& gate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string name = StepName(step);
+  if (!gate.message.empty()) PrintLocked("  " + name + " | " + gate.message);
+  std::string who;
+  for (const std::string& a : gate.approvers)
+    who += (who.empty() ? "" : ", ") + a;
+  PrintLocked("  " + name + " waits for a decision" +
+              (who.empty() ? "" : " by " + who) + ": steps approve " +
+              run_id_ + " " + step.id + " (or steps reject ...)");
+}
+
 void TerminalPrinter::OnStepStart(const pipeline::StepRef& step,
                                   std::optional<SteadyTime> deadline) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -50,6 +50,7 @@ class TerminalPrinter : public pipeline::RunObserver {
   // it from the thread that made the printer.
   void Close();
 
+  void OnRunStart(const pipeline::RunRecord& run) override;
   void OnJobStart(const std::string& job,
                   std::optional<SteadyTime> deadline) override;
   void OnStepStart(const pipeline::StepRef& step,
@@ -60,6 +61,8 @@ class TerminalPrinter : public pipeline::RunObserver {
                 std::string_view line) override;
   void OnAgentTurn(const pipeline::StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
+  void OnGateOpen(const pipeline::StepRef& step,
+                  const pipeline::GateOpening& gate) override;
   void OnStepEnd(const pipeline::StepRecord& step) override;
   void OnJobEnd(const pipeline::JobRecord& job) override;
 
@@ -86,6 +89,7 @@ class TerminalPrinter : public pipeline::RunObserver {
   Clock& clock_;
   bool color_;
   std::mutex mu_;
+  std::string run_id_;  // For the commands that decide a gate.
   std::condition_variable cv_;
   bool stop_ = false;
   bool closed_ = false;  // Close() has run; only its owner's thread reads it.

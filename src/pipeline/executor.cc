@@ -376,6 +376,9 @@ StepResult JobRunner::RunStep(const Step& step, const Scope& scope,
     case StepKind::kAgent:
       body = RunWork(step, scope, MakeRef(step, id, hook, scope.cell));
       break;
+    case StepKind::kGate:
+      body = RunGate(step, scope, MakeRef(step, id, hook, scope.cell));
+      break;
     case StepKind::kDo:
       body = RunSequence(step.steps, scope, id + ".");
       break;

@@ -14,6 +14,7 @@
 #include "core/cancel.h"
 #include "core/clock.h"
 #include "pipeline/environment.h"
+#include "pipeline/gate.h"
 #include "pipeline/observer.h"
 #include "pipeline/resolve.h"
 #include "pipeline/resume_state.h"
@@ -32,6 +33,9 @@ struct ExecutorOptions {
   // Runs agent steps and fixers. Not owned. Null: agent steps end errored
   // with a message saying no agent runner is available.
   agent::AgentRunner* agents = nullptr;
+  // Where gate steps are put up for a decision and looked at (gate.h). Not
+  // owned. Null: a gate ends errored, saying nothing here can decide it.
+  GateDesk* gates = nullptr;
   // Receives every event. Not owned; may be null.
   RunObserver* observer = nullptr;
   // Task and agent steps found here are not run again (step_cache.h). Not

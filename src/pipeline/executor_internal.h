@@ -189,6 +189,14 @@ class JobRunner {
   void PublishOutputs(const Step& step, const Scope& scope,
                       const std::string& workdir, SteadyTime start,
                       const Deadline& last_deadline, StepResult& r);
+  // Runs a gate step (gate_step.cc): puts it up on the executor's GateDesk
+  // and waits for a decision, its timeout, the job's deadline or an abort.
+  StepResult RunGate(const Step& step, const Scope& scope, const StepRef& ref);
+  // Looks at the open gate `ref` until it is decided or ends: at `until`
+  // (the earlier of its own deadline `own` and the job's) or an abort.
+  GateVerdict WaitForGate(const Step& step, const Scope& scope,
+                          const StepRef& ref, GateDesk& desk,
+                          const Deadline& own, const Deadline& until);
   // Runs an agent step that began at `step_start` (steady; moved back by
   // a resumed step's time spent), from which its timeout runs.
   StepResult RunAgent(const Step& step, const Scope& scope, const StepRef& ref,

@@ -204,9 +204,30 @@ Bound WithHooks(Bound body, const Hooks& hooks, const BoundContext& c) {
                body.why + ", plus its hooks"};
 }
 
+// A gate waits for a person at most its timeout; without one, only the
+// job's deadline (which cuts a waiting gate) bounds it.
+Bound GateBound(const Step& s) {
+  if (!s.timeout.has_value()) {
+    return Unbounded(
+        "a gate without 'timeout' waits for a person until the job's "
+        "deadline, and this job has none");
+  }
+  std::string why = "waits for a decision at most its timeout, then ";
+  if (!s.gate || !s.gate->on_expiry) {
+    why += "fails";
+  } else {
+    why +=
+        *s.gate->on_expiry == GateDecision::kApprove ? "approves" : "rejects";
+  }
+  return Bound{*s.timeout, why};
+}
+
 Bound StepBoundIn(const BoundContext& c, const Step& s) {
   Bound body;
   switch (s.kind) {
+    case StepKind::kGate:
+      body = GateBound(s);
+      break;
     case StepKind::kTask:
     case StepKind::kGet:
     case StepKind::kPut:
@@ -247,6 +268,11 @@ Bound StepBoundIn(const BoundContext& c, const Step& s) {
 // branch or cell of a fan-out, so what passes it is one work step (its
 // hooks included), and a block's hooks after it.
 Bound Overrun(const BoundContext& c, const Step& s) {
+  // A waiting gate ends at the job's deadline: only its hooks run past it.
+  if (s.kind == StepKind::kGate) {
+    return WithHooks(Bound{Millis(0), "a gate ends at the deadline"}, s.hooks,
+                     c);
+  }
   if (!s.is_container()) return StepBoundIn(c, s);
   Bound longest{Millis(0), ""};
   for (const StepPtr& child : s.steps) {
@@ -332,8 +358,8 @@ class Printer {
     Row(2, "timeout", job.timeout.has_value() ? Fmt(*job.timeout) : "none",
         job.timeout.has_value()
             ? "job (line " + std::to_string(job.timeout.line) +
-                  "); checked between steps, never during one; hooks "
-                  "run past it, each bounded by its own timeout"
+                  "); checked between steps, never during one; hooks run past it, each bounded by its "
+                  "own timeout; a waiting gate ends at it"
             : "not set: the job has no deadline of its own");
     if (job.budget)
       Row(2, "budget", BudgetText(*job.budget),
@@ -428,6 +454,8 @@ class Printer {
       AgentDials(r.dials, indent);
       CommandToolRows(*r.agent, r.dials, indent);
       McpServerRows(*r.agent, r.dials, indent);
+    } else if (s.kind == StepKind::kGate) {
+      GateRows(s, indent);
     } else if (!s.is_container()) {
       const ResolvedDials& d = r.dials;
       Row(indent, "timeout", OptText<Millis>(d.timeout.value, "none", Fmt),
@@ -467,6 +495,28 @@ class Printer {
     for (HookKind k : kAllHooks) {
       if (s.hooks.Get(k)) Step(*s.hooks.Get(k), indent + 4, HookKindName(k));
     }
+  }
+
+  // Who may decide a gate, how long it waits and what its expiry decides.
+  void GateRows(const pipeline::Step& s, int indent) {
+    const GateSpec& g = *s.gate;
+    std::string who;
+    for (const std::string& a : g.approvers)
+      who += (who.empty() ? "" : ", ") + a;
+    Row(indent, "approvers", who.empty() ? "anyone" : who,
+        who.empty() ? "not set: any user of the state folder, or the web UI"
+                    : "gate (line " + std::to_string(g.approvers_line) +
+                          "); decided from the CLI or MCP as these OS users, "
+                          "never from the web UI");
+    Row(indent, "timeout", s.timeout.has_value() ? Fmt(*s.timeout) : "none",
+        s.timeout.has_value() ? "step (line " + std::to_string(s.timeout.line) +
+                                    "), how long it waits for a person"
+                              : "not set: it waits until the job's deadline");
+    Row(indent, "default",
+        g.on_expiry ? GateDecisionName(*g.on_expiry) : "fail",
+        g.on_expiry ? "gate (line " + std::to_string(g.default_line) +
+                          "), what its expiry decides"
+                    : "not set: the gate fails when its timeout passes");
   }
 
   void AgentDials(const ResolvedDials& d, int indent) {

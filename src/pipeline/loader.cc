@@ -357,6 +357,56 @@ void ReadJobAssert(const YAML::Node& n, Job& job, Diagnostics& d) {
   job.check = std::move(a);
 }
 
+// A gate without a timeout waits for a person until its job's deadline;
+// without that deadline (or in a hook, which runs past it) nothing bounds
+// the wait, and a run in CI would wait forever.
+void WarnUnboundedGates(const std::vector<StepPtr>& steps, bool job_deadline,
+                        Diagnostics& d) {
+  for (const StepPtr& s : steps) {
+    if (!s) continue;
+    if (s->kind == StepKind::kGate && !s->timeout.has_value() &&
+        !job_deadline) {
+      d.Warn(s->line,
+             "gate '" + s->name +
+                 "' has no 'timeout' and nothing else bounds its wait (its "
+                 "job has no 'timeout', or it is a hook, which runs past "
+                 "it): a run waits for a person without limit, and one in CI "
+                 "waits forever; give the gate a 'timeout' (and a 'default: "
+                 "approve|reject' if it should not fail then)");
+    }
+    WarnUnboundedGates(s->steps, job_deadline, d);
+    for (HookKind k : kAllHooks) {
+      if (const StepPtr& h = s->hooks.Get(k)) WarnUnboundedGates({h}, false, d);
+    }
+  }
+}
+
+void GateNames(const std::vector<StepPtr>& steps, std::set<std::string>& out) {
+  for (const StepPtr& s : steps) {
+    if (!s) continue;
+    if (s->kind == StepKind::kGate) out.insert(s->name);
+    GateNames(s->steps, out);
+    for (HookKind k : kAllHooks)
+      if (const StepPtr& h = s->hooks.Get(k)) GateNames({h}, out);
+  }
+}
+
+// A mock decision for a gate no job has is a typo: said, not fatal.
+void WarnMockGatesWithoutGates(const Pipeline& p, int line, Diagnostics& d) {
+  std::set<std::string> names;
+  for (const Job& job : p.jobs) {
+    GateNames(job.plan, names);
+    for (HookKind k : kAllHooks)
+      if (const StepPtr& h = job.hooks.Get(k)) GateNames({h}, names);
+  }
+  for (const auto& [name, decision] : p.mock_gates) {
+    if (!names.count(name)) {
+      d.Warn(line, "mock: gates: no gate step is named '" + name +
+                       "'; this decision is never used");
+    }
+  }
+}
+
 void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsMap()) {
     d.Error(
@@ -399,6 +449,10 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   }
   ReadJobAssert(r.Take("assert"), job, d);
   r.Finish();
+  WarnUnboundedGates(job.plan, job.timeout.has_value(), d);
+  for (HookKind k : kAllHooks) {
+    if (const StepPtr& h = job.hooks.Get(k)) WarnUnboundedGates({h}, false, d);
+  }
   AddUnlessNamedTwice(p.jobs, std::move(job), "job", d);
 }
 
@@ -456,6 +510,7 @@ void ReadPipeline(const YAML::Node& root, Pipeline& p, Diagnostics& d) {
            [&](const YAML::Node& n) { ReadJob(n, p, d); });
   if (YAML::Node mock = r.Take("mock"); mock.IsDefined()) {
     internal::ReadMock(mock, r.KeyLine("mock"), p, d);
+    WarnMockGatesWithoutGates(p, r.KeyLine("mock"), d);
   }
   r.Finish();
   for (const AgentEntry& a : p.agents) {

@@ -87,6 +87,29 @@ bool IsFileReference(const YAML::Node& mock) {
   return file.IsDefined() && file.IsScalar();
 }
 
+// `gates: {NAME: approve|reject}`: gate steps decided at once.
+void ReadMockGates(const YAML::Node& gates, Pipeline& p, Diagnostics& d) {
+  if (!gates.IsMap()) {
+    d.Error(LineOf(gates),
+            "mock: 'gates' must map gate names to approve or reject, e.g. "
+            "{deploy: approve}");
+    return;
+  }
+  for (const auto& kv : gates) {
+    const std::string name = kv.first.Scalar();
+    const std::string value = kv.second.IsScalar() ? kv.second.Scalar() : "";
+    if (value == "approve") {
+      p.mock_gates[name] = GateDecision::kApprove;
+    } else if (value == "reject") {
+      p.mock_gates[name] = GateDecision::kReject;
+    } else {
+      d.Error(LineOf(kv.second), "mock: gates: '" + name +
+                                     "' must be approve or reject, not '" +
+                                     value + "'");
+    }
+  }
+}
+
 }  // namespace
 
 void ReadMock(const YAML::Node& mock, int key_line, Pipeline& p,
@@ -117,6 +140,15 @@ void ReadMock(const YAML::Node& mock, int key_line, Pipeline& p,
       return;
     }
     script_node.reset(*read);  // Rebinds (operator= would write into `mock`).
+  }
+  // `gates:` decides gate steps; the rest is the mock provider's script.
+  if (script_node.IsMap() && script_node["gates"].IsDefined()) {
+    ReadMockGates(script_node["gates"], p, d);
+    YAML::Node rest(YAML::NodeType::Map);
+    for (const auto& kv : script_node) {
+      if (kv.first.Scalar() != "gates") rest[kv.first] = kv.second;
+    }
+    script_node.reset(rest);
   }
   // The mock provider reads the script; its errors carry their line.
   Result<MockScript> script = ParseMockScript(script_node);

@@ -73,8 +73,14 @@ const char* StepKindName(StepKind k) {
       return "try";
     case StepKind::kAcross:
       return "across";
+    case StepKind::kGate:
+      return "gate";
   }
   return "?";
+}
+
+const char* GateDecisionName(GateDecision d) {
+  return d == GateDecision::kApprove ? "approve" : "reject";
 }
 
 const char* HookKindName(HookKind h) {

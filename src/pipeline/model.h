@@ -122,7 +122,8 @@ enum class StepKind {
   kInParallel,
   kDo,
   kTry,
-  kAcross
+  kAcross,
+  kGate
 };
 const char* StepKindName(StepKind k);
 
@@ -200,6 +201,21 @@ struct FixSpec {
   int line = 0;
 };
 
+// What a gate decides, or its `default:` on expiry.
+enum class GateDecision { kApprove, kReject };
+const char* GateDecisionName(GateDecision d);  // "approve", "reject"
+
+// A `gate:` step: the run waits for a person to approve or reject it
+// (`steps approve` / `steps reject`, the web UI, the MCP server), for at most
+// the step's `timeout` and always within the job's deadline.
+struct GateSpec {
+  std::string message;                 // For the approver; templated.
+  std::vector<std::string> approvers;  // OS user names; empty: anyone.
+  int approvers_line = 0;
+  std::optional<GateDecision> on_expiry;  // `default:`; unset: fail.
+  int default_line = 0;
+};
+
 struct AcrossVar {
   std::string var;
   std::vector<std::string> values;
@@ -247,6 +263,9 @@ struct Step {
 
   // task, get, put, agent (run_shell).
   Written<SandboxSpec> sandbox;
+
+  // gate
+  std::optional<GateSpec> gate;
 
   // in_parallel, do, try, across: the steps inside.
   std::vector<StepPtr> steps;
@@ -392,6 +411,9 @@ struct Pipeline {
   // script written inline, or the one read from `mock: {file: PATH}`.
   std::optional<YAML::Node> mock;
   int mock_line = 0;
+  // The mock block's `gates:`: what `steps test` and `--mock` decide each
+  // named gate at once (docs/mock.md); other gates wait for a person.
+  std::map<std::string, GateDecision> mock_gates;
   // `mock: {file: PATH}`: PATH as resolved (relative to the pipeline's
   // folder); empty when the script is inline.
   std::string mock_file;

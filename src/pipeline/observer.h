@@ -71,6 +71,11 @@ class RunObserver {
     (void)step;
     (void)attempt;
   }
+  // A gate step began to wait for a decision (after OnAttemptStart).
+  virtual void OnGateOpen(const StepRef& step, const GateOpening& gate) {
+    (void)step;
+    (void)gate;
+  }
   virtual void OnStepEnd(const StepRecord& step) { (void)step; }
   virtual void OnJobEnd(const JobRecord& job) { (void)job; }
   virtual void OnRunEnd(const RunRecord& run) { (void)run; }
@@ -116,6 +121,9 @@ class ObserverList : public RunObserver {
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
     Each("OnAttemptEnd", [&](RunObserver* o) { o->OnAttemptEnd(s, a); });
+  }
+  void OnGateOpen(const StepRef& s, const GateOpening& g) override {
+    Each("OnGateOpen", [&](RunObserver* o) { o->OnGateOpen(s, g); });
   }
   void OnStepEnd(const StepRecord& s) override {
     Each("OnStepEnd", [&](RunObserver* o) { o->OnStepEnd(s); });

@@ -39,6 +39,7 @@ void RedactRecord(const Redactor& r, StepRecord& step) {
   Mask(r, step.output);
   for (AttemptRecord& a : step.attempts) RedactRecord(r, a);
   if (step.agent) RedactAgent(r, *step.agent);
+  if (step.gate) Mask(r, step.gate->reason);
 }
 
 void RedactRecord(const Redactor& r, JobRecord& job) {
@@ -117,6 +118,14 @@ void RedactingObserver::OnAttemptEnd(const StepRef& step,
   AttemptRecord masked = attempt;
   RedactRecord(*redactor_, masked);
   next_.OnAttemptEnd(step, masked);
+}
+
+void RedactingObserver::OnGateOpen(const StepRef& step,
+                                   const GateOpening& gate) {
+  if (redactor_->empty()) return next_.OnGateOpen(step, gate);
+  GateOpening masked = gate;
+  Mask(*redactor_, masked.message);
+  next_.OnGateOpen(step, masked);
 }
 
 void RedactingObserver::OnStepEnd(const StepRecord& step) {

@@ -48,6 +48,7 @@ class RedactingObserver : public RunObserver {
   void OnAgentTurn(const StepRef& step,
                    const agent::AgentTurnRecord& turn) override;
   void OnAttemptEnd(const StepRef& step, const AttemptRecord& attempt) override;
+  void OnGateOpen(const StepRef& step, const GateOpening& gate) override;
   void OnStepEnd(const StepRecord& step) override;
   void OnJobEnd(const JobRecord& job) override;
   void OnRunEnd(const RunRecord& run) override;

@@ -75,6 +75,31 @@ struct StepRef {
   bool replayed = false;
 };
 
+// How a gate ended. A person's decision says who, through what and why;
+// an expiry with `default:` says "default"; the others decide nothing.
+struct GateVerdict {
+  enum class How {
+    kDecided,  // By a person (or a mock block), or by `default:` on expiry.
+    kExpired,  // Its timeout passed without a decision and no default.
+    kCut,      // The job's deadline passed while it waited.
+    kAborted,  // The run was aborted while it waited.
+  };
+  How how = How::kDecided;
+  GateDecision decision = GateDecision::kReject;  // kDecided only.
+  std::string by;      // "user@host"; empty for a default.
+  std::string via;     // "cli", "ui", "mcp", "mock", or "default".
+  std::string reason;  // What the decider said; may be empty.
+  WallTime at{};
+};
+
+// What a waiting gate shows whoever may decide it.
+struct GateOpening {
+  std::string message;                 // Rendered.
+  std::vector<std::string> approvers;  // Empty: anyone.
+  std::optional<WallTime> deadline;    // When it stops waiting, if ever.
+  std::optional<GateDecision> on_expiry;
+};
+
 struct StepRecord {
   StepRef ref;
   Outcome outcome = Outcome::kSucceeded;
@@ -89,6 +114,7 @@ struct StepRecord {
   std::string cached_from_step;
   std::vector<AttemptRecord> attempts;
   std::optional<agent::AgentResult> agent;  // Agent steps.
+  std::optional<GateVerdict> gate;          // Gate steps that ended.
   // Ended before the run was interrupted and resumed: this record is the
   // stored one, replayed; the step did not run again.
   bool resumed = false;

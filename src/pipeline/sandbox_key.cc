@@ -74,6 +74,13 @@ void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d) {
             "block: set it on the steps inside, or under 'defaults:'");
     return;
   }
+  if (step.kind == StepKind::kGate) {
+    r.Take("sandbox");
+    d.Error(r.KeyLine("sandbox"),
+            "'sandbox' applies to task, get, put and agent steps; a gate "
+            "runs nothing");
+    return;
+  }
   ReadSandbox(r, step.sandbox, d);
 }
 

@@ -1,16 +1,18 @@
-// Reading steps: the eight kinds, their keys, and the spec's refusals and
+// Reading steps: the nine kinds, their keys, and the spec's refusals and
 // warnings about attempts, timeouts and the retry block.
 #include <algorithm>
+#include <cctype>
 
 #include "pipeline/loader_internal.h"
 
 namespace steps::pipeline::internal {
 namespace {
 
-constexpr const char* kKindKeys[] = {"task",        "get", "put", "agent",
-                                     "in_parallel", "do",  "try", "across"};
+constexpr const char* kKindKeys[] = {"task",  "get",  "put",
+                                     "agent", "gate", "in_parallel",
+                                     "do",    "try",  "across"};
 constexpr const char* kKindList =
-    "task, get, put, agent, in_parallel, do, try or across";
+    "task, get, put, agent, gate, in_parallel, do, try or across";
 
 const char* Article(StepKind k) {
   return (k == StepKind::kAgent || k == StepKind::kInParallel ||
@@ -276,7 +278,7 @@ void CheckRetryRules(MapReader& r, Step& step, StepContext ctx) {
         "once, whatever happened; retry the steps it cleans up after instead");
     return;
   }
-  if (step.is_container()) {
+  if (step.is_container() || step.kind == StepKind::kGate) {
     d.Error(retry_line, "'retry' applies to task, get and put steps, not to " +
                             Describe(step.kind) +
                             "; put it on the steps inside");
@@ -412,13 +414,10 @@ std::optional<std::string> KindKeyOf(const YAML::Node& node, MapReader& r,
 
 StepKind KindNamed(const std::string& kind) {
   static const std::pair<const char*, StepKind> kKinds[] = {
-      {"task", StepKind::kTask},
-      {"get", StepKind::kGet},
-      {"put", StepKind::kPut},
-      {"agent", StepKind::kAgent},
-      {"in_parallel", StepKind::kInParallel},
-      {"do", StepKind::kDo},
-      {"try", StepKind::kTry},
+      {"task", StepKind::kTask},    {"get", StepKind::kGet},
+      {"put", StepKind::kPut},      {"agent", StepKind::kAgent},
+      {"gate", StepKind::kGate},    {"in_parallel", StepKind::kInParallel},
+      {"do", StepKind::kDo},        {"try", StepKind::kTry},
       {"across", StepKind::kAcross}};
   for (auto& [name, k] : kKinds) {
     if (kind == name) return k;
@@ -435,7 +434,8 @@ void ReadKindValue(const std::string& kind, const YAML::Node& kind_node,
     case StepKind::kTask:
     case StepKind::kGet:
     case StepKind::kPut:
-    case StepKind::kAgent: {
+    case StepKind::kAgent:
+    case StepKind::kGate: {
       auto v = ReadString(kind_node, kind, d);
       if (v && v->empty()) d.Error(step.line, "'" + kind + "' needs a name");
       std::string target = v.value_or("");
@@ -483,11 +483,15 @@ void ReadCommonKeys(MapReader& typed, Step& step, StepContext& ctx) {
   Diagnostics& d = ctx.diags;
   if (YAML::Node v = typed.Take("attempts"); v.IsDefined()) {
     step.attempts.line = typed.KeyLine("attempts");
-    if (step.is_container()) {
+    if (step.is_container() || step.kind == StepKind::kGate) {
       d.Error(step.attempts.line,
               "'attempts' applies to task, get, put and agent steps, "
               "not to " +
-                  Describe(step.kind));
+                  Describe(step.kind) +
+                  (step.kind == StepKind::kGate
+                       ? ": a gate is decided once; give it a 'timeout' and "
+                         "an 'on_failure' hook instead"
+                       : ""));
     } else if (int a = PositiveInt(v, "attempts", d)) {
       step.attempts.value = a;
     }
@@ -506,6 +510,56 @@ void ReadCommonKeys(MapReader& typed, Step& step, StepContext& ctx) {
     step.route_to = *to;
     step.route_to_line = typed.KeyLine("to");
   }
+}
+
+// A gate's keys: the message for the approver, who may decide, and what
+// its expiry decides. OS user names are letters, digits, '.', '_' and '-'.
+void ReadGateKeys(MapReader& typed, Step& step, Diagnostics& d) {
+  GateSpec g;
+  if (auto m = ReadString(typed.Take("message"), "message", d)) g.message = *m;
+  if (YAML::Node a = typed.Take("approvers"); a.IsDefined()) {
+    g.approvers_line = typed.KeyLine("approvers");
+    if (auto names = ReadStringList(a, "approvers", d)) {
+      for (const std::string& name : *names) {
+        const bool ok = !name.empty() && name.size() <= 64 &&
+                        std::all_of(name.begin(), name.end(), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) ||
+                                 c == '.' || c == '_' || c == '-';
+                        });
+        if (!ok) {
+          d.Error(g.approvers_line,
+                  "'approvers' holds OS user names (letters, digits, '.', "
+                  "'_' and '-'), not '" +
+                      name + "'");
+        }
+      }
+      if (names->empty()) {
+        d.Error(g.approvers_line,
+                "'approvers' is empty, so nobody could decide the gate; "
+                "name the users who may, or omit it to let anyone");
+      }
+      g.approvers = *names;
+    }
+  }
+  if (auto v = ReadString(typed.Take("default"), "default", d)) {
+    g.default_line = typed.KeyLine("default");
+    if (*v == "approve") {
+      g.on_expiry = GateDecision::kApprove;
+    } else if (*v == "reject") {
+      g.on_expiry = GateDecision::kReject;
+    } else {
+      d.Error(g.default_line,
+              "'default' is what the gate decides when its "
+              "timeout passes: approve or reject, not '" +
+                  *v + "'");
+    }
+    if (step.timeout.line == 0) {
+      d.Error(g.default_line,
+              "'default' applies when the gate's 'timeout' passes, and this "
+              "gate has none; give it a 'timeout'");
+    }
+  }
+  step.gate = std::move(g);
 }
 
 // The keys of one kind: a task's script, inputs, outputs, env and fix; a
@@ -543,6 +597,7 @@ void ReadKindKeys(MapReader& typed, Step& step, Diagnostics& d) {
               "agent step '" + step.name + "' has no 'messages' (what to ask)");
     }
   }
+  if (step.kind == StepKind::kGate) ReadGateKeys(typed, step, d);
 }
 
 // A key of another kind gets a pointed message, not just "unknown".
@@ -554,7 +609,8 @@ void WarnOtherKindsKeys(MapReader& typed, const Step& step, Diagnostics& d) {
       {"messages", "agent"},    {"context_paths", "agent"},
       {"max_turns", "agent"},   {"max_context_bytes", "agent"},
       {"llm_timeout", "agent"}, {"tool_timeout", "agent"},
-      {"limit", "in_parallel"}};
+      {"message", "gate"},      {"approvers", "gate"},
+      {"default", "gate"},      {"limit", "in_parallel"}};
   for (const std::string& key : typed.Untaken()) {
     for (auto& [k, owner] : kOwners) {
       if (key == k) {

@@ -146,6 +146,9 @@ void CheckStep(const Pipeline& p, const Step& s,
                 v, d);
   } else if (s.kind == StepKind::kGet || s.kind == StepKind::kPut) {
     CheckResourceStep(p, s, vars, d);
+  } else if (s.kind == StepKind::kGate && s.gate) {
+    CheckText(s.gate->message,
+              {"gate '" + s.name + "' message", s.line, false, true}, v, d);
   }
   CheckSteps(p, s.steps, vars, d);
   for (HookKind k : kAllHooks) {

@@ -76,14 +76,42 @@ void FormatAgent(std::ostringstream& out, const StoredStep& s) {
   }
 }
 
+// How a gate ended, and why: "Approved: looks good", "Rejected by its
+// default on expiry", "Waiting: Deploy build 42?".
+void FormatGate(std::ostringstream& out, const GateRow& g) {
+  std::string how;
+  if (g.state == "waiting") {
+    how = "Waiting: " + OneLine(g.message);
+  } else if (g.state == "approved" || g.state == "rejected") {
+    how = g.state == "approved" ? "Approved" : "Rejected";
+    if (g.via == "default") how += " by its default on expiry";
+    if (!g.reason.empty()) how += ": " + OneLine(g.reason);
+  } else if (g.state == "expired") {
+    how = "Expired without a decision";
+  } else if (g.state == "cut") {
+    how = "Ended at its job's deadline without a decision";
+  } else {
+    how = "Aborted while waiting";
+  }
+  out << "       " << how << "\n";
+}
+
 void FormatStep(std::ostringstream& out, const StoredStep& s, int number) {
   out << "  " << number << ". " << StepTitle(s) << "\n";
   for (const StoredAttempt& a : s.attempts) {
     out << "     (attempt " << a.number << "/" << a.of << ")  "
-        << (s.cached ? "cached" : a.status) << "   " << Ms(a.duration_ms)
-        << "   hash: "
-        << ShortHash(a.identity.empty() ? s.identity : a.identity) << "\n";
-    out << "       Taken by: " << a.taken_by << "\n";
+        << (s.cached ? "cached" : a.status) << "   " << Ms(a.duration_ms);
+    // A gate has no cache key; who decided it is who took it.
+    if (s.gate) {
+      const std::string decider = DecidedBy(*s.gate);
+      out << "\n       Taken by: "
+          << (decider.empty() ? a.taken_by : decider) << "\n";
+      FormatGate(out, *s.gate);
+    } else {
+      out << "   hash: "
+          << ShortHash(a.identity.empty() ? s.identity : a.identity) << "\n";
+      out << "       Taken by: " << a.taken_by << "\n";
+    }
     if (s.cached && !s.cached_from_run.empty()) {
       out << "       Cached from: run " << s.cached_from_run << ", step "
           << s.cached_from_step << "\n";

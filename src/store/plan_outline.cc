@@ -38,6 +38,7 @@ class Outliner {
       case StepKind::kGet:
       case StepKind::kPut:
       case StepKind::kAgent:
+      case StepKind::kGate:
         Add(step, id, hook);
         break;
       case StepKind::kDo:

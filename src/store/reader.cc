@@ -108,36 +108,6 @@ std::string Settle(std::string status, const StoredRun& run) {
   return status;
 }
 
-Result<std::string> ResolveRunId(Db& db, const std::string& id) {
-  if (id.empty()) {
-    Result<StatementUse> st = db.Prepared(
-        "SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT 1");
-    if (!st.ok()) return st.status();
-    Result<bool> row = (*st)->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return NotFound("no runs recorded yet");
-    return (*st)->Text(0);
-  }
-  Result<StatementUse> st = db.Prepared(
-      "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY"
-      " id = ?1 DESC, id LIMIT 2");
-  if (!st.ok()) return st.status();
-  (*st)->Bind(1, id);
-  std::vector<std::string> found;
-  while (true) {
-    Result<bool> row = (*st)->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    found.push_back((*st)->Text(0));
-  }
-  if (found.empty()) return NotFound("no run '" + id + "'");
-  if (found[0] != id && found.size() > 1) {
-    return InvalidArgument("'" + id + "' names more than one run (" + found[0] +
-                           ", " + found[1] + ", ...)");
-  }
-  return found[0];
-}
-
 // Runs `sql` with `run_id` bound to ?1, calling `row` on each result row.
 Status ForRunRows(Db& db, const std::string& sql, const std::string& run_id,
                   const std::function<void(const Statement&)>& row) {
@@ -222,6 +192,12 @@ Status LoadSteps(Db& db, StoredRun& run) {
   if (Status s = LoadAttempts(db, run, attempts); !s.ok()) return s;
   if (Status s = LoadTurns(db, run.id, turns); !s.ok()) return s;
   if (Status s = LoadLineCounts(db, run.id, lines); !s.ok()) return s;
+  std::map<std::string, GateRow> gates;
+  {
+    Result<std::vector<GateRow>> rows = ReadGates(db, run.id);
+    if (!rows.ok()) return rows.status();
+    for (GateRow& g : *rows) gates[g.step_id] = std::move(g);
+  }
   std::map<std::string, StoredJob*> jobs;
   for (StoredJob& j : run.jobs) jobs[j.name] = &j;
   return ForRunRows(
@@ -277,6 +253,8 @@ Status LoadSteps(Db& db, StoredRun& run) {
         step.attempts = std::move(attempts[step.id]);
         step.turns = std::move(turns[step.id]);
         step.log_lines = lines[step.id];
+        if (auto g = gates.find(step.id); g != gates.end())
+          step.gate = std::move(g->second);
         StoredJob*& job = jobs[step.job];
         if (!job) {  // A job whose row was never written: keep its steps.
           run.jobs.push_back(StoredJob{});
@@ -290,6 +268,36 @@ Status LoadSteps(Db& db, StoredRun& run) {
 }
 
 }  // namespace
+
+Result<std::string> ResolveRunId(Db& db, const std::string& id) {
+  if (id.empty()) {
+    Result<StatementUse> st = db.Prepared(
+        "SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT 1");
+    if (!st.ok()) return st.status();
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFound("no runs recorded yet");
+    return (*st)->Text(0);
+  }
+  Result<StatementUse> st = db.Prepared(
+      "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY"
+      " id = ?1 DESC, id LIMIT 2");
+  if (!st.ok()) return st.status();
+  (*st)->Bind(1, id);
+  std::vector<std::string> found;
+  while (true) {
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    found.push_back((*st)->Text(0));
+  }
+  if (found.empty()) return NotFound("no run '" + id + "'");
+  if (found[0] != id && found.size() > 1) {
+    return InvalidArgument("'" + id + "' names more than one run (" + found[0] +
+                           ", " + found[1] + ", ...)");
+  }
+  return found[0];
+}
 
 bool RunProcessAlive(const std::string& state_dir, const std::string& run_id,
                      const std::string& host, int64_t pid,

@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "core/status.h"
 #include "store/plan_outline.h"
+#include "store/gates.h"
 #include "store/store.h"
 
 namespace steps::store {
@@ -93,6 +94,7 @@ struct StoredStep {
   int64_t log_lines = 0;
   std::vector<StoredTurn> turns;
   std::vector<StoredAttempt> attempts;
+  std::optional<GateRow> gate;  // A gate step's, once it opened.
 };
 
 struct StoredJob {
@@ -142,6 +144,11 @@ struct StoredRun {
 
 // Runs, newest first; at most `limit` (0: all). Jobs are not loaded.
 Result<std::vector<StoredRun>> ListRuns(Store& store, int limit = 0);
+
+// The id of run `id` (a run id or a unique prefix of one; empty: the
+// newest run). NotFound when there is none; InvalidArgument when the
+// prefix names more than one.
+Result<std::string> ResolveRunId(Db& db, const std::string& id);
 
 // One run with its jobs, steps, attempts and agent turns. `id` is a run id,
 // a unique prefix of one, or empty for the newest run. NotFound when there

@@ -126,6 +126,22 @@ json AgentJson(const StoredStep& s) {
           {"fallbacks_taken", s.agent->fallbacks_taken}};
 }
 
+json GateJson(const StoredStep& s) {
+  if (!s.gate) return nullptr;
+  const GateRow& g = *s.gate;
+  const std::string by = DecidedBy(g);
+  return {{"message", g.message},
+          {"approvers", g.approvers},
+          {"state", g.state},
+          {"taken_by", TextOrNull(by)},
+          {"default", TextOrNull(g.on_expiry)},
+          {"decided_by_default", g.via == "default"},
+          {"reason", g.reason},
+          {"opened", Time(g.opened_ms)},
+          {"deadline", OptionalTime(g.deadline_ms)},
+          {"decided", OptionalTime(g.decided_ms)}};
+}
+
 json StepJson(const StoredStep& s, int number) {
   json attempts = json::array();
   for (size_t i = 0; i < s.attempts.size(); ++i) {
@@ -160,6 +176,7 @@ json StepJson(const StoredStep& s, int number) {
             {"log_lines", s.log_lines},
             {"nudge_at", OptionalTime(s.nudge_ms)},
             {"agent", AgentJson(s)},
+            {"gate", GateJson(s)},
             {"turns", turns},
             {"attempts", attempts}};
   StepSpend(s).Into(j);

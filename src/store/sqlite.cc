@@ -174,6 +174,8 @@ Result<StatementUse> Db::Prepared(const std::string& sql) {
   return StatementUse(&it->second);
 }
 
+int64_t Db::Changes() const { return sqlite3_changes64(db_); }
+
 std::string Db::LastError() const { return sqlite3_errmsg(db_); }
 
 // The statements of a transaction are prepared once per connection (a

@@ -95,6 +95,8 @@ class Db {
   Result<StatementUse> Prepared(const std::string& sql);
   // The last error of this connection, for messages.
   std::string LastError() const;
+  // Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+  int64_t Changes() const;
   // Whether a transaction is open. SQLite ends one on its own after some
   // errors (a full disk, an I/O error), savepoints or not.
   bool InTransaction() const;

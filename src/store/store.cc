@@ -157,6 +157,23 @@ CREATE TABLE IF NOT EXISTS process_groups (
   status TEXT NOT NULL,
   PRIMARY KEY (run_id, pgid, leader_start)
 );
+CREATE TABLE IF NOT EXISTS gates (
+  run_id TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  cell TEXT NOT NULL DEFAULT '',
+  message TEXT NOT NULL,
+  approvers TEXT NOT NULL,
+  opened_ms INTEGER NOT NULL,
+  deadline_ms INTEGER,
+  on_expiry TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL,
+  decided_by TEXT NOT NULL DEFAULT '',
+  via TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  decided_ms INTEGER,
+  PRIMARY KEY (run_id, step_id)
+);
 CREATE TABLE IF NOT EXISTS cache (
   key TEXT PRIMARY KEY,
   run_id TEXT NOT NULL,
@@ -184,6 +201,7 @@ CREATE TABLE IF NOT EXISTS cache (
 // SHA-256 of its bytes, and runs.file_text, the bytes; '' and NULL for runs
 // recorded before, which `steps resume` refuses) and the interruptions of a
 // resumed run (run_interruptions).
+// Version 7 keeps gate steps and their decisions (gates, store/gates.h).
 struct AddedColumn {
   const char* table;
   const char* column;

@@ -27,7 +27,7 @@ namespace steps::store {
 // Version 5 adds conversation_log (store/conversation_log.h); version 6 the
 // run's pipeline file (runs.file_hash, runs.file_text) and
 // run_interruptions (store/resume.h).
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

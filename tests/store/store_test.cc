@@ -83,9 +83,9 @@ TEST(StoreTest, OpenCreatesTheFileTheFolderAndTheSchema) {
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(Names(**store, "table"),
             (std::set<std::string>{"agent_turns", "attempts", "cache",
-                                   "conversation_log", "jobs", "output_lines",
-                                   "process_groups", "run_interruptions",
-                                   "runs", "steps"}));
+                                   "conversation_log", "gates", "jobs",
+                                   "output_lines", "process_groups",
+                                   "run_interruptions", "runs", "steps"}));
   EXPECT_EQ(Names(**store, "view"), std::set<std::string>{"hooks"});
   EXPECT_EQ(PragmaText(**store, "journal_mode"), "wal");
   EXPECT_EQ(PragmaText(**store, "user_version"),
@@ -452,7 +452,8 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
   }
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(PragmaText(**store, "user_version"), "6");
+  EXPECT_EQ(PragmaText(**store, "user_version"),
+            std::to_string(kSchemaVersion));
   EXPECT_EQ(Count(**store,
                   "SELECT count(*) FROM sqlite_master"
                   " WHERE name = 'conversation_log'"),
@@ -470,6 +471,10 @@ TEST(StoreTest, AVersionTwoStoreOpensAndItsOldCacheEntriesNeverMatch) {
                   "SELECT count(*) FROM sqlite_master"
                   " WHERE name = 'run_interruptions'"),
             1);
+  // Version 7: gate steps and their decisions.
+  EXPECT_EQ(
+      Count(**store, "SELECT count(*) FROM sqlite_master WHERE name = 'gates'"),
+      1);
   StoreStepCache cache(**store, CacheDir(dir.path()), "new-run", true);
   EXPECT_FALSE(cache.Find(key).has_value());
   auto entries = ListCacheEntries(**store);

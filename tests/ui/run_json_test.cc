@@ -60,6 +60,10 @@ jobs:
     run: echo same
   - agent: reader
     messages: ["Read big.txt."]
+  - gate: ship
+    message: Ship it?
+    timeout: 200ms
+    default: approve
 mock:
   reader:
   - call: {name: read_file, arguments: {path: big.txt}}
@@ -135,6 +139,7 @@ class Checker {
                      {{"step", "cached_from"}, "cached_from"},
                      {{"step", "attempts"}, "attempt"},
                      {{"step", "agent"}, "agent"},
+                     {{"step", "gate"}, "gate"},
                      {{"step", "turns"}, "turn"},
                      {{"turn", "tool_calls"}, "tool_call"},
                      {{"tool_call", "result"}, "tool_result"}};
@@ -271,7 +276,7 @@ class RunJsonTest : public ::testing::Test {
 TEST_F(RunJsonTest, ShowRunsAndTheUiServeOneDocumentedShape) {
   const DocumentedKeys doc =
       ParseDoc(ReadText(std::string(STEPS_SOURCE_DIR) + "/docs/json.md"));
-  ASSERT_EQ(doc.objects.size(), 10u) << "docs/json.md's key tables";
+  ASSERT_EQ(doc.objects.size(), 11u) << "docs/json.md's key tables";
   ASSERT_FALSE(doc.summary.empty());
 
   // The version, on the run and on its summary.
@@ -324,11 +329,20 @@ TEST_F(RunJsonTest, ValuesFollowTheDocumentedConventions) {
     for (const json& s : job["steps"]) {
       EXPECT_TRUE(outcomes.count(s["outcome"])) << s["outcome"];
       EXPECT_TRUE(std::regex_match(s["started"].get<std::string>(), time));
-      EXPECT_TRUE(std::regex_match(s["identity"].get<std::string>(), hex64))
-          << s["identity"];
+      if (s["kind"] == "gate") {
+        EXPECT_EQ(s["identity"], "") << "a gate has no cache key";
+      } else {
+        EXPECT_TRUE(std::regex_match(s["identity"].get<std::string>(), hex64))
+            << s["identity"];
+      }
       for (const json& a : s["attempts"]) {
         EXPECT_TRUE(outcomes.count(a["outcome"])) << a["outcome"];
-        EXPECT_TRUE(std::regex_match(a["identity"].get<std::string>(), hex64));
+        if (s["kind"] == "gate") {
+          EXPECT_EQ(a["identity"], "");
+        } else {
+          EXPECT_TRUE(
+              std::regex_match(a["identity"].get<std::string>(), hex64));
+        }
       }
     }
   }
