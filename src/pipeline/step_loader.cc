@@ -279,9 +279,13 @@ void CheckRetryRules(MapReader& r, Step& step, StepContext ctx) {
     return;
   }
   if (step.is_container() || step.kind == StepKind::kGate) {
-    d.Error(retry_line, "'retry' applies to task, get and put steps, not to " +
-                            Describe(step.kind) +
-                            "; put it on the steps inside");
+    d.Error(retry_line,
+            "'retry' applies to task, get and put steps, not to " +
+                Describe(step.kind) +
+                (step.kind == StepKind::kGate
+                     ? ": a gate is decided once; give it a 'timeout' and an "
+                       "'on_failure' hook instead"
+                     : "; put it on the steps inside"));
     return;
   }
   if (step.kind == StepKind::kAgent) {
