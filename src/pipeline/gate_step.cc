@@ -159,8 +159,7 @@ GateVerdict JobRunner::WaitForGate(const Step& step, const Scope& scope,
       ending.at = clock_.WallNow();
       // An abort ends the run: a decision made in the same moment does not
       // bring the gate back.
-      GateVerdict stands = desk.Settle(ref, ending);
-      (void)stands;
+      desk.Settle(ref, ending);
       return ending;
     }
   }

@@ -111,6 +111,28 @@ Result<std::vector<GateRow>> GatesOf(Db& db, const std::string& run_id) {
   return rows;
 }
 
+// Ends the gate's wait as `state`, when it still waits; whether it did.
+Result<bool> EndWaiting(Db& db, const std::string& run_id,
+                        const std::string& step_id, const std::string& state,
+                        const std::string& by, const std::string& via,
+                        const std::string& reason, int64_t at_ms) {
+  Result<StatementUse> st = db.Prepared(
+      "UPDATE gates SET state = ?3, decided_by = ?4, via = ?5, reason = ?6,"
+      " decided_ms = ?7 WHERE run_id = ?1 AND step_id = ?2 AND state ="
+      " 'waiting'");
+  if (!st.ok()) return st.status();
+  Statement& u = **st;
+  u.Bind(1, run_id);
+  u.Bind(2, step_id);
+  u.Bind(3, state);
+  u.Bind(4, by);
+  u.Bind(5, via);
+  u.Bind(6, reason);
+  u.Bind(7, at_ms);
+  if (Status r = u.Run(); !r.ok()) return r;
+  return db.Changes() > 0;
+}
+
 std::string Label(const GateRow& g) {
   std::string label = "'" + g.name + "' (" + g.step_id;
   if (!g.cell.empty()) label += ", " + g.cell;
@@ -241,21 +263,11 @@ pipeline::GateVerdict StoreGateDesk::Settle(
     const pipeline::StepRef& step, const pipeline::GateVerdict& ending) {
   std::optional<GateRow> stands;
   Status s = store_.Write([&](Db& db) -> Status {
-    Result<StatementUse> st = db.Prepared(
-        "UPDATE gates SET state = ?3, decided_by = ?4, via = ?5, reason = ?6,"
-        " decided_ms = ?7 WHERE run_id = ?1 AND step_id = ?2 AND state ="
-        " 'waiting'");
-    if (!st.ok()) return st.status();
-    Statement& u = **st;
-    u.Bind(1, run_id_);
-    u.Bind(2, step.id);
-    u.Bind(3, StateOf(ending));
-    u.Bind(4, ending.by);
-    u.Bind(5, ending.via);
-    u.Bind(6, ending.reason);
-    u.Bind(7, ToMs(ending.at));
-    if (Status r = u.Run(); !r.ok()) return r;
-    if (db.Changes() > 0) return Status::Ok();
+    Result<bool> ended = EndWaiting(db, run_id_, step.id, StateOf(ending),
+                                    ending.by, ending.via, ending.reason,
+                                    ToMs(ending.at));
+    if (!ended.ok()) return ended.status();
+    if (*ended) return Status::Ok();
     // Not waiting any more: somebody decided it first.
     Result<std::optional<GateRow>> row = ReadGate(db, run_id_, step.id);
     if (!row.ok()) return row.status();
@@ -284,21 +296,11 @@ Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
       return InvalidArgument("gate " + Label(*gate) + " of run " + *run_id +
                              " " + HowItEnded(*gate));
     }
-    Result<StatementUse> st = db.Prepared(
-        "UPDATE gates SET state = ?3, decided_by = ?4, via = ?5, reason = ?6,"
-        " decided_ms = ?7 WHERE run_id = ?1 AND step_id = ?2 AND state ="
-        " 'waiting'");
-    if (!st.ok()) return st.status();
-    Statement& u = **st;
-    u.Bind(1, *run_id);
-    u.Bind(2, gate->step_id);
-    u.Bind(3, request.decision == GateDecision::kApprove ? "approved"
-                                                         : "rejected");
-    u.Bind(4, request.by);
-    u.Bind(5, request.via);
-    u.Bind(6, request.reason);
-    u.Bind(7, ToMs(now));
-    if (Status r = u.Run(); !r.ok()) return r;
+    Result<bool> ended = EndWaiting(
+        db, *run_id, gate->step_id,
+        request.decision == GateDecision::kApprove ? "approved" : "rejected",
+        request.by, request.via, request.reason, ToMs(now));
+    if (!ended.ok()) return ended.status();
     Result<std::optional<GateRow>> row = ReadGate(db, *run_id, gate->step_id);
     if (!row.ok()) return row.status();
     if (!*row) return Internal("the gate's row went away");
