@@ -110,6 +110,7 @@ bool SetAnswer(const ChatResult& result, MockEntry& entry) {
       return true;
     case ProviderErrorKind::kCancelled:
     case ProviderErrorKind::kConfig:
+    case ProviderErrorKind::kRateLimited:
       return false;
   }
   return false;

@@ -38,6 +38,8 @@ class CancelToken {
   void Cancel(CancelReason reason) const;
 
   bool cancelled() const;
+  // Whether `other` is a copy of this very token.
+  bool SameAs(const CancelToken& other) const { return state_ == other.state_; }
   CancelReason reason() const;
 
   // Runs `fn` once when the token is cancelled (at once, on this thread, if it

@@ -125,6 +125,8 @@ struct ChatAnswer {
   Usage usage;
   // HTTP requests this answer took, retries included (>= 1).
   int requests = 1;
+  // Time spent waiting for rate limits and an open circuit before sending.
+  Millis waited{0};
 };
 
 }  // namespace steps

@@ -163,6 +163,8 @@ ExchangeResult PostWithin(HttpTransport& transport, const HttpRequest& request,
     }
   }
   HttpResponse& response = result.response();
+  if (context.on_response_headers)
+    context.on_response_headers(response.headers);
   if (response.status < 200 || response.status > 299) {
     ProviderError e =
         MakeProviderError(ProviderErrorKind::kHttpStatus,

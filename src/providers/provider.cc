@@ -80,6 +80,8 @@ const char* ProviderErrorKindName(ProviderErrorKind kind) {
       return "cancelled";
     case ProviderErrorKind::kConfig:
       return "config";
+    case ProviderErrorKind::kRateLimited:
+      return "rate_limited";
   }
   return "unknown";
 }
@@ -104,6 +106,7 @@ bool ProviderError::retryable() const {
     case ProviderErrorKind::kDeadline:
     case ProviderErrorKind::kCancelled:
     case ProviderErrorKind::kConfig:
+    case ProviderErrorKind::kRateLimited:
       return false;
   }
   return false;

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "providers/chat.h"
+#include "providers/http.h"
 
 namespace steps {
 
@@ -39,11 +40,14 @@ enum class ProviderErrorKind {
   kCancelled,      // The caller's CancelToken was cancelled. Final.
   kConfig,         // Bad source configuration (missing key, unknown
                    // provider). Final.
+  kRateLimited,    // A client-side rate limit (providers/guard.h) would
+                   // hold the request past the step's deadline; nothing was
+                   // sent. Final, as a 429 whose wait does not fit.
 };
 
 // "connection", "timeout", "http_status", "malformed", "stream_idle",
 // "stream_error", "no_descriptors", "too_large", "deadline", "cancelled",
-// "config".
+// "config", "rate_limited".
 const char* ProviderErrorKindName(ProviderErrorKind kind);
 
 // Retryable HTTP statuses: 408, 409, 429 and every 5xx (529 included).
@@ -62,6 +66,11 @@ struct ProviderError {
   // HTTP requests spent before giving up (set by RetryingProvider; 1 for a
   // single request, 0 when nothing was sent).
   int requests = 1;
+  // Time spent waiting for rate limits and an open circuit before sending.
+  Millis waited{0};
+  // The retry budget (providers/guard.h) refused the retry this error
+  // would have had.
+  bool retry_denied = false;
 
   bool retryable() const;
   // The value of the `status=` field in retry log lines: the HTTP status,
@@ -121,6 +130,9 @@ struct CallContext {
   // Receives each log line the call writes (agent.request_retry, ...), as
   // formatted for the process log, which gets it too. Optional.
   std::function<void(const std::string& line)> on_log;
+  // Receives the headers of every HTTP answer (any status), before it is
+  // read: how a rate limiter learns the server's limits. Optional.
+  std::function<void(const HttpHeaders& headers)> on_response_headers;
 
   // The time limit of one request made now: min(llm_timeout, time left),
   // or nullopt when neither applies. Zero when the deadline has passed.

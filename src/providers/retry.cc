@@ -64,24 +64,80 @@ RetryingProvider::RetryingProvider(Provider& inner, RetryPolicy policy)
   if (policy_.attempts < 1) policy_.attempts = 1;
 }
 
+std::optional<std::string> RetryingProvider::WhyNotRetry(
+    const ProviderError& error, Millis wait, bool server_asked,
+    const CallContext& context) const {
+  (void)error;
+  std::optional<Millis> left = context.deadline.Remaining(*context.clock);
+  if (left && wait >= *left) {
+    return "; not retried: " +
+           std::string(server_asked ? "the server asked to wait "
+                                    : "the backoff is ") +
+           FormatDuration(wait) + " but the deadline is " +
+           FormatDuration(*left) + " away";
+  }
+  if (!left && server_asked && wait > policy_.max_server_wait) {
+    return "; not retried: the server asked to wait " + FormatDuration(wait) +
+           ", longer than " + FormatDuration(policy_.max_server_wait);
+  }
+  return std::nullopt;
+}
+
+bool RetryingProvider::BudgetAllows(const ChatRequest& request,
+                                    const CallContext& context, int attempt,
+                                    ProviderError& error) const {
+  if (!policy_.budget || policy_.budget->TryRetry(policy_.budget_spec)) {
+    return true;
+  }
+  auto [calls, retries] = policy_.budget->Load();
+  Log(context, LogLevel::kWarn, "agent.retry_denied",
+      {{"agent", context.agent},
+       {"model", request.model},
+       {"attempt", std::to_string(attempt)},
+       {"host", policy_.host},
+       {"retries", std::to_string(retries)},
+       {"calls", std::to_string(calls)}});
+  error.retry_denied = true;
+  error.message += "; not retried: the retry budget of " + policy_.host +
+                   " is spent (" + std::to_string(retries) +
+                   " retries outstanding for " + std::to_string(calls) +
+                   " calls in flight)";
+  return false;
+}
+
 ChatResult RetryingProvider::Send(const ChatRequest& request,
                                   const CallContext& context) {
   const int attempts = policy_.attempts;
   int sent = 0;
+  int granted = 0;  // Retries the budget granted.
+  Millis waited{0};
+  if (policy_.budget) policy_.budget->CallStarted();
+  auto done = [&](ChatResult result) {
+    if (policy_.budget) policy_.budget->CallEnded(granted);
+    if (result.ok()) {
+      result.answer().waited = waited;
+    } else {
+      result.error().waited = waited;
+    }
+    return result;
+  };
   for (int attempt = 1;; ++attempt) {
     ChatResult result = SendGuarded(inner_, request, context);
     if (result.ok()) {
       result.answer().requests = sent + 1;
-      return result;
+      waited += result.answer().waited;
+      return done(std::move(result));
     }
     ProviderError error = std::move(result.error());
     sent += error.requests;
-    if (!error.retryable()) return GiveUp(std::move(error), sent, context);
+    waited += error.waited;
+    if (!error.retryable())
+      return done(GiveUp(std::move(error), sent, context));
     if (attempt >= attempts) {
       error.message = "gave up after " + std::to_string(sent) +
                       (sent == 1 ? " request: " : " requests: ") +
                       error.message;
-      return GiveUp(std::move(error), sent, context);
+      return done(GiveUp(std::move(error), sent, context));
     }
 
     Millis wait;
@@ -92,21 +148,14 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
       double u = policy_.jitter ? policy_.jitter() : RandomUnit();
       wait = BackoffDelay(policy_, attempt, u);
     }
-    std::optional<Millis> left = context.deadline.Remaining(*context.clock);
-    if (left && wait >= *left) {
-      error.message += "; not retried: " +
-                       std::string(server_asked ? "the server asked to wait "
-                                                : "the backoff is ") +
-                       FormatDuration(wait) + " but the deadline is " +
-                       FormatDuration(*left) + " away";
-      return GiveUp(std::move(error), sent, context);
+    if (auto why = WhyNotRetry(error, wait, server_asked, context)) {
+      error.message += *why;
+      return done(GiveUp(std::move(error), sent, context));
     }
-    if (!left && server_asked && wait > policy_.max_server_wait) {
-      error.message += "; not retried: the server asked to wait " +
-                       FormatDuration(wait) + ", longer than " +
-                       FormatDuration(policy_.max_server_wait);
-      return GiveUp(std::move(error), sent, context);
+    if (!BudgetAllows(request, context, attempt, error)) {
+      return done(GiveUp(std::move(error), sent, context));
     }
+    if (policy_.budget) ++granted;
 
     Log(context, LogLevel::kWarn, "agent.request_retry",
         {{"agent", context.agent},
@@ -117,7 +166,7 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
     if (!context.clock->SleepFor(wait, context.cancel)) {
       ProviderError cancelled = MakeProviderError(
           ProviderErrorKind::kCancelled, "cancelled while waiting to retry");
-      return GiveUp(std::move(cancelled), sent, context);
+      return done(GiveUp(std::move(cancelled), sent, context));
     }
   }
 }

@@ -18,6 +18,7 @@
 
 #include <functional>
 
+#include "providers/guard.h"
 #include "providers/provider.h"
 
 namespace steps {
@@ -38,6 +39,13 @@ struct RetryPolicy {
   // With no deadline, a server-requested wait longer than this is refused
   // (the call gives up at once). Default 10 min.
   Millis max_server_wait{600000};
+  // The retry budget of the host (retry_budget:), shared by every call to
+  // it; null: none. Not owned. A retry it refuses ends the call with the
+  // error it had, logged:
+  //   WRN agent.retry_denied agent=A model=M attempt=K host=H retries=R calls=C
+  RetryBudget* budget = nullptr;
+  RetryBudgetSpec budget_spec;
+  std::string host;  // For the log line.
 };
 
 // The jittered backoff before retry `retry` (1-based) for a jitter value
@@ -60,6 +68,15 @@ class RetryingProvider : public Provider {
                   const CallContext& context) override;
 
  private:
+  // Why `error` (after `attempt` of `attempts`) is not retried after
+  // `wait`; nullopt when it may be.
+  std::optional<std::string> WhyNotRetry(const ProviderError& error,
+                                         Millis wait, bool server_asked,
+                                         const CallContext& context) const;
+  // Asks the budget for a retry; logs and explains a refusal.
+  bool BudgetAllows(const ChatRequest& request, const CallContext& context,
+                    int attempt, ProviderError& error) const;
+
   Provider& inner_;
   RetryPolicy policy_;
 };
