@@ -22,6 +22,7 @@
 #include "core/outcome.h"
 #include "process/sandbox_bwrap.h"
 #include "providers/chat.h"
+#include "providers/limits.h"
 #include "providers/model_parameters.h"
 #include "tools/tool.h"
 
@@ -53,6 +54,9 @@ struct AgentSource {
   std::map<std::string, std::string> headers;
   // The source's own parameters over its agent entry's (hosted sources).
   ModelParameters params;
+  // `rate_limit:`; shared with every conversation of the run sending to
+  // the same source.
+  std::optional<RateLimitSpec> rate_limit;
 
   bool is_cli() const { return !cli.empty(); }
 };
@@ -179,6 +183,9 @@ struct AgentInvocation {
   std::optional<Millis> llm_timeout;         // Per request; nullopt: none.
   std::optional<Millis> tool_timeout;        // Per tool call; nullopt: none.
   std::optional<BudgetLimit> budget;         // This conversation's own cap.
+  // Protecting each source's host; nullopt: off.
+  std::optional<RetryBudgetSpec> retry_budget;
+  std::optional<CircuitSpec> circuit;
 
   std::vector<std::string> messages;       // User messages, in order.
   std::vector<std::string> context_paths;  // Files handed over, relative.
@@ -202,6 +209,9 @@ struct AgentResult {
   std::string error;   // Why it did not succeed; "" on success.
   int turns = 0;
   int provider_requests = 0;
+  int retries = 0;         // Of those, requests that were retries.
+  int retries_denied = 0;  // Retries the retry budget refused.
+  Millis rate_waited{0};   // Waiting for rate limits and open circuits.
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double usd = 0;

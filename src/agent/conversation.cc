@@ -253,6 +253,9 @@ class Conversation {
     if (!reply.ok()) {
       const ProviderError& error = reply.error();
       result_.provider_requests += error.requests;
+      result_.retries += std::max(0, error.requests - 1);
+      result_.retries_denied += error.retry_denied ? 1 : 0;
+      result_.rate_waited += error.waited;
       turn_requests_ += error.requests;
       if (error.kind == ProviderErrorKind::kDeadline) return FailDeadline();
       if (error.kind == ProviderErrorKind::kCancelled) {
@@ -263,6 +266,8 @@ class Conversation {
                           Outcome::kErrored);
     }
     result_.provider_requests += reply.answer().requests;
+    result_.retries += std::max(0, reply.answer().requests - 1);
+    result_.rate_waited += reply.answer().waited;
     turn_requests_ += reply.answer().requests;
     return HandleAnswer(source, reply.answer());
   }
@@ -301,9 +306,42 @@ class Conversation {
           *provider, *setup_.exchanges, std::move(about));
       provider = observed_.get();
     }
+    provider = Guard(source, *provider, policy);
     retrying_ =
         std::make_unique<RetryingProvider>(*provider, std::move(policy));
     return true;
+  }
+
+  // `provider` behind the source's rate limit and the host's circuit, and
+  // `policy` under the host's retry budget, as far as they are declared.
+  Provider* Guard(const AgentSource& source, Provider& provider,
+                  RetryPolicy& policy) {
+    HostGuards* guards = setup_.guards;
+    if (!guards || (!source.rate_limit && !inv_.circuit && !inv_.retry_budget))
+      return &provider;
+    const std::string endpoint = setup_.connector->EndpointOf(source);
+    const std::string host = HostOf(endpoint);
+    if (inv_.retry_budget) {
+      policy.budget = &guards->Health(endpoint)->budget;
+      policy.budget_spec = *inv_.retry_budget;
+      policy.host = host;
+    }
+    if (!source.rate_limit && !inv_.circuit) return &provider;
+    GuardedProvider::Guards g;
+    g.host = host;
+    if (source.rate_limit) {
+      // One limiter per source: the same model at the same endpoint with
+      // the same key.
+      g.limiter = guards->Limiter(endpoint + "\n" + source.model + "\n" +
+                                      source.api_key_env.value_or(""),
+                                  *source.rate_limit);
+    }
+    if (inv_.circuit) {
+      g.circuit = &guards->Health(endpoint)->circuit;
+      g.circuit_spec = *inv_.circuit;
+    }
+    guarded_ = std::make_unique<GuardedProvider>(provider, std::move(g));
+    return guarded_.get();
   }
 
   // Adds the nudge when it is due and was never sent; says whether it did.
@@ -566,6 +604,7 @@ class Conversation {
     const std::string label = SourceLabel(inv_.sources[source_index_]);
     failures_.push_back(label + ": " + message);
     retrying_.reset();
+    guarded_.reset();
     observed_.reset();
     connected_.reset();
     if (source_index_ + 1 < inv_.sources.size()) {
@@ -709,6 +748,7 @@ class Conversation {
   size_t source_index_ = 0;
   std::optional<ResolvedSource> connected_;
   std::unique_ptr<ObservedProvider> observed_;  // With setup_.exchanges.
+  std::unique_ptr<GuardedProvider> guarded_;
   std::unique_ptr<RetryingProvider> retrying_;
   int turn_requests_ = 0;  // Requests of the turn under way, all sources.
   // Messages of request_ already in a checkpoint; the one being built.

@@ -46,6 +46,9 @@ struct ConversationSetup {
   ToolLimits tool_limits;
   // Sees every request of every hosted source; optional.
   ExchangeObserver* exchanges = nullptr;
+  // The run's rate limiters, retry budgets and circuits; null: none are
+  // enforced.
+  HostGuards* guards = nullptr;
 };
 
 // Runs one conversation to its end on the calling thread. Never throws.

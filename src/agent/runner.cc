@@ -41,6 +41,7 @@ AgentResult ConversationRunner::Run(const AgentInvocation& invocation,
   setup.retry = options_.retry;
   setup.tool_limits = options_.tool_limits;
   setup.exchanges = options_.exchanges;
+  setup.guards = &guards_;
   return RunConversation(invocation, context, setup);
 }
 

@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "agent/exchanges.h"
 #include "mock_provider/engine.h"
+#include "providers/guard.h"
 #include "providers/registry.h"
 #include "providers/retry.h"
 #include "tools/registry.h"
@@ -81,6 +82,8 @@ class ConversationRunner : public AgentRunner {
  private:
   AgentRunnerOptions options_;
   ProviderEnvironment environment_;
+  // Rate limits, retry budgets and circuits: one set per run.
+  HostGuards guards_;
 };
 
 std::unique_ptr<ConversationRunner> MakeAgentRunner(AgentRunnerOptions options);

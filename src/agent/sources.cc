@@ -40,4 +40,13 @@ Result<ResolvedSource> SourceConnector::Connect(
   return registry_->Create(spec, environment_);
 }
 
+std::string SourceConnector::EndpointOf(const AgentSource& source) const {
+  if (source.base_url && !source.base_url->empty()) return *source.base_url;
+  const std::string prefix = source.model.substr(0, source.model.find('/'));
+  if (auto adapter = registry_->FindAdapter(prefix)) {
+    return adapter->info().default_base_url;
+  }
+  return prefix;
+}
+
 }  // namespace steps::agent

@@ -43,6 +43,11 @@ class SourceConnector {
 
   bool mocked() const { return mock_transport_ != nullptr; }
 
+  // Where a hosted source's requests go: its base_url, or its provider's
+  // default endpoint ("mock" for a mock/ source). Names the host that
+  // retry budgets and circuits count per.
+  std::string EndpointOf(const AgentSource& source) const;
+
  private:
   std::unique_ptr<InProcessMockTransport> mock_transport_;
   ProviderRegistry mock_registry_;  // `registry` plus `mock/`, when mocked.

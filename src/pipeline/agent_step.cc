@@ -34,6 +34,7 @@ agent::AgentSource ToAgentSource(const ModelSource& s,
     out.price =
         agent::SourcePrice{s.price->input_per_mtok, s.price->output_per_mtok};
   out.stream = s.stream;
+  out.rate_limit = s.rate_limit;
   return out;
 }
 
@@ -82,6 +83,8 @@ agent::AgentInvocation MakeInvocation(const Pipeline& p,
     inv.budget =
         agent::BudgetLimit{d.budget.value->tokens, d.budget.value->usd};
   inv.sandbox = ToSandboxOptions(d.sandbox.value);
+  inv.retry_budget = d.retry_budget.value;
+  inv.circuit = d.circuit.value;
   return inv;
 }
 

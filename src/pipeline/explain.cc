@@ -452,6 +452,7 @@ class Printer {
         HeaderRow(f, indent);
       }
       AgentDials(r.dials, indent);
+      GuardRows(r, indent);
       CommandToolRows(*r.agent, r.dials, indent);
       McpServerRows(*r.agent, r.dials, indent);
     } else if (s.kind == StepKind::kGate) {
@@ -547,6 +548,51 @@ class Printer {
         d.budget.value ? OriginText(d.budget.origin, d.budget.line)
                        : "not set");
     SandboxRow(indent, "sandbox", d.sandbox, "run_shell");
+  }
+
+  // What protects the provider, where declared: each source's rate limit,
+  // the retry budget and the circuit of its hosts.
+  void GuardRows(const ResolvedStep& r, int indent) {
+    std::vector<const ModelSource*> sources = {&r.source};
+    for (const ModelSource& f : r.agent->fallback) sources.push_back(&f);
+    for (const ModelSource* s : sources) {
+      if (!s->rate_limit) continue;
+      const RateLimitSpec& l = *s->rate_limit;
+      std::vector<std::string> parts;
+      if (l.max_concurrent)
+        parts.push_back("max_concurrent " + std::to_string(l.max_concurrent));
+      if (l.requests_per_minute)
+        parts.push_back("requests_per_minute " +
+                        std::to_string(l.requests_per_minute));
+      if (l.tokens_per_minute)
+        parts.push_back("tokens_per_minute " +
+                        std::to_string(l.tokens_per_minute));
+      std::string value;
+      for (const std::string& part : parts)
+        value += (value.empty() ? "" : ", ") + part;
+      Row(indent, "rate_limit", value.empty() ? "the server's headers" : value,
+          "for " + s->model + " (source, line " +
+              std::to_string(s->rate_limit_line) +
+              "), shared by every step sending to it; lowered by its "
+              "server's x-ratelimit headers");
+    }
+    const ResolvedDials& d = r.dials;
+    if (const auto& b = d.retry_budget.value) {
+      Row(indent, "retry_budget",
+          "ratio " + nlohmann::json(b->ratio).dump() + ", min_retries " +
+              std::to_string(b->min_retries),
+          OriginText(d.retry_budget.origin, d.retry_budget.line) +
+              ", per host: retries at most that share of its calls of the "
+              "last 10s, within attempts");
+    }
+    if (const auto& c = d.circuit.value) {
+      Row(indent, "circuit",
+          "failures " + std::to_string(c->failures) + ", probe_after " +
+              Fmt(c->probe_after),
+          OriginText(d.circuit.origin, d.circuit.line) +
+              ", per host: then requests wait (within the deadline) for a "
+              "probe to succeed");
+    }
   }
 
   // The agent that grades the step's output (`assert: {judge}`): its

@@ -117,6 +117,7 @@ std::optional<ModelSource> ReadSource(const YAML::Node& n,
                              s.cli + "') takes no model parameters");
   }
   s.price = ReadPrice(r.Take("price"), key, d);
+  internal::ReadRateLimit(r, key, s, d);
   r.Finish();
   return s;
 }
@@ -215,6 +216,8 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   ReadAgentDuration(r, "tool_timeout", a.tool_timeout, d);
   internal::ReadSandbox(r, a.sandbox, d);
   internal::ReadModelParameters(r, "", a.params, a.params_line, d);
+  internal::ReadRetryBudget(r, "", a.retry_budget, d);
+  internal::ReadCircuit(r, "", a.circuit, d);
   if (YAML::Node req = r.Take("required"); req.IsDefined()) {
     auto v = ReadString(req, "required", d);
     if (v && *v == "tools") {
@@ -459,7 +462,9 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
 void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsDefined() || n.IsNull()) return;
   if (!n.IsMap()) {
-    d.Error(LineOf(n), "'defaults' must be a mapping (source, env, sandbox)");
+    d.Error(LineOf(n),
+            "'defaults' must be a mapping (source, env, sandbox, "
+            "retry_budget, circuit)");
     return;
   }
   MapReader r(n, "'defaults'", d);
@@ -467,6 +472,8 @@ void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (auto env = internal::ReadEnv(r.Take("env"), "defaults.env", d))
     p.defaults.env = *env;
   internal::ReadSandbox(r, p.defaults.sandbox, d);
+  internal::ReadRetryBudget(r, "defaults.", p.defaults.retry_budget, d);
+  internal::ReadCircuit(r, "defaults.", p.defaults.circuit, d);
   if (r.Has("timeout")) {
     r.Take("timeout");
     d.Error(r.KeyLine("timeout"),

@@ -32,6 +32,15 @@ void ReadStepAssert(const YAML::Node& n, Step& step, Diagnostics& d);
 // Reads `sandbox:` from `r` (sandbox_key.cc): a word (bwrap, none) or
 // {kind, network}. Errors name the line and the forms accepted.
 void ReadSandbox(MapReader& r, Written<SandboxSpec>& out, Diagnostics& d);
+// guard_loader.cc: a source's `rate_limit:` (refused on a CLI source), and
+// `retry_budget:` / `circuit:` of an agent entry or defaults (`where` is
+// "" or "defaults."). An empty value takes every default.
+void ReadRateLimit(MapReader& r, const std::string& key, ModelSource& s,
+                   Diagnostics& d);
+void ReadRetryBudget(MapReader& r, const std::string& where,
+                     Written<RetryBudgetSpec>& out, Diagnostics& d);
+void ReadCircuit(MapReader& r, const std::string& where,
+                 Written<CircuitSpec>& out, Diagnostics& d);
 // The same on a step; refused on blocks (in_parallel, do, try, across).
 void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
 // `env:` as a mapping NAME: value (values may hold `${NAME}` references)

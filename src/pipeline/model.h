@@ -15,6 +15,7 @@
 
 #include "core/duration.h"
 #include "core/outcome.h"
+#include "providers/limits.h"
 #include "providers/model_parameters.h"
 
 namespace steps::pipeline {
@@ -51,6 +52,10 @@ struct ModelSource {
   std::map<std::string, std::string> headers;
   // Set on the source itself; an agent entry's fill what it leaves unset.
   ModelParameters params;
+  // `rate_limit:` (hosted sources): shared by every step sending to the
+  // same source; declared at all, it also follows the server's headers.
+  std::optional<RateLimitSpec> rate_limit;
+  int rate_limit_line = 0;
   int line = 0;
 
   bool is_cli() const { return !cli.empty(); }
@@ -97,6 +102,9 @@ struct AgentEntry {
   // For every hosted source of the entry that does not set its own.
   ModelParameters params;
   int params_line = 0;  // The first parameter key's line; 0 when none.
+  // Protecting the provider's host; over defaults:'s. Off when neither.
+  Written<RetryBudgetSpec> retry_budget;
+  Written<CircuitSpec> circuit;
 };
 
 enum class Backoff { kFixed, kLinear, kExponential };
@@ -393,6 +401,8 @@ struct Defaults {
   std::optional<ModelSource> source;
   std::map<std::string, std::string> env;
   Written<SandboxSpec> sandbox;
+  Written<RetryBudgetSpec> retry_budget;
+  Written<CircuitSpec> circuit;
 };
 
 struct Pipeline {

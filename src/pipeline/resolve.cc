@@ -84,6 +84,22 @@ Dial<SandboxSpec> ResolveSandbox(const Written<SandboxSpec>* step,
   return {SandboxSpec{}, DialOrigin::kPackageDefault, 0};
 }
 
+// The agent entry's, then defaults:'s; else off.
+template <typename T>
+Dial<std::optional<T>> ResolveGuard(const Written<T>& entry,
+                                    const Written<T>& defaults) {
+  if (entry.has_value()) return {*entry, DialOrigin::kAgentEntry, entry.line};
+  if (defaults.has_value())
+    return {*defaults, DialOrigin::kDefaults, defaults.line};
+  return {std::nullopt, DialOrigin::kPackageDefault, 0};
+}
+
+void ResolveGuards(ResolvedDials& d, const AgentEntry& entry,
+                   const Defaults& defaults) {
+  d.retry_budget = ResolveGuard(entry.retry_budget, defaults.retry_budget);
+  d.circuit = ResolveGuard(entry.circuit, defaults.circuit);
+}
+
 const ModelSource& SourceOf(const Pipeline& p, const AgentEntry& a) {
   static const ModelSource kNone;
   if (a.source) return *a.source;
@@ -258,6 +274,7 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
         r.dials = ResolveAgentDials(&s, *r.agent, r.source);
         r.dials.sandbox =
             ResolveSandbox(&s.sandbox, &r.agent->sandbox, pipeline_->defaults);
+        ResolveGuards(r.dials, *r.agent, pipeline_->defaults);
       }
     } else if (!s.is_container()) {
       r.dials = ResolveWorkDials(s);
@@ -286,6 +303,7 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
         // comes first.
         fd.sandbox = ResolveSandbox(&s.sandbox, &r.fix_agent->sandbox,
                                     pipeline_->defaults);
+        ResolveGuards(fd, *r.fix_agent, pipeline_->defaults);
         r.fix_dials = fd;
       }
     }
@@ -297,6 +315,7 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
             ResolveAgentDials(nullptr, *r.judge_agent, *r.judge_source);
         jd.sandbox =
             ResolveSandbox(nullptr, &r.judge_agent->sandbox, pipeline_->defaults);
+        ResolveGuards(jd, *r.judge_agent, pipeline_->defaults);
         r.judge_dials = jd;
       }
     }

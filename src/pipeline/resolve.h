@@ -57,6 +57,10 @@ struct ResolvedDials {
   // Task, get, put and agent steps, and fixers: how commands are confined.
   // Step, then agent entry, then defaults:; package default none.
   Dial<SandboxSpec> sandbox;
+  // Agents: protecting the provider's host. Agent entry, then defaults:;
+  // package default off (nullopt).
+  Dial<std::optional<RetryBudgetSpec>> retry_budget;
+  Dial<std::optional<CircuitSpec>> circuit;
 };
 
 struct ResolvedStep {

@@ -396,32 +396,50 @@ void RateLimiter::HoldUntil(SteadyTime until) {
 
 // --- RetryBudget ------------------------------------------------------------
 
-void RetryBudget::CallStarted() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
+void RetryBudget::Prune(SteadyTime now) {
+  const SteadyTime since = now - kWindow;
+  while (!starts_.empty() && starts_.front() < since) starts_.pop_front();
+  while (!grants_.empty() && grants_.front() < since) grants_.pop_front();
 }
 
-bool RetryBudget::TryRetry(const RetryBudgetSpec& spec) {
+int64_t RetryBudget::Calls(SteadyTime now) const {
+  // Started in the window, and started before it but still running.
+  const auto older = in_flight_.lower_bound(now - kWindow);
+  return static_cast<int64_t>(starts_.size()) +
+         static_cast<int64_t>(std::distance(in_flight_.begin(), older));
+}
+
+void RetryBudget::CallStarted(SteadyTime now) {
   std::lock_guard<std::mutex> lock(mu_);
+  Prune(now);
+  starts_.push_back(now);
+  in_flight_.insert(now);
+}
+
+bool RetryBudget::TryRetry(const RetryBudgetSpec& spec, SteadyTime now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Prune(now);
   // A small epsilon: 0.2 * 100 is 20, not 20.000000000000004 floored.
   const double share =
-      std::floor(spec.ratio * static_cast<double>(calls_) + 1e-9);
+      std::floor(spec.ratio * static_cast<double>(Calls(now)) + 1e-9);
   const int64_t allowed =
       std::max<int64_t>(spec.min_retries, static_cast<int64_t>(share));
-  if (retries_ >= allowed) return false;
-  ++retries_;
+  if (static_cast<int64_t>(grants_.size()) >= allowed) return false;
+  grants_.push_back(now);
   return true;
 }
 
-void RetryBudget::CallEnded(int granted) {
+void RetryBudget::CallEnded(SteadyTime started) {
   std::lock_guard<std::mutex> lock(mu_);
-  calls_ = std::max<int64_t>(0, calls_ - 1);
-  retries_ = std::max<int64_t>(0, retries_ - granted);
+  if (auto it = in_flight_.find(started); it != in_flight_.end()) {
+    in_flight_.erase(it);
+  }
 }
 
-std::pair<int64_t, int64_t> RetryBudget::Load() const {
+std::pair<int64_t, int64_t> RetryBudget::Load(SteadyTime now) {
   std::lock_guard<std::mutex> lock(mu_);
-  return {calls_, retries_};
+  Prune(now);
+  return {Calls(now), static_cast<int64_t>(grants_.size())};
 }
 
 // --- Circuit ----------------------------------------------------------------

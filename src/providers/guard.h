@@ -22,10 +22,12 @@
 #define STEPS_PROVIDERS_GUARD_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,24 +124,33 @@ class RateLimiter {
   WakeList wake_;
 };
 
-// The retry budget of one host (Envoy's model): a call may retry while the
-// retries outstanding to the host are fewer than
-// max(min_retries, ratio * calls in flight). A granted retry counts until
-// its call ends. Thread-safe.
+// The retry budget of one host: a call may retry while the retries
+// granted to the host in the last kWindow are fewer than
+// max(min_retries, ratio * calls), the calls being those that started in
+// the window or are still in flight. So a burst of N calls that all fail
+// retries at most max(min_retries, ratio * N) times, however its retries
+// are timed, and steady traffic retries at most that share of it.
+// Thread-safe.
 class RetryBudget {
  public:
-  void CallStarted();
-  // Whether a retry may go out; when it may, it is counted.
-  bool TryRetry(const RetryBudgetSpec& spec);
-  // The call ended, having been granted `granted` retries.
-  void CallEnded(int granted);
-  // For messages: calls in flight, retries outstanding.
-  std::pair<int64_t, int64_t> Load() const;
+  static constexpr Millis kWindow{10000};
+
+  // Counts a call starting at `now`; pass the same time to CallEnded.
+  void CallStarted(SteadyTime now);
+  // Whether a retry may go out at `now`; when it may, it is counted.
+  bool TryRetry(const RetryBudgetSpec& spec, SteadyTime now);
+  void CallEnded(SteadyTime started);
+  // For messages: the calls and the retries the budget counts at `now`.
+  std::pair<int64_t, int64_t> Load(SteadyTime now);
 
  private:
-  mutable std::mutex mu_;
-  int64_t calls_ = 0;
-  int64_t retries_ = 0;
+  void Prune(SteadyTime now);           // REQUIRES: mu_.
+  int64_t Calls(SteadyTime now) const;  // REQUIRES: mu_, pruned.
+
+  std::mutex mu_;
+  std::deque<SteadyTime> starts_;        // Calls started in the window.
+  std::multiset<SteadyTime> in_flight_;  // Start times of calls running.
+  std::deque<SteadyTime> grants_;        // Retries granted in the window.
 };
 
 // How a request's end counts for a circuit.

@@ -22,8 +22,8 @@ struct RateLimitSpec {
   RateLimitSpec Tighter(const RateLimitSpec& other) const;
 };
 
-// `retry_budget:`: retries to a host may be at most `ratio` of the calls
-// in flight to it, and always at least `min_retries`.
+// `retry_budget:`: retries to a host may be at most `ratio` of its recent
+// calls, and always at least `min_retries` (providers/guard.h).
 struct RetryBudgetSpec {
   double ratio = 0.2;
   int64_t min_retries = 3;

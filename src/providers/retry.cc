@@ -86,10 +86,11 @@ std::optional<std::string> RetryingProvider::WhyNotRetry(
 bool RetryingProvider::BudgetAllows(const ChatRequest& request,
                                     const CallContext& context, int attempt,
                                     ProviderError& error) const {
-  if (!policy_.budget || policy_.budget->TryRetry(policy_.budget_spec)) {
+  const SteadyTime now = context.clock->Now();
+  if (!policy_.budget || policy_.budget->TryRetry(policy_.budget_spec, now)) {
     return true;
   }
-  auto [calls, retries] = policy_.budget->Load();
+  auto [calls, retries] = policy_.budget->Load(now);
   Log(context, LogLevel::kWarn, "agent.retry_denied",
       {{"agent", context.agent},
        {"model", request.model},
@@ -99,9 +100,8 @@ bool RetryingProvider::BudgetAllows(const ChatRequest& request,
        {"calls", std::to_string(calls)}});
   error.retry_denied = true;
   error.message += "; not retried: the retry budget of " + policy_.host +
-                   " is spent (" + std::to_string(retries) +
-                   " retries outstanding for " + std::to_string(calls) +
-                   " calls in flight)";
+                   " is spent (" + std::to_string(retries) + " retries for " +
+                   std::to_string(calls) + " calls in the last 10s)";
   return false;
 }
 
@@ -109,11 +109,11 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
                                   const CallContext& context) {
   const int attempts = policy_.attempts;
   int sent = 0;
-  int granted = 0;  // Retries the budget granted.
   Millis waited{0};
-  if (policy_.budget) policy_.budget->CallStarted();
+  const SteadyTime started = context.clock->Now();
+  if (policy_.budget) policy_.budget->CallStarted(started);
   auto done = [&](ChatResult result) {
-    if (policy_.budget) policy_.budget->CallEnded(granted);
+    if (policy_.budget) policy_.budget->CallEnded(started);
     if (result.ok()) {
       result.answer().waited = waited;
     } else {
@@ -155,7 +155,6 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
     if (!BudgetAllows(request, context, attempt, error)) {
       return done(GiveUp(std::move(error), sent, context));
     }
-    if (policy_.budget) ++granted;
 
     Log(context, LogLevel::kWarn, "agent.request_retry",
         {{"agent", context.agent},

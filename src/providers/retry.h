@@ -41,7 +41,7 @@ struct RetryPolicy {
   Millis max_server_wait{600000};
   // The retry budget of the host (retry_budget:), shared by every call to
   // it; null: none. Not owned. A retry it refuses ends the call with the
-  // error it had, logged:
+  // error it had (retry_denied set), logged:
   //   WRN agent.retry_denied agent=A model=M attempt=K host=H retries=R calls=C
   RetryBudget* budget = nullptr;
   RetryBudgetSpec budget_spec;

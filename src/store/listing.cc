@@ -56,6 +56,12 @@ void FormatAgent(std::ostringstream& out, const StoredStep& s) {
         << a.prompt_tokens + a.completion_tokens << " tokens ("
         << a.prompt_tokens << " prompt, " << a.completion_tokens
         << " completion), " << Usd(a.usd) << "\n";
+    if (a.retries || a.retries_denied || a.rate_wait_ms) {
+      out << "       Provider: " << a.retries
+          << (a.retries == 1 ? " retry, " : " retries, ") << a.retries_denied
+          << " retries denied, waited "
+          << FormatDuration(Millis(a.rate_wait_ms)) << " for rate limits\n";
+    }
     if (a.nudge_sent) out << "       Nudge sent\n";
     if (!a.fallbacks_taken.empty())
       out << "       Fallbacks taken: " << Join(a.fallbacks_taken, ", ")

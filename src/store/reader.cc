@@ -208,7 +208,8 @@ Status LoadSteps(Db& db, StoredRun& run) {
       " s.provider_requests, s.prompt_tokens, s.completion_tokens, s.usd,"
       " s.nudge_sent, s.deadline_disclosed, s.fallbacks_taken,"
       " COALESCE(s.cached_from_run, c.run_id),"
-      " COALESCE(s.cached_from_step, c.step_id), s.nudge_ms, s.cell"
+      " COALESCE(s.cached_from_step, c.step_id), s.nudge_ms, s.cell,"
+      " s.retries, s.retries_denied, s.rate_wait_ms"
       " FROM steps s"
       // A step recorded before steps kept its origin: the entry under its
       // key, when it is still there, is the best guess.
@@ -244,6 +245,10 @@ Status LoadSteps(Db& db, StoredRun& run) {
           a.nudge_sent = s.Int(20) != 0;
           a.deadline_disclosed = s.Int(21) != 0;
           a.fallbacks_taken = JsonStrings(s.Text(22));
+          // Recorded before these were kept: none known.
+          a.retries = static_cast<int>(s.OptionalInt(27).value_or(0));
+          a.retries_denied = static_cast<int>(s.OptionalInt(28).value_or(0));
+          a.rate_wait_ms = s.OptionalInt(29).value_or(0);
           step.agent = a;
         }
         step.cached_from_run = s.Text(23);

@@ -63,6 +63,9 @@ struct StoredAgent {
   bool nudge_sent = false;
   bool deadline_disclosed = false;
   std::vector<std::string> fallbacks_taken;
+  int retries = 0;           // Requests that were retries.
+  int retries_denied = 0;    // Retries the retry budget refused.
+  int64_t rate_wait_ms = 0;  // Waiting for rate limits and open circuits.
 };
 
 struct StoredStep {

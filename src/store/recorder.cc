@@ -679,16 +679,18 @@ Status RunRecorder::WriteStepEnd(Db& db, const WriteContext& c,
       " cached, start_seq, end_seq, agent_turns, provider_requests,"
       " prompt_tokens, completion_tokens, usd, nudge_sent,"
       " deadline_disclosed, fallbacks_taken, cached_from_run,"
-      " cached_from_step, cell) VALUES (?1, ?2, ?3, ?4, ?5,"
+      " cached_from_step, cell, retries, retries_denied, rate_wait_ms)"
+      " VALUES (?1, ?2, ?3, ?4, ?5,"
       " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
-      " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
+      " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
       " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
       " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
       " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
       " provider_requests = ?18, prompt_tokens = ?19,"
       " completion_tokens = ?20, usd = ?21, nudge_sent = ?22,"
       " deadline_disclosed = ?23, fallbacks_taken = ?24,"
-      " cached_from_run = ?25, cached_from_step = ?26");
+      " cached_from_run = ?25, cached_from_step = ?26, retries = ?28,"
+      " retries_denied = ?29, rate_wait_ms = ?30");
   if (!st.ok()) return st.status();
   Statement& s = **st;
   const pipeline::StepRef& ref = step.ref;
@@ -718,6 +720,9 @@ Status RunRecorder::WriteStepEnd(Db& db, const WriteContext& c,
     s.Bind(22, int64_t{a->nudge_sent});
     s.Bind(23, int64_t{a->deadline_disclosed});
     s.Bind(24, DumpJson(nlohmann::json(a->fallbacks_taken)));
+    s.Bind(28, int64_t{a->retries});
+    s.Bind(29, int64_t{a->retries_denied});
+    s.Bind(30, int64_t{a->rate_waited.count()});
   }
   if (step.cached) {
     s.Bind(25, step.cached_from_run);

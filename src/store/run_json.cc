@@ -121,6 +121,9 @@ json AgentJson(const StoredStep& s) {
   if (!s.agent) return nullptr;
   return {{"turns", s.agent->turns},
           {"provider_requests", s.agent->provider_requests},
+          {"retries", s.agent->retries},
+          {"retries_denied", s.agent->retries_denied},
+          {"rate_wait_ms", s.agent->rate_wait_ms},
           {"nudge_sent", s.agent->nudge_sent},
           {"deadline_disclosed", s.agent->deadline_disclosed},
           {"fallbacks_taken", s.agent->fallbacks_taken}};

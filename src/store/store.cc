@@ -75,6 +75,9 @@ CREATE TABLE IF NOT EXISTS steps (
   nudge_sent INTEGER,
   deadline_disclosed INTEGER,
   fallbacks_taken TEXT,
+  retries INTEGER,
+  retries_denied INTEGER,
+  rate_wait_ms INTEGER,
   cached_from_run TEXT,
   cached_from_step TEXT,
   nudge_ms INTEGER,
@@ -221,6 +224,9 @@ constexpr AddedColumn kAddedColumns[] = {
     {"steps", "cell", "TEXT NOT NULL DEFAULT ''"},
     {"runs", "file_hash", "TEXT NOT NULL DEFAULT ''"},
     {"runs", "file_text", "TEXT"},
+    {"steps", "retries", "INTEGER"},
+    {"steps", "retries_denied", "INTEGER"},
+    {"steps", "rate_wait_ms", "INTEGER"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

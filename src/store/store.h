@@ -26,8 +26,10 @@ namespace steps::store {
 // The schema's version, kept in PRAGMA user_version.
 // Version 5 adds conversation_log (store/conversation_log.h); version 6 the
 // run's pipeline file (runs.file_hash, runs.file_text) and
-// run_interruptions (store/resume.h).
-inline constexpr int kSchemaVersion = 7;
+// run_interruptions (store/resume.h); version 7 gates (store/gates.h);
+// version 8 an agent step's retries, retries denied and rate-limit waits
+// (steps.retries, retries_denied, rate_wait_ms).
+inline constexpr int kSchemaVersion = 8;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

@@ -253,5 +253,50 @@ jobs:
   EXPECT_EQ(Explain(*l.plan, {"nope"}), "");
 }
 
+TEST(ExplainTest, ProviderProtectionsShowWhereTheyAreDeclared) {
+  Loaded l = Load(R"(defaults:
+  retry_budget: { ratio: 0.25, min_retries: 2 }
+agents:
+- name: a
+  source:
+    model: mock/a
+    rate_limit: { max_concurrent: 4, requests_per_minute: 600 }
+  fallback:
+  - { model: mock/b, rate_limit: {} }
+  circuit: { failures: 3, probe_after: 2s }
+- name: plain
+  source: { model: mock/p }
+jobs:
+- name: j
+  plan:
+  - agent: a
+    messages: [x]
+  - agent: plain
+    messages: [x]
+)");
+  ASSERT_TRUE(l.p);
+  const std::string text = Explain(*l.plan, {});
+  EXPECT_NE(text.find("rate_limit         max_concurrent 4, "
+                      "requests_per_minute 600  for mock/a (source, line 7)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rate_limit         the server's headers  for mock/b"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("retry_budget       ratio 0.25, min_retries 2  "
+                      "defaults (line 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("circuit            failures 3, probe_after 2s  "
+                      "agent entry (line 10)"),
+            std::string::npos)
+      << text;
+  // The agent without a circuit of its own has the defaults' budget only.
+  const std::string plain = text.substr(text.find("agent plain"));
+  EXPECT_EQ(plain.find("circuit"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("rate_limit"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("retry_budget"), std::string::npos) << plain;
+}
+
 }  // namespace
 }  // namespace steps::pipeline

@@ -476,6 +476,69 @@ TEST(LoaderTest, NegativesAreLoadErrors) {
       kError, 4, "'budget.tokens' must be 0 (no limit)");
 }
 
+TEST(LoaderTest, RateLimitsOnASource) {
+  auto p = MustLoad(R"(agents:
+- name: a
+  source:
+    model: mock/a
+    rate_limit: { max_concurrent: 0, requests_per_minute: 500 }
+  fallback:
+  - { model: mock/b, rate_limit: {} }
+jobs:
+- name: j
+  plan: [{ agent: a, messages: [x] }]
+)");
+  ASSERT_TRUE(p);
+  const auto& limit = p->agents[0].source->rate_limit;
+  ASSERT_TRUE(limit);
+  EXPECT_EQ(limit->max_concurrent, 0);  // 0: no cap of that kind.
+  EXPECT_EQ(limit->requests_per_minute, 500);
+  EXPECT_EQ(limit->tokens_per_minute, 0);
+  EXPECT_EQ(p->agents[0].source->rate_limit_line, 5);
+  ASSERT_TRUE(p->agents[0].fallback[0].rate_limit);  // Headers only.
+  EXPECT_EQ(p->agents[0].fallback[0].rate_limit->requests_per_minute, 0);
+}
+
+TEST(LoaderTest, ProviderProtectionsRefuseBadValues) {
+  const std::string tail =
+      "jobs:\n- name: j\n  plan: [{ agent: a, messages: [x] }]\n";
+  auto entry = [&](const std::string& lines) {
+    return "agents:\n- name: a\n  source: { model: mock/a }\n" + lines + tail;
+  };
+  ExpectDiag(
+      "agents:\n- name: a\n  source: { model: mock/a, rate_limit: { "
+      "requests_per_minute: -1 } }\n" +
+          tail,
+      kError, 3,
+      "'source.rate_limit.requests_per_minute' must be 0 (no limit) or "
+      "a positive integer");
+  ExpectDiag(
+      "agents:\n- name: a\n  source: { cli: my-agent, rate_limit: {} "
+      "}\n" +
+          tail,
+      kError, 3, "'source.rate_limit' is for hosted models: a CLI source");
+  ExpectDiag(
+      "agents:\n- name: a\n  source: { model: mock/a, rate_limit: 5 "
+      "}\n" +
+          tail,
+      kError, 3, "'source.rate_limit' must be a mapping such as");
+  ExpectDiag(entry("  retry_budget: { ratio: 1.5 }\n"), kError, 4,
+             "'retry_budget.ratio' must be a number from 0 to 1");
+  ExpectDiag(entry("  retry_budget: { ratio: -0.1 }\n"), kError, 4,
+             "'retry_budget.ratio' must be a number from 0 to 1");
+  ExpectDiag(entry("  retry_budget: { min_retries: -1 }\n"), kError, 4,
+             "'retry_budget.min_retries' must be 0 (no limit)");
+  ExpectDiag(entry("  circuit: { failures: 0 }\n"), kError, 4,
+             "'circuit.failures' must be a positive integer");
+  ExpectDiag(entry("  circuit: { probe_after: -1s }\n"), kError, 4,
+             "'circuit.probe_after' must not be negative");
+  ExpectDiag("defaults:\n  circuit: [5]\n" + entry(""), kError, 2,
+             "'defaults.circuit' must be a mapping such as { failures: 5, "
+             "probe_after: 5s }");
+  ExpectDiag(entry("  circuit: { failure: 3 }\n"), kWarning, 4,
+             "unknown key 'failure'");
+}
+
 TEST(LoaderTest, AttemptsZeroIsALoadError) {
   ExpectDiag(
       "jobs:\n- name: j\n  plan:\n  - task: t\n    run: x\n    attempts: 0\n",

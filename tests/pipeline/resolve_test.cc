@@ -34,6 +34,46 @@ TEST(ResolveTest, AgentPackageDefaults) {
   EXPECT_FALSE(d.budget.value.has_value());
 }
 
+TEST(ResolveTest, ProviderProtectionsAreOffUntilDeclared) {
+  ResolvedDials d = AgentDials("", "");
+  EXPECT_FALSE(d.retry_budget.value);
+  EXPECT_FALSE(d.circuit.value);
+  EXPECT_EQ(d.retry_budget.origin, DialOrigin::kPackageDefault);
+}
+
+TEST(ResolveTest, ProviderProtectionsComeFromTheEntryThenDefaults) {
+  auto load = [](const std::string& defaults, const std::string& entry) {
+    auto p =
+        MustLoad("defaults:\n  env: {}\n" + defaults +
+                 "agents:\n- name: a\n  source: { model: mock/a }\n" + entry +
+                 "jobs:\n- name: j\n  plan:\n  - agent: a\n"
+                 "    messages: [x]\n");
+    ResolvedPlan plan(p);
+    return plan.For(*p->jobs[0].plan[0]).dials;
+  };
+  ResolvedDials d = load(
+      "  retry_budget: { ratio: 0.5, min_retries: 1 }\n"
+      "  circuit: {}\n",
+      "");
+  ASSERT_TRUE(d.retry_budget.value);
+  EXPECT_EQ(d.retry_budget.value->ratio, 0.5);
+  EXPECT_EQ(d.retry_budget.value->min_retries, 1);
+  EXPECT_EQ(d.retry_budget.origin, DialOrigin::kDefaults);
+  EXPECT_EQ(d.retry_budget.line, 3);
+  ASSERT_TRUE(d.circuit.value);  // Empty: every default.
+  EXPECT_EQ(d.circuit.value->failures, 5);
+  EXPECT_EQ(d.circuit.value->probe_after, Millis(5000));
+  d = load("  retry_budget: { ratio: 0.5 }\n",
+           "  retry_budget: { min_retries: 0 }\n"
+           "  circuit: { failures: 2, probe_after: \"0\" }\n");
+  ASSERT_TRUE(d.retry_budget.value);
+  EXPECT_EQ(d.retry_budget.value->ratio, 0.2);  // The entry's, whole.
+  EXPECT_EQ(d.retry_budget.value->min_retries, 0);
+  EXPECT_EQ(d.retry_budget.origin, DialOrigin::kAgentEntry);
+  EXPECT_EQ(d.circuit.value->failures, 2);
+  EXPECT_EQ(d.circuit.value->probe_after, Millis(0));
+}
+
 TEST(ResolveTest, CliSourceHasNoTurnCapByDefault) {
   ResolvedDials d = AgentDials("", "", "{ cli: my-agent }");
   EXPECT_FALSE(d.max_turns.value.has_value());

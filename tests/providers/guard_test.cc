@@ -230,27 +230,35 @@ TEST(RateLimitHeaders, GoDurations) {
   EXPECT_EQ(ParseGoDuration("99999999999999999999h"), std::nullopt);
 }
 
-TEST(RetryBudgetTest, ARatioOfTheCallsInFlightAndAFloor) {
+TEST(RetryBudgetTest, ARatioOfTheCallsAndAFloor) {
   RetryBudget budget;
   const RetryBudgetSpec spec{.ratio = 0.2, .min_retries = 3};
-  for (int i = 0; i < 100; ++i) budget.CallStarted();
+  const SteadyTime t0{};
+  for (int i = 0; i < 100; ++i) budget.CallStarted(t0);
   int granted = 0;
-  for (int i = 0; i < 100; ++i) granted += budget.TryRetry(spec);
+  for (int i = 0; i < 100; ++i) granted += budget.TryRetry(spec, t0);
   EXPECT_EQ(granted, 20);  // 0.2 x 100 exactly.
-  // A call that ends gives its retry back.
-  budget.CallEnded(1);
-  EXPECT_EQ(budget.Load(), std::make_pair(int64_t{99}, int64_t{19}));
-  EXPECT_FALSE(budget.TryRetry(spec));  // 0.2 x 99 = 19.8: 19 allowed.
-  budget.CallStarted();
-  EXPECT_TRUE(budget.TryRetry(spec));
+  // Calls that end still count while they are in the window: their burst
+  // cannot be retried again as they go.
+  for (int i = 0; i < 98; ++i) budget.CallEnded(t0);
+  EXPECT_FALSE(budget.TryRetry(spec, t0 + Millis(9999)));
+  EXPECT_EQ(budget.Load(t0 + Millis(9999)),
+            std::make_pair(int64_t{100}, int64_t{20}));
+  // Past the window only the 2 calls still running count, and nothing was
+  // granted in it: the floor of 3 holds.
+  const SteadyTime later = t0 + Millis(10001);
+  EXPECT_EQ(budget.Load(later), std::make_pair(int64_t{2}, int64_t{0}));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(budget.TryRetry(spec, later)) << i;
+  EXPECT_FALSE(budget.TryRetry(spec, later));
 
-  RetryBudget few;
-  few.CallStarted();
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(few.TryRetry(spec)) << i;
-  EXPECT_FALSE(few.TryRetry(spec));  // min_retries: 3, however few calls.
   RetryBudget none;
-  none.CallStarted();
-  EXPECT_FALSE(none.TryRetry({.ratio = 0, .min_retries = 0}));
+  none.CallStarted(t0);
+  EXPECT_FALSE(none.TryRetry({.ratio = 0, .min_retries = 0}, t0));
+  RetryBudget edge;  // 0.2 x 99 = 19.8: 19 allowed.
+  for (int i = 0; i < 99; ++i) edge.CallStarted(t0);
+  granted = 0;
+  for (int i = 0; i < 99; ++i) granted += edge.TryRetry(spec, t0);
+  EXPECT_EQ(granted, 19);
 }
 
 // Answers every request with `error` (or an answer when unset); counts.
@@ -307,16 +315,14 @@ TEST(RetryBudgetTest, ADeniedRetryEndsTheCallWithItsErrorAndSaysWhy) {
                   "WRN agent.retry_denied agent=coder model=m attempt=1 "
                   "host=api.example.com retries=0 calls=1"))
       << All(log);
-  EXPECT_EQ(budget.Load(), std::make_pair(int64_t{0}, int64_t{0}));
 
-  // With room, the call retries as its attempts allow and gives the
-  // grants back when it ends.
+  // With room (the floor), the call retries as its attempts allow.
   policy.budget_spec = {.ratio = 0.2, .min_retries = 5};
   RetryingProvider roomy(inner, policy);
   r = roomy.Send(request, context);
   EXPECT_EQ(inner.sent, 4);
   EXPECT_FALSE(r.error().retry_denied);
-  EXPECT_EQ(budget.Load(), std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(budget.Load(clock.Now()), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
 class CircuitTest : public ::testing::Test {
