@@ -111,6 +111,7 @@ bool SetAnswer(const ChatResult& result, MockEntry& entry) {
     case ProviderErrorKind::kCancelled:
     case ProviderErrorKind::kConfig:
     case ProviderErrorKind::kRateLimited:
+    case ProviderErrorKind::kCircuitOpen:
       return false;
   }
   return false;

@@ -15,6 +15,16 @@ namespace {
 // How long a wait with nothing to wait for but a wake sleeps between
 // looks at the call's state (cancellation and deadline wake it anyway).
 constexpr Millis kLongSleep{3600 * 1000};
+// No wait or hold is ever longer than a year: a server's reset or usage
+// figure, however large, stays far from the clock's range.
+constexpr Millis kMaxWait{int64_t{365} * 24 * 3600 * 1000};
+// Without a deadline, a wait longer than this is refused, as a server's
+// Retry-After is (RetryPolicy::max_server_wait).
+constexpr Millis kMaxOpenEndedWait{10 * 60 * 1000};
+
+SteadyTime Capped(SteadyTime t, SteadyTime now) {
+  return std::min(t, now + kMaxWait);
+}
 
 void Log(const CallContext& context, LogLevel level, std::string_view event,
          std::vector<LogField> fields) {
@@ -72,7 +82,9 @@ std::optional<Millis> ParseRfc3339Wait(const std::string& text, WallTime now) {
   const double at_ms = (static_cast<double>(t) - offset_min * 60.0 + s) * 1e3;
   const double now_ms = static_cast<double>(
       std::chrono::duration_cast<Millis>(now.time_since_epoch()).count());
-  return Millis(static_cast<int64_t>(std::max(0.0, at_ms - now_ms)));
+  const double wait =
+      std::clamp(at_ms - now_ms, 0.0, static_cast<double>(kMaxWait.count()));
+  return Millis(static_cast<int64_t>(wait));
 }
 
 std::optional<Millis> ParseReset(const std::optional<std::string>& text,
@@ -98,7 +110,8 @@ Millis Interval(int64_t per_minute, int64_t amount) {
   // 60,000 ms per minute, shared out evenly.
   const double ms =
       60000.0 * static_cast<double>(amount) / static_cast<double>(per_minute);
-  return Millis(static_cast<int64_t>(std::ceil(std::min(ms, 1e15))));
+  return Millis(static_cast<int64_t>(
+      std::ceil(std::min(ms, static_cast<double>(kMaxWait.count())))));
 }
 
 int64_t MinNonZero(int64_t a, int64_t b) {
@@ -160,7 +173,7 @@ std::optional<Millis> ParseGoDuration(std::string_view text) {
     total += value * per;
     if (total > 1e12) return std::nullopt;
   }
-  return Millis(static_cast<int64_t>(std::ceil(total)));
+  return std::min(Millis(static_cast<int64_t>(std::ceil(total))), kMaxWait);
 }
 
 RateLimitHint ParseRateLimitHeaders(const HttpHeaders& headers, WallTime now) {
@@ -291,12 +304,13 @@ std::optional<SteadyTime> RateLimiter::ReadyAt(int64_t tokens, SteadyTime now,
 void RateLimiter::Admit(int64_t tokens, SteadyTime now) {
   ++in_flight_;
   if (int64_t rpm = RequestsPerMinute(); rpm > 0) {
-    next_request_ =
-        std::max(now, next_request_.value_or(now)) + Interval(rpm, 1);
+    next_request_ = Capped(
+        std::max(now, next_request_.value_or(now)) + Interval(rpm, 1), now);
   }
   if (int64_t tpm = TokensPerMinute(); tpm > 0) {
-    next_tokens_ = std::max(now, next_tokens_.value_or(now)) +
-                   Interval(tpm, std::max<int64_t>(tokens, 1));
+    next_tokens_ = Capped(std::max(now, next_tokens_.value_or(now)) +
+                              Interval(tpm, std::max<int64_t>(tokens, 1)),
+                          now);
   }
   if (server_.requests_remaining && *server_.requests_remaining > 0) {
     --*server_.requests_remaining;
@@ -322,7 +336,17 @@ Admission RateLimiter::Acquire(int64_t tokens, const CallContext& context) {
       return out;
     }
     out.why = why;
+    out.waited = std::chrono::duration_cast<Millis>(now - start);
     const Deadline& deadline = context.deadline;
+    if (ready && !deadline.is_set() && *ready - now > kMaxOpenEndedWait) {
+      out.error = GuardError(
+          ProviderErrorKind::kRateLimited,
+          "rate limit (" + why + "): the next request may start in " +
+              FormatDuration(std::chrono::duration_cast<Millis>(*ready - now)) +
+              ", longer than " + FormatDuration(kMaxOpenEndedWait) +
+              " (the step has no deadline)");
+      return out;
+    }
     if (ready && deadline.is_set() && *ready >= deadline.at()) {
       out.error = GuardError(
           ProviderErrorKind::kRateLimited,
@@ -353,7 +377,8 @@ Admission RateLimiter::Acquire(int64_t tokens, const CallContext& context) {
   }
 }
 
-void RateLimiter::Release(int64_t estimated, std::optional<int64_t> used) {
+void RateLimiter::Release(int64_t estimated, std::optional<int64_t> used,
+                          SteadyTime now) {
   std::vector<CancelToken> sleepers;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -362,8 +387,9 @@ void RateLimiter::Release(int64_t estimated, std::optional<int64_t> used) {
     if (used && tpm > 0 && next_tokens_ && *used != estimated) {
       // Settle the estimate: what the answer reports is what was spent.
       const int64_t diff = *used - estimated;
-      const Millis d = Interval(tpm, std::abs(diff));
-      next_tokens_ = diff > 0 ? *next_tokens_ + d : *next_tokens_ - d;
+      const Millis d = Interval(tpm, diff > 0 ? diff : -diff);
+      next_tokens_ = diff > 0 ? Capped(*next_tokens_ + d, now)
+                              : std::max(*next_tokens_ - d, now - kMaxWait);
     }
     sleepers = wake_.TakeAll();
   }
@@ -389,7 +415,8 @@ void RateLimiter::Observe(const RateLimitHint& hint, SteadyTime now) {
   }
 }
 
-void RateLimiter::HoldUntil(SteadyTime until) {
+void RateLimiter::HoldUntil(SteadyTime until, SteadyTime now) {
+  until = Capped(until, now);
   std::lock_guard<std::mutex> lock(mu_);
   if (!hold_until_ || until > *hold_until_) hold_until_ = until;
 }
@@ -465,6 +492,7 @@ CircuitVerdict ClassifyForCircuit(const ChatResult& result) {
     case ProviderErrorKind::kCancelled:
     case ProviderErrorKind::kConfig:
     case ProviderErrorKind::kRateLimited:
+    case ProviderErrorKind::kCircuitOpen:
       return CircuitVerdict::kNeutral;
   }
   return CircuitVerdict::kNeutral;
@@ -494,6 +522,22 @@ Admission Circuit::Admit(const CircuitSpec& spec, const CallContext& context,
       return out;
     }
     out.why = "circuit";
+    out.waited = std::chrono::duration_cast<Millis>(now - start);
+    const Deadline& deadline = context.deadline;
+    if (!probe_out_ && deadline.is_set() && next_probe_ >= deadline.at()) {
+      // No probe can go before the deadline: fail now, so a fallback
+      // source still has the time that is left.
+      out.error = GuardError(
+          ProviderErrorKind::kCircuitOpen,
+          "the circuit to " + host_ + " is open after " +
+              std::to_string(failures_) +
+              " failed requests in a row: the next probe is in " +
+              FormatDuration(
+                  std::chrono::duration_cast<Millis>(next_probe_ - now)) +
+              " but the deadline is " +
+              FormatDuration(*deadline.Remaining(clock)) + " away");
+      return out;
+    }
     if (context.deadline.Expired(clock)) {
       out.error =
           GuardError(ProviderErrorKind::kDeadline,
@@ -607,6 +651,16 @@ int64_t EstimateTokens(const ChatRequest& request) {
 GuardedProvider::GuardedProvider(Provider& inner, Guards guards)
     : inner_(inner), guards_(std::move(guards)) {}
 
+void GuardedProvider::LogWait(const CallContext& context, Millis waited,
+                              const std::string& why) const {
+  if (waited.count() <= 0) return;
+  Log(context, LogLevel::kInfo, "provider.rate_wait",
+      {{"agent", context.agent},
+       {"host", guards_.host},
+       {"waited", FormatDuration(waited)},
+       {"limit", why}});
+}
+
 namespace {
 
 void Stamp(ChatResult& result, Millis waited) {
@@ -630,6 +684,7 @@ ChatResult GuardedProvider::Send(const ChatRequest& request,
     if (!a.why.empty()) why = a.why;
     if (a.error) {
       a.error->waited = waited;
+      LogWait(context, waited, why);
       return *a.error;
     }
   }
@@ -644,16 +699,11 @@ ChatResult GuardedProvider::Send(const ChatRequest& request,
                                 true, context);
       }
       a.error->waited = waited;
+      LogWait(context, waited, why);
       return *a.error;
     }
   }
-  if (waited.count() > 0) {
-    Log(context, LogLevel::kInfo, "provider.rate_wait",
-        {{"agent", context.agent},
-         {"host", guards_.host},
-         {"waited", FormatDuration(waited)},
-         {"limit", why}});
-  }
+  LogWait(context, waited, why);
   CallContext inner_context = context;
   if (RateLimiter* limiter = guards_.limiter) {
     Clock* clock = context.clock;
@@ -667,10 +717,12 @@ ChatResult GuardedProvider::Send(const ChatRequest& request,
   if (RateLimiter* limiter = guards_.limiter) {
     std::optional<int64_t> used;
     if (result.ok()) used = result.answer().usage.total_tokens();
-    limiter->Release(tokens, used);
+    const SteadyTime now = context.clock->Now();
+    limiter->Release(tokens, used, now);
     if (!result.ok() && result.error().http_status == 429 &&
         result.error().retry_after) {
-      limiter->HoldUntil(context.clock->Now() + *result.error().retry_after);
+      limiter->HoldUntil(now + std::min(*result.error().retry_after, kMaxWait),
+                         now);
     }
   }
   if (guards_.circuit) {

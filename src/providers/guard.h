@@ -97,11 +97,11 @@ class RateLimiter {
   Admission Acquire(int64_t tokens, const CallContext& context);
   // The request admitted by Acquire ended; `used` is what its answer
   // reported (total tokens), when it did.
-  void Release(int64_t estimated, std::optional<int64_t> used);
+  void Release(int64_t estimated, std::optional<int64_t> used, SteadyTime now);
   // What an answer's headers said; tightens the limits and the window.
   void Observe(const RateLimitHint& hint, SteadyTime now);
   // A 429 asked to wait: no request starts before `until`.
-  void HoldUntil(SteadyTime until);
+  void HoldUntil(SteadyTime until, SteadyTime now);
 
  private:
   // When a request of `tokens` may start, seen at `now`; nullopt while it
@@ -231,6 +231,9 @@ class GuardedProvider : public Provider {
                   const CallContext& context) override;
 
  private:
+  void LogWait(const CallContext& context, Millis waited,
+               const std::string& why) const;
+
   Provider& inner_;
   Guards guards_;
 };

@@ -82,6 +82,8 @@ const char* ProviderErrorKindName(ProviderErrorKind kind) {
       return "config";
     case ProviderErrorKind::kRateLimited:
       return "rate_limited";
+    case ProviderErrorKind::kCircuitOpen:
+      return "circuit_open";
   }
   return "unknown";
 }
@@ -107,6 +109,7 @@ bool ProviderError::retryable() const {
     case ProviderErrorKind::kCancelled:
     case ProviderErrorKind::kConfig:
     case ProviderErrorKind::kRateLimited:
+    case ProviderErrorKind::kCircuitOpen:
       return false;
   }
   return false;

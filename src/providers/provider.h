@@ -43,11 +43,14 @@ enum class ProviderErrorKind {
   kRateLimited,    // A client-side rate limit (providers/guard.h) would
                    // hold the request past the step's deadline; nothing was
                    // sent. Final, as a 429 whose wait does not fit.
+  kCircuitOpen,    // The host's circuit (providers/guard.h) is open and no
+                   // probe can go before the step's deadline; nothing was
+                   // sent. Final: a fallback source takes over.
 };
 
 // "connection", "timeout", "http_status", "malformed", "stream_idle",
 // "stream_error", "no_descriptors", "too_large", "deadline", "cancelled",
-// "config", "rate_limited".
+// "config", "rate_limited", "circuit_open".
 const char* ProviderErrorKindName(ProviderErrorKind kind);
 
 // Retryable HTTP statuses: 408, 409, 429 and every 5xx (529 included).

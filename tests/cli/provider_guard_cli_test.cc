@@ -264,6 +264,32 @@ TEST(ProviderGuardCliTest, ACircuitHoldsRequestsUntilAProbeFindsTheHostBack) {
             (std::map<std::string, int>{{"errored", 4}, {"succeeded", 2}}));
 }
 
+TEST(ProviderGuardCliTest, AnOpenCircuitHandsOverToTheFallbackAtOnce) {
+  ModelServer down([](int, httplib::Response& res) { Reply500(res); });
+  ModelServer up([](int, httplib::Response& res) { Reply200(res); });
+  TempDir dir;
+  // The probe would go in 60 s, past every cell's 10 s deadline: the
+  // circuit refuses at once and the fallback answers.
+  std::string p = AcrossPipeline(
+      down.port(), 3,
+      "  fallback: [{model: openai/m, base_url: \"http://127.0.0.1:" +
+          std::to_string(up.port()) +
+          "/v1\"}]\n"
+          "  attempts: 1\n"
+          "  circuit: {failures: 1, probe_after: 60s}\n");
+  p.replace(p.find("timeout: 2m"), 11, "timeout: 10s");
+  p.replace(p.find("max_in_flight: 3"), 16, "max_in_flight: 1");
+  dir.Write("p.yaml", p);
+  const auto start = Steady::now();
+  auto run = RunSteps(dir.path(), "run p.yaml --plain --state-dir state",
+                      {.prefix = "OPENAI_API_KEY=k"});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_LT(Steady::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(down.arrivals().size(), 1u);
+  EXPECT_EQ(up.arrivals().size(), 3u);
+  EXPECT_EQ(Lines(run.out, "the circuit to 127.0.0.1:"), 2) << run.out;
+}
+
 // A server that enforces `per_second` requests a second (a bucket of 5,
 // refilled evenly) and answers 429 past it; it announces `announced` as
 // its limit per minute.

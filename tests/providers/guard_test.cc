@@ -39,7 +39,7 @@ class RateLimiterTest : public ::testing::Test {
               std::optional<int64_t> used = std::nullopt) {
     Admission a = limiter.Acquire(tokens, context_);
     EXPECT_FALSE(a.error) << a.error->message;
-    limiter.Release(tokens, used);
+    limiter.Release(tokens, used, clock_.Now());
     return a.waited;
   }
 
@@ -110,9 +110,43 @@ TEST_F(RateLimiterTest, HeadersLowerTheLimitAndStopAtAnEmptyWindow) {
 
 TEST_F(RateLimiterTest, ARetryAfterHoldsEveryRequest) {
   RateLimiter limiter({.max_concurrent = 100});
-  limiter.HoldUntil(clock_.Now() + Millis(2500));
+  limiter.HoldUntil(clock_.Now() + Millis(2500), clock_.Now());
   EXPECT_EQ(Take(limiter), Millis(2500));
   EXPECT_EQ(Take(limiter), Millis(0));
+}
+
+TEST_F(RateLimiterTest, HostileFiguresNeitherOverflowNorLiftTheLimit) {
+  // A server's reset in year 9999 holds (for a year), and a step with a
+  // 30 s deadline is refused at once.
+  RateLimiter limiter({.requests_per_minute = 600});
+  RateLimitHint hint;
+  hint.requests_remaining = 0;
+  hint.requests_reset = Millis(int64_t{365} * 24 * 3600 * 1000);
+  limiter.Observe(hint, clock_.Now());
+  context_.deadline = Deadline::After(clock_, Millis(30000));
+  Admission a = limiter.Acquire(1, context_);
+  ASSERT_TRUE(a.error);
+  EXPECT_EQ(a.error->kind, ProviderErrorKind::kRateLimited);
+  // A usage of 2e9 tokens at 10 a minute: still held, not wrapped around.
+  RateLimiter tokens({.tokens_per_minute = 10});
+  EXPECT_EQ(Take(tokens, 1, int64_t{2000000000}), Millis(0));
+  a = tokens.Acquire(1, context_);
+  ASSERT_TRUE(a.error);
+  EXPECT_EQ(a.error->kind, ProviderErrorKind::kRateLimited);
+}
+
+TEST_F(RateLimiterTest, WithoutADeadlineAWaitOverTenMinutesIsRefused) {
+  RateLimiter limiter({.max_concurrent = 10});
+  limiter.HoldUntil(clock_.Now() + Millis(600001), clock_.Now());
+  Admission a = limiter.Acquire(1, context_);
+  ASSERT_TRUE(a.error);
+  EXPECT_EQ(a.error->kind, ProviderErrorKind::kRateLimited);
+  EXPECT_NE(a.error->message.find("longer than 10m"), std::string::npos)
+      << a.error->message;
+  // Ten minutes exactly: waited.
+  RateLimiter ten({.max_concurrent = 10});
+  ten.HoldUntil(clock_.Now() + Millis(600000), clock_.Now());
+  EXPECT_EQ(Take(ten), Millis(600000));
 }
 
 TEST(RateLimiterThreads, MaxConcurrentWaitsForARequestToEnd) {
@@ -131,7 +165,7 @@ TEST(RateLimiterThreads, MaxConcurrentWaitsForARequestToEnd) {
   });
   clock.WaitForSleepers(1);
   EXPECT_FALSE(admitted);
-  limiter.Release(1, std::nullopt);
+  limiter.Release(1, std::nullopt, clock.Now());
   third.join();
   EXPECT_TRUE(admitted);
 }
@@ -166,6 +200,7 @@ TEST(RateLimiterThreads, AConcurrencyWaitEndsAtTheDeadline) {
     Admission a = limiter.Acquire(1, second);
     ASSERT_TRUE(a.error);
     EXPECT_EQ(a.error->kind, ProviderErrorKind::kDeadline);
+    EXPECT_EQ(a.waited, Millis(3000));
     EXPECT_NE(a.error->message.find("max_concurrent 1"), std::string::npos);
   });
   clock.WaitForSleepers(1);
@@ -214,6 +249,18 @@ TEST(RateLimitHeaders, OpenAiAndAnthropic) {
        {"anthropic-ratelimit-requests-reset", "2026-13-06T18:20:07Z"}},
       now);
   EXPECT_TRUE(h.empty());
+}
+
+TEST(RateLimitHeaders, ResetsFarAwayAreAYearAtMost) {
+  const Millis year{int64_t{365} * 24 * 3600 * 1000};
+  const WallTime now = WallTime(std::chrono::seconds(1796581200));
+  RateLimitHint h = ParseRateLimitHeaders(
+      {{"x-ratelimit-remaining-requests", "0"},
+       {"x-ratelimit-reset-requests", "9999-12-31T23:59:59Z"},
+       {"x-ratelimit-reset-tokens", "99999h"}},
+      now);
+  EXPECT_EQ(h.requests_reset, year);
+  EXPECT_EQ(h.tokens_reset, year);
 }
 
 TEST(RateLimitHeaders, GoDurations) {
@@ -370,17 +417,52 @@ TEST_F(CircuitTest, OpensAfterNFailuresInARowAndAProbeClosesIt) {
   EXPECT_EQ(a.waited, Millis(0));
 }
 
-TEST_F(CircuitTest, AWaitOnAnOpenCircuitEndsAtTheDeadline) {
+TEST_F(CircuitTest, NoProbeBeforeTheDeadlineFailsAtOnceForAFallback) {
   for (int i = 0; i < 3; ++i) {
     circuit_.Record(spec_, CircuitVerdict::kOutage, false, context_);
   }
+  // The probe is due in 2 s; the deadline is 1.5 s away.
   context_.deadline = Deadline::After(clock_, Millis(1500));
   bool probe = false;
   Admission a = circuit_.Admit(spec_, context_, &probe);
   ASSERT_TRUE(a.error);
-  EXPECT_EQ(a.error->kind, ProviderErrorKind::kDeadline);
+  EXPECT_EQ(a.error->kind, ProviderErrorKind::kCircuitOpen);
+  EXPECT_FALSE(a.error->retryable());
+  EXPECT_EQ(a.error->requests, 0);
   EXPECT_FALSE(probe);
-  EXPECT_NE(a.error->message.find("circuit to h:1 is open"), std::string::npos);
+  EXPECT_EQ(clock_.total_slept(), Millis(0));
+  EXPECT_NE(a.error->message.find("circuit to h:1 is open after 3 failed"),
+            std::string::npos)
+      << a.error->message;
+  // Exactly at the probe time: still no room for it.
+  context_.deadline = Deadline::After(clock_, Millis(2000));
+  EXPECT_EQ(circuit_.Admit(spec_, context_, &probe).error->kind,
+            ProviderErrorKind::kCircuitOpen);
+}
+
+TEST(CircuitThreads, AWaitForAnotherProbeEndsAtTheDeadlineAndCountsTheWait) {
+  FakeClock clock;
+  CallContext context;
+  context.clock = &clock;
+  Circuit circuit("h");
+  const CircuitSpec spec{.failures = 1, .probe_after = Millis(0)};
+  circuit.Record(spec, CircuitVerdict::kOutage, false, context);
+  bool probe = false;
+  ASSERT_FALSE(circuit.Admit(spec, context, &probe).error);
+  ASSERT_TRUE(probe);  // Out, never answered.
+  CallContext other = context;
+  other.deadline = Deadline::After(clock, Millis(4000));
+  std::thread t([&] {
+    bool p = false;
+    Admission a = circuit.Admit(spec, other, &p);
+    ASSERT_TRUE(a.error);
+    EXPECT_EQ(a.error->kind, ProviderErrorKind::kDeadline);
+    EXPECT_EQ(a.waited, Millis(4000));
+    EXPECT_NE(a.error->message.find("circuit to h is open"), std::string::npos);
+  });
+  clock.WaitForSleepers(1);
+  clock.Advance(Millis(4000));
+  t.join();
 }
 
 TEST(CircuitThreads, OneProbeAtATimeOthersWaitForIt) {
