@@ -3,7 +3,8 @@
 // waits on the gate: the page shows the gate's message, who may decide and
 // a countdown to its deadline that decreases; the reader types a reason and
 // clicks Reject; the run ends failed, and the gate's record says rejected,
-// via ui, with the reason, both on the page and in `steps show --json`.
+// via ui, with the reason, both on the page and in `steps show --json`. A
+// gate with approvers shows the command they decide it with, no buttons.
 //
 //   node gate_page_test.mjs STEPS_BINARY SCREENSHOT_DIR
 //
@@ -144,6 +145,34 @@ try {
   check(step && / \(via ui\)$/.test(step.gate.taken_by || ''),
         `taken by the UI's user, via ui (${step && step.gate.taken_by})`);
   check(step && step.gate.reason === 'Not on a Friday', 'with the reason typed');
+
+  // A gate with approvers: the page cannot tell who clicks, so it shows the
+  // command its approvers decide it with, and no buttons.
+  const guardedFile = join(dir, 'guarded.yaml');
+  writeFileSync(guardedFile, `jobs:
+- name: guarded
+  plan:
+  - gate: production
+    approvers: [alice, ops]
+    timeout: 2m
+`);
+  const guarded = start(['run', guardedFile, '--plain', '--state-dir', state]);
+  const guardedExit = new Promise(resolve => guarded.on('exit', code => resolve(code)));
+  await page.goto(url + '#');
+  await page.waitForFunction(
+      () => document.querySelectorAll('.runrow').length === 2, null, { timeout: 30000 });
+  await page.goto(url + '#latest');
+  const cli = page.locator('.gate[data-gate="guarded:1"] .gate-cli');
+  await cli.waitFor({ state: 'visible', timeout: 30000 });
+  const cliText = await cli.textContent();
+  check(/^Only alice, ops may decide this gate/.test(cliText) &&
+        /run steps approve \S+ guarded:1 \(or steps reject \S+ guarded:1 --reason TEXT\)/.test(cliText),
+        `a gate with approvers names the command to use (${JSON.stringify(cliText)})`);
+  check(await page.locator('.gate[data-gate="guarded:1"] button').count() === 0 &&
+        await page.locator('.gate[data-gate="guarded:1"] .gate-who').textContent() === 'alice, ops',
+        'and shows who may decide, without buttons');
+  guarded.kill('SIGTERM');
+  check(await guardedExit === 143, 'the guarded run ends on SIGTERM');
 } catch (e) {
   check(false, `browser test: ${e.message}`);
 } finally {
