@@ -38,9 +38,15 @@ writeFileSync(file, `jobs:
   plan:
   - task: build
     run: echo built
-  - gate: deploy-approval
-    message: Deploy build 42 to production?
-    timeout: 2m
+  - in_parallel:
+    - gate: deploy-approval
+      message: Deploy build 42 to production?
+      timeout: 2m
+    # Prints while the gate waits, so the page redraws as the reason is
+    # typed; stops once the test has seen that (bounded at 60 s).
+    - task: ticker
+      run: |
+        for i in $(seq 600); do [ -e '${join(dir, 'stop-ticker')}' ] && break; echo "tick $i"; sleep 0.1; done
   - task: deploy
     run: echo deployed
 `);
@@ -88,7 +94,7 @@ try {
   await page.goto(url + '#latest');
 
   // The waiting gate: its message, who may decide, a countdown, buttons.
-  const gate = page.locator('.gate[data-gate="release:2"]');
+  const gate = page.locator('.gate[data-gate="release:2.1"]');
   const left = gate.locator('.gate-left');
   await left.waitFor({ state: 'visible', timeout: 30000 });
   check(await gate.locator('.gate-message').textContent() === 'Deploy build 42 to production?',
@@ -99,7 +105,7 @@ try {
         `a countdown to the gate's 2m deadline ("${t1}")`);
   await page.waitForFunction(
       before => {
-        const e = document.querySelector('.gate[data-gate="release:2"] .gate-left');
+        const e = document.querySelector('.gate[data-gate="release:2.1"] .gate-left');
         return e && e.textContent !== before;
       }, t1, { timeout: 10000 });
   const t2 = await left.textContent();
@@ -113,12 +119,28 @@ try {
   await reasonBox.click();
   await reasonBox.pressSequentially('Not on a Friday', { delay: 20 });
   check(await reasonBox.inputValue() === 'Not on a Friday', 'the reason is typed into the box');
+  // The ticker's lines redraw the page: the reason and its focus stay.
+  const ticks = page.locator('.step', { hasText: 'task: ticker' }).locator('details.log summary');
+  const ticksBefore = await ticks.textContent();
+  await page.waitForFunction(
+      before => {
+        const step = [...document.querySelectorAll('.step')].find(s => s.textContent.includes('task: ticker'));
+        const summary = step && step.querySelector('details.log summary');
+        return summary && summary.textContent !== before;
+      }, ticksBefore, { timeout: 10000 });
+  const kept = await page.evaluate(() => {
+    const box = document.querySelector('.gate[data-gate="release:2.1"] textarea.gate-reason');
+    return { value: box.value, focused: document.activeElement === box };
+  });
+  check(kept.value === 'Not on a Friday' && kept.focused,
+        `the reason and its focus survive a redraw (${ticksBefore} then later: ${JSON.stringify(kept)})`);
   await page.screenshot({ path: join(shots, 'ui-gate.png'), fullPage: true });
   await reject.click();
+  writeFileSync(join(dir, 'stop-ticker'), '');
 
   // The page shows the decision and the failed run.
   await page.waitForFunction(() => {
-    const g = document.querySelector('.gate[data-gate="release:2"] .gate-ended');
+    const g = document.querySelector('.gate[data-gate="release:2.1"] .gate-ended');
     return g && g.querySelector('.badge').textContent === 'rejected';
   }, null, { timeout: 30000 });
   const ended = await gate.locator('.gate-ended').textContent();
