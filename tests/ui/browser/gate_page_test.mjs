@@ -8,7 +8,7 @@
 //
 //   node gate_page_test.mjs STEPS_BINARY SCREENSHOT_DIR
 //
-// It saves ui-gate.png (the waiting gate) there.
+// It saves ui-gate.png (the waiting gate's step) there.
 import { chromium } from 'playwright-core';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync, existsSync } from 'node:fs';
@@ -134,7 +134,7 @@ try {
   });
   check(kept.value === 'Not on a Friday' && kept.focused,
         `the reason and its focus survive a redraw (${ticksBefore} then later: ${JSON.stringify(kept)})`);
-  await page.screenshot({ path: join(shots, 'ui-gate.png'), fullPage: true });
+  await page.locator('.step[data-step="release:2.1"]').screenshot({ path: join(shots, 'ui-gate.png') });
   await reject.click();
   writeFileSync(join(dir, 'stop-ticker'), '');
 
