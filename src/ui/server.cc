@@ -98,19 +98,26 @@ class UiServer::Impl {
     return false;
   }
 
+  // Whether the request comes from no page or from this server's own
+  // (Origin). If not, `res` is a 403 saying so.
+  bool AdmitOrigin(const httplib::Request& req, httplib::Response& res) const {
+    if (!req.has_header("Origin") ||
+        OriginAllowed(req.get_header_value("Origin"), *hosts_)) {
+      return true;
+    }
+    SendRefusal(res, 403,
+                "steps ui: a request from the page at '" +
+                    SanitizeUtf8(req.get_header_value("Origin")) +
+                    "' is refused; decide on this server's own page",
+                "origin");
+    return false;
+  }
+
   // Whether a request that changes something may: it comes from no page
   // or from this server's own (Origin), and carries the token. If not,
   // `res` is a 403 saying why.
   bool AdmitWrite(const httplib::Request& req, httplib::Response& res) const {
-    if (req.has_header("Origin") &&
-        !OriginAllowed(req.get_header_value("Origin"), *hosts_)) {
-      SendRefusal(res, 403,
-                  "steps ui: a decision sent from the page at '" +
-                      SanitizeUtf8(req.get_header_value("Origin")) +
-                      "' is refused; decide on this server's own page",
-                  "origin");
-      return false;
-    }
+    if (!AdmitOrigin(req, res)) return false;
     if (!token_ || !token_->Matches(req.get_header_value(kTokenHeader))) {
       SendRefusal(res, 403,
                   std::string("steps ui: a decision must carry this "
@@ -192,9 +199,12 @@ UiServer::UiServer(std::string state_dir)
     res.set_content(PageHtml(), "text/html; charset=utf-8");
   });
   // The token every decision carries; only a page of this server can read
-  // it (no CORS headers, and the Host check above).
-  s.Get("/api/token", [this](const httplib::Request&, httplib::Response& res) {
+  // it (no CORS headers, and the Host check above); a page of another site
+  // that asks is refused outright.
+  s.Get("/api/token", [this](const httplib::Request& req,
+                             httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
+    if (!impl_->AdmitOrigin(req, res)) return;
     res.set_content(DumpJson(nlohmann::json{{"token", impl_->token_->text()}}),
                     "application/json");
   });

@@ -28,7 +28,8 @@ namespace steps::ui {
 //                        [{"seq", "stream", "text"}]}: the step's lines
 //                        after line N, at most kLogPage of them
 // GET /api/runs/ID/log.txt?step=STEP   all of them, as UTF-8 text
-// GET /api/token         {"token"}: what a decision carries, drawn at Start
+// GET /api/token         {"token"}: what a decision carries, drawn at Start;
+//                        403 for a request whose Origin is another site
 // POST /api/runs/ID/gates/STEP/approve   (and .../reject)
 //                        decides gate STEP (its step id, URL-encoded, or
 //                        its name when one gate has it) of run ID, via

@@ -226,6 +226,11 @@ TEST_F(GateUiTest, ForgedDecisionsAreRefusedAndTheGateKeepsWaiting) {
                  403, "origin", "another port's Origin");
   expect_refused(Post(path, body, "application/json", {{"Origin", "null"}}),
                  403, "origin", "Origin null");
+  // Nor does a foreign page get the token.
+  auto token = client_->Get("/api/token", {{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(token);
+  EXPECT_EQ(token->status, 403);
+  EXPECT_FALSE(Has(token->body, token_)) << token->body;
   expect_refused(
       Post(path, body, "application/json",
            {{"Host", "evil.example:" + std::to_string(server_.port())}}),
