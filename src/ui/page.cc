@@ -117,8 +117,8 @@ const opened = new Set(); // details the reader opened (by data-key)
 const closed = new Set(); // and those they closed
 const kShownLines = 1000; // a log shows its last lines; log.txt has them all
 let token = null;         // what a decision carries (GET api/token)
-const drafts = new Map(); // gate step id -> the reason typed so far
-const gateNotes = new Map(); // gate step id -> {sending} or {error}
+const drafts = new Map(); // run|gate step -> the reason typed so far
+const gateNotes = new Map(); // run|gate step -> {sending} or {error}
 
 const esc = s => String(s ?? "").replace(/[&<>"']/g,
   c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -250,10 +250,10 @@ function gateHtml(s) {
            `tell who you are: as one of them, run <code>${esc(cli)}</code> (or <code>steps reject ` +
            `${esc(runId)} ${esc(s.id)} --reason TEXT</code>) in a terminal.</div></div>`;
   }
-  const note = gateNotes.get(s.id) || {};
+  const key = runId + "|" + s.id, note = gateNotes.get(key) || {};
   const off = note.sending ? " disabled" : "";
   h += `<textarea class="gate-reason" data-gate="${esc(s.id)}" maxlength="2000" ` +
-       `placeholder="Reason (kept with the decision)"${off}>${esc(drafts.get(s.id) || "")}</textarea>` +
+       `placeholder="Reason (kept with the decision)"${off}>${esc(drafts.get(key) || "")}</textarea>` +
        `<button class="approve" data-verb="approve" data-gate="${esc(s.id)}"${off}>Approve</button>` +
        `<button class="reject" data-verb="reject" data-gate="${esc(s.id)}"${off}>Reject</button>` +
        `<span class="muted">or in a terminal: <code>${esc(cli)}</code></span>`;
@@ -264,8 +264,8 @@ function gateHtml(s) {
 // Sends a decision with the server's token; fetches the token again once
 // when the server no longer knows it (it was restarted).
 async function decide(step, verb) {
-  const run = runId;
-  gateNotes.set(step, {sending: true});
+  const run = runId, key = run + "|" + step;
+  gateNotes.set(key, {sending: true});
   shown = null; refresh();
   let error = null;
   try {
@@ -277,7 +277,7 @@ async function decide(step, verb) {
       const r = await fetch(`api/runs/${encodeURIComponent(run)}/gates/${encodeURIComponent(step)}/${verb}`, {
         method: "POST", cache: "no-store",
         headers: {"Content-Type": "application/json", "X-Steps-Token": token},
-        body: JSON.stringify({reason: drafts.get(step) || ""})});
+        body: JSON.stringify({reason: drafts.get(key) || ""})});
       const j = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
       if (r.status === 403 && j.refusal === "token" && tries === 0) { token = null; continue; }
       if (!r.ok) error = j.error;
@@ -286,8 +286,8 @@ async function decide(step, verb) {
   } catch (e) {
     error = e.message;
   }
-  if (error) gateNotes.set(step, {error});
-  else { gateNotes.delete(step); drafts.delete(step); }
+  if (error) gateNotes.set(key, {error});
+  else { gateNotes.delete(key); drafts.delete(key); }
   shown = null; refresh();
 }
 document.addEventListener("click", e => {
@@ -296,7 +296,7 @@ document.addEventListener("click", e => {
 });
 document.addEventListener("input", e => {
   if (e.target.classList && e.target.classList.contains("gate-reason")) {
-    drafts.set(e.target.dataset.gate, e.target.value);
+    drafts.set(runId + "|" + e.target.dataset.gate, e.target.value);
   }
 });
 
