@@ -13,7 +13,11 @@
 
 namespace steps::store {
 struct ResumePoint;
-}
+struct GateRow;
+}  // namespace steps::store
+namespace steps::pipeline {
+enum class GateDecision;
+}  // namespace steps::pipeline
 
 namespace steps::cli {
 
@@ -45,6 +49,22 @@ Command RejectCommand();
 // (process/guardian.h), started by `steps run` and `steps test`, never by a
 // user. Not in the command table, so neither help nor completion lists it.
 int RunGuardianCommand(int argc, char** argv);
+
+// What `steps approve` / `steps reject` and the MCP server's tools of the
+// same names share: records `decision` on gate `step` (a step id, or a name
+// one gate has) of run `run` (an id, a unique prefix, or "" for the newest)
+// in the store under `state_dir`, taken by the OS user running this
+// process (user@host; the gate's approvers must name that user) via `via`.
+// The gate as decided, or why not (store/gates.h DecideGate).
+Result<store::GateRow> DecideAsThisUser(const std::string& state_dir,
+                                        const std::string& run,
+                                        const std::string& step,
+                                        pipeline::GateDecision decision,
+                                        const std::string& reason,
+                                        const std::string& via);
+// "Approved gate 'deploy' (j:1) of run RUN\n  Taken by: USER@HOST (via
+// cli)\n": what a recorded decision reports.
+std::string DecisionReport(const store::GateRow& gate);
 
 // The line `steps validate` prints for a file that loads, e.g.
 // "Valid: w (1 step) — 1 warning; failing due to --strict" (spec text 000).

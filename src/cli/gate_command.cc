@@ -1,5 +1,6 @@
 // `steps approve RUN STEP [--reason TEXT]` and `steps reject ...`: decide a
 // gate a run is waiting on, from any terminal on the same state folder.
+#include <chrono>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,34 @@
 #include "store/store.h"
 
 namespace steps::cli {
+
+Result<store::GateRow> DecideAsThisUser(const std::string& state_dir,
+                                        const std::string& run,
+                                        const std::string& step,
+                                        pipeline::GateDecision decision,
+                                        const std::string& reason,
+                                        const std::string& via) {
+  Result<std::unique_ptr<store::Store>> st =
+      store::Store::OpenExisting(store::StorePath(state_dir));
+  if (!st.ok()) return st.status();
+  store::GateDecisionRequest request;
+  request.run = run;
+  request.step = step;
+  request.decision = decision;
+  request.by = pipeline::TakenBy();
+  request.user = request.by.substr(0, request.by.find('@'));
+  request.via = via;
+  request.reason = reason;
+  return store::DecideGate(**st, request, std::chrono::system_clock::now());
+}
+
+std::string DecisionReport(const store::GateRow& gate) {
+  return std::string(gate.state == "approved" ? "Approved" : "Rejected") +
+         " gate '" + gate.name + "' (" + gate.step_id +
+         (gate.cell.empty() ? "" : ", " + gate.cell) + ") of run " +
+         gate.run_id + "\n  Taken by: " + store::DecidedBy(gate) + "\n";
+}
+
 namespace {
 
 struct DecideOptions {
@@ -20,34 +49,16 @@ struct DecideOptions {
 };
 
 int RunDecide(const DecideOptions& opts, pipeline::GateDecision decision) {
-  const char* verb =
-      decision == pipeline::GateDecision::kApprove ? "approve" : "reject";
-  Result<std::unique_ptr<store::Store>> st =
-      store::Store::OpenExisting(store::StorePath(opts.state_dir));
-  if (!st.ok()) {
-    std::cerr << "steps " << verb << ": " << st.status().message() << "\n";
-    return kExitJobFailed;
-  }
-  store::GateDecisionRequest request;
-  request.run = opts.run;
-  request.step = opts.step;
-  request.decision = decision;
-  request.by = pipeline::TakenBy();
-  request.user = request.by.substr(0, request.by.find('@'));
-  request.via = "cli";
-  request.reason = opts.reason;
-  Result<store::GateRow> gate =
-      store::DecideGate(**st, request, std::chrono::system_clock::now());
+  Result<store::GateRow> gate = DecideAsThisUser(
+      opts.state_dir, opts.run, opts.step, decision, opts.reason, "cli");
   if (!gate.ok()) {
-    std::cerr << "steps " << verb << ": " << gate.status().message() << "\n";
+    std::cerr << "steps "
+              << (decision == pipeline::GateDecision::kApprove ? "approve"
+                                                               : "reject")
+              << ": " << gate.status().message() << "\n";
     return kExitJobFailed;
   }
-  std::cout << (decision == pipeline::GateDecision::kApprove ? "Approved"
-                                                             : "Rejected")
-            << " gate '" << gate->name << "' (" << gate->step_id
-            << (gate->cell.empty() ? "" : ", " + gate->cell) << ") of run "
-            << gate->run_id << "\n  Taken by: " << gate->decided_by
-            << " (via cli)\n";
+  std::cout << DecisionReport(*gate);
   return kExitOk;
 }
 

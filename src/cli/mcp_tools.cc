@@ -6,6 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/mcp_runs.h"
+#include "pipeline/model.h"
+#include "store/gates.h"
 #include "store/listing.h"
 #include "store/reader.h"
 #include "store/store.h"
@@ -177,21 +179,77 @@ McpTool RunsTool(const McpToolsOptions& options,
   return tool;
 }
 
+McpTool DecideTool(const McpToolsOptions& options,
+                   pipeline::GateDecision decision) {
+  const bool approve = decision == pipeline::GateDecision::kApprove;
+  McpTool tool;
+  tool.name = approve ? "approve" : "reject";
+  tool.description =
+      std::string(approve ? "Approve" : "Reject") +
+      " a gate a run waits on, as `steps " + tool.name +
+      "`: recorded as taken by the OS user this server runs as (via mcp), "
+      "whom the gate's approvers, if it names any, must include. isError "
+      "when refused (no such run or gate, several gates of that name, the "
+      "gate no longer waits, not an approver), saying why.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"run",
+         {{"type", "string"},
+          {"description",
+           "A run id or a unique prefix of one (\"\": the newest run)"}}},
+        {"step",
+         {{"type", "string"},
+          {"description",
+           "The gate: its step id as show prints it (e.g. ship:1), or its "
+           "name when one gate of the run has it"}}},
+        {"reason",
+         {{"type", "string"},
+          {"description", "Why; kept with the decision"}}}}},
+      {"required", {"run", "step"}},
+      {"additionalProperties", false}};
+  tool.call = [state_dir = options.state_dir, decision](
+                  const nlohmann::json& args,
+                  const CancelToken&) -> McpToolResult {
+    Result<store::GateRow> gate =
+        DecideAsThisUser(state_dir, args.at("run").get<std::string>(),
+                         args.at("step").get<std::string>(), decision,
+                         args.value("reason", std::string()), "mcp");
+    if (!gate.ok()) return Refusal(gate.status());
+    return {DecisionReport(*gate),
+            false,
+            {{"run", gate->run_id},
+             {"step", gate->step_id},
+             {"name", gate->name},
+             {"state", gate->state},
+             {"taken_by", store::DecidedBy(*gate)},
+             {"reason", gate->reason}}};
+  };
+  return tool;
+}
+
 }  // namespace
 
 std::vector<McpTool> StepsMcpTools(const McpToolsOptions& options) {
   auto launched = std::make_shared<LaunchedRuns>();
-  return {ValidateTool(options),       ExplainTool(options),
-          RunTool(options, launched),  StatusTool(options, launched),
-          ShowTool(options, launched), RunsTool(options, launched)};
+  return {ValidateTool(options),
+          ExplainTool(options),
+          RunTool(options, launched),
+          StatusTool(options, launched),
+          ShowTool(options, launched),
+          RunsTool(options, launched),
+          DecideTool(options, pipeline::GateDecision::kApprove),
+          DecideTool(options, pipeline::GateDecision::kReject)};
 }
 
 std::string StepsMcpInstructions() {
   return "steps runs agent pipelines (YAML). validate and explain read a "
          "pipeline file; run starts one in the background and answers with "
          "its run id at once; status reports a run's progress (wait_seconds "
-         "waits for its end); show prints its record; runs lists runs. Paths "
-         "are relative to the folder this server serves.";
+         "waits for its end); show prints its record; runs lists runs; "
+         "approve and reject decide a gate a run waits on, as the user this "
+         "server runs as. Paths are relative to the folder this server "
+         "serves.";
 }
 
 }  // namespace steps::cli

@@ -1,6 +1,6 @@
 // The tools `steps mcp` serves (docs/mcp.md, "steps as an MCP server"):
-// validate, explain, run, status, show and runs. Each does what the command
-// of that name does and answers with the text it prints.
+// validate, explain, run, status, show, runs, approve and reject. Each does
+// what the command of that name does and answers with the text it prints.
 #ifndef STEPS_CLI_MCP_TOOLS_H_
 #define STEPS_CLI_MCP_TOOLS_H_
 

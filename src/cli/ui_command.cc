@@ -54,7 +54,8 @@ int ServeUi(const UiOptions& opts) {
 
 Command UiCommand() {
   return {"ui",
-          "Serve the web UI: runs, their steps and attempts, live countdowns",
+          "Serve the web UI: runs, their steps and attempts, live "
+          "countdowns, gates to decide",
           [](CLI::App& app) -> std::function<int()> {
             auto opts = std::make_shared<UiOptions>();
             app.add_option("--listen", opts->listen,
@@ -77,7 +78,13 @@ Command UiCommand() {
                 "host, localhost, 127.0.0.1 or [::1] with the port, or an "
                 "--allow-host name);\n"
                 "others get 421, so a web page cannot read runs by rebinding "
-                "its DNS name.");
+                "its DNS name.\n"
+                "A waiting gate can be approved or rejected on the page, "
+                "recorded as taken by\n"
+                "the user running this server (via ui); a gate with "
+                "approvers: is decided only\n"
+                "with `steps approve`. Decisions carry a token only this "
+                "server's page can read.");
             return [opts] { return ServeUi(*opts); };
           }};
 }

@@ -190,11 +190,15 @@ Status MayDecide(const GateRow& g, const GateDecisionRequest& request) {
   for (const std::string& a : g.approvers)
     names += (names.empty() ? "" : ", ") + a;
   if (request.user.empty()) {
+    const std::string channel =
+        request.via == "ui" ? "the web UI" : "'" + request.via + "'";
     return InvalidArgument(
         "gate " + Label(g) + " names its approvers (" + names + "), and " +
-        request.via + " cannot tell who you are: decide it with `steps " +
+        channel +
+        " cannot tell who you are: decide it as one of them from "
+        "a terminal, `steps " +
         (request.decision == GateDecision::kApprove ? "approve" : "reject") +
-        " " + g.run_id + " " + g.step_id + "` as one of them");
+        " " + g.run_id + " " + g.step_id + "`");
   }
   if (std::find(g.approvers.begin(), g.approvers.end(), request.user) ==
       g.approvers.end()) {
@@ -282,17 +286,28 @@ pipeline::GateVerdict StoreGateDesk::Settle(
 }
 
 Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
-                           WallTime now) {
+                           WallTime now, GateRefusal* refusal) {
+  GateRefusal why = GateRefusal::kNone;
+  // A name that fits no run or gate, or several.
+  auto naming = [&why](const Status& s) {
+    if (s.code() == StatusCode::kNotFound) why = GateRefusal::kUnknown;
+    if (s.code() == StatusCode::kInvalidArgument) why = GateRefusal::kAmbiguous;
+    return s;
+  };
   GateRow decided;
   Status s = store.Write([&](Db& db) -> Status {
     Result<std::string> run_id = ResolveRunId(db, request.run);
-    if (!run_id.ok()) return run_id.status();
+    if (!run_id.ok()) return naming(run_id.status());
     Result<std::vector<GateRow>> gates = GatesOf(db, *run_id);
     if (!gates.ok()) return gates.status();
     Result<GateRow> gate = PickGate(*gates, request, *run_id);
-    if (!gate.ok()) return gate.status();
-    if (Status may = MayDecide(*gate, request); !may.ok()) return may;
+    if (!gate.ok()) return naming(gate.status());
+    if (Status may = MayDecide(*gate, request); !may.ok()) {
+      why = GateRefusal::kNotApprover;
+      return may;
+    }
     if (gate->state != "waiting") {
+      why = GateRefusal::kNotWaiting;
       return InvalidArgument("gate " + Label(*gate) + " of run " + *run_id +
                              " " + HowItEnded(*gate));
     }
@@ -307,6 +322,7 @@ Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
     decided = **row;
     return Status::Ok();
   });
+  if (refusal) *refusal = s.ok() ? GateRefusal::kNone : why;
   if (!s.ok()) return s;
   return decided;
 }

@@ -74,13 +74,24 @@ struct GateDecisionRequest {
   std::string reason;
 };
 
+// Why DecideGate did not record a decision, for a caller that answers each
+// case its own way (the web UI's HTTP statuses).
+enum class GateRefusal {
+  kNone,         // Recorded, or the store failed (see the status).
+  kUnknown,      // No such run, or the run has no such gate.
+  kAmbiguous,    // The name fits several gates.
+  kNotApprover,  // The gate names approvers and the user is not one of
+                 // them, or cannot be told.
+  kNotWaiting,   // The gate has ended already.
+};
+
 // Records `request` on its gate when the gate is waiting and the user may
 // decide it; returns the gate as decided. NotFound for an unknown run or
 // gate; InvalidArgument when the name fits several gates, when the gate is
 // no longer waiting (saying how it ended), or when the user is not one of
-// its approvers.
+// its approvers. `refusal`, when given, is set to which of these it was.
 Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
-                           WallTime now);
+                           WallTime now, GateRefusal* refusal = nullptr);
 
 // The gates of run `run_id` (exact id), in the order they opened.
 Result<std::vector<GateRow>> ListGates(Store& store, const std::string& run_id);

@@ -84,6 +84,19 @@ const std::string& PageHtml() {
   .tl-legend { font-size: 12px; margin-top: 8px; display: flex; flex-wrap: wrap; gap: 4px 14px; }
   .tl-legend i { display: inline-block; width: 14px; height: 8px; margin-right: 4px;
                  vertical-align: middle; position: static; }
+  .gate { margin: 6px 0 2px 14px; padding: 8px 10px; border-left: 3px solid var(--err);
+          background: var(--bg); border-radius: 4px; }
+  .gate.ended { border-left-color: var(--line); }
+  .gate-message { white-space: pre-wrap; font-weight: 600; margin-bottom: 4px; }
+  .gate textarea { display: block; width: 100%; min-height: 3em; margin: 6px 0; font: inherit;
+                   padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; }
+  .gate button { font: inherit; font-weight: 600; padding: 4px 14px; border-radius: 6px;
+                 border: 1px solid transparent; color: #fff; cursor: pointer; margin-right: 8px; }
+  .gate button.approve { background: var(--ok); } .gate button.reject { background: var(--fail); }
+  .gate button:disabled { opacity: .5; cursor: default; }
+  .gate code { background: var(--card); padding: 0 4px; border-radius: 3px; }
+  .approved { background: var(--ok); } .rejected { background: var(--fail); }
+  .waiting { background: var(--err); } .expired, .cut { background: var(--abort); }
   @media (max-width: 600px) { main { padding: 6px; } .card { padding: 8px; }
                               .tl-label { flex-basis: 38%; } }
 </style>
@@ -103,6 +116,9 @@ const logs = new Map();   // run|step -> {lines: [], last: 0, busy: false}
 const opened = new Set(); // details the reader opened (by data-key)
 const closed = new Set(); // and those they closed
 const kShownLines = 1000; // a log shows its last lines; log.txt has them all
+let token = null;         // what a decision carries (GET api/token)
+const drafts = new Map(); // run|gate step -> the reason typed so far
+const gateNotes = new Map(); // run|gate step -> {sending} or {error}
 
 const esc = s => String(s ?? "").replace(/[&<>"']/g,
   c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -159,11 +175,13 @@ async function getJson(url) {
 }
 
 function stepHtml(s) {
+  // A waiting gate counts down in its own box (gateHtml), not on its rows.
+  const waiting = s.gate && s.gate.state === "waiting";
   const label = (s.hook ? s.hook + " " : "") + (s.fixer ? "fix " : "") + (s.judge ? "judge " : "") + s.kind + ": " + s.name +
                 (s.cell ? " [" + s.cell + "]" : "");
   let h = `<div class="step" data-step="${esc(s.id)}"><div class="row">${badge(stepOutcome(s))}` +
           `<strong>${esc(label)}</strong><span class="muted">line ${s.line}</span>` +
-          `<span>${clock(s)}</span>`;
+          `<span>${clock(waiting ? {...s, deadline: null} : s)}</span>`;
   h += spend(s);
   if (s.agent) {
     h += `<span class="muted">${s.agent.turns} turns · ${s.agent.provider_requests} requests` +
@@ -175,9 +193,10 @@ function stepHtml(s) {
     h += `<div class="muted">cached from run ${esc(s.cached_from.run)}, step ${esc(s.cached_from.step)}</div>`;
   }
   if (s.error) h += `<div class="error">${esc(s.error)}</div>`;
+  if (s.gate) h += gateHtml(s);
   for (const a of s.attempts) {
     h += `<div class="attempt">(attempt ${a.number}/${a.of}) ${badge(s.cached ? "cached" : a.outcome)} ` +
-         `${a.outcome === "running" ? clock(a) : dur(a.duration_ms)}` +
+         `${a.outcome === "running" ? clock(waiting ? {...a, deadline: null} : a) : dur(a.duration_ms)}` +
          `${a.identity ? "  hash: " + esc(a.identity.slice(0, 8)) : ""}` +
          `${a.clipped_to_ms != null ? "  clipped to " + a.clipped_to_ms + "ms" : ""}` +
          `${a.exhausted_by ? "  exhausted by " + esc(a.exhausted_by) : ""}` +
@@ -188,7 +207,8 @@ function stepHtml(s) {
     h += `<div class="turn">turn ${t.turn}${t.provider_requests > 1 ? " (" + t.provider_requests + " requests)" : ""}: ` +
          esc(t.tool_calls.length ? t.tool_calls.map(callLabel).join("  ") : t.text) + `</div>`;
   }
-  if (s.log_lines > 0 || s.outcome === "running") {
+  // A gate prints nothing: no log box while it waits.
+  if (s.log_lines > 0 || (s.outcome === "running" && s.kind !== "gate")) {
     const key = "log:" + s.id;
     // A running step's log is open unless the reader closed it.
     const open = opened.has(key) || (s.outcome === "running" && !closed.has(key));
@@ -204,6 +224,81 @@ function stepHtml(s) {
   }
   return h + `</div>`;
 }
+
+// A gate: what it asks and who may decide; while it waits, a countdown to
+// its deadline and the buttons (or, when it names approvers, the command
+// they decide it with: the page cannot tell who clicks); once ended, how.
+function gateHtml(s) {
+  const g = s.gate, who = g.approvers.length ? g.approvers.join(", ") : "anyone";
+  let h = `<div class="gate${g.state === "waiting" ? "" : " ended"}" data-gate="${esc(s.id)}">`;
+  if (g.message) h += `<div class="gate-message">${esc(g.message)}</div>`;
+  if (g.state !== "waiting") {
+    const by = g.taken_by ? " by " + g.taken_by : g.decided_by_default ? " by its default on expiry" : "";
+    return h + `<div class="row gate-ended">${badge(g.state)}<span>${esc(by)}` +
+           `${g.reason ? ": " + esc(g.reason) : ""}</span></div></div>`;
+  }
+  const deadline = tms(g.deadline);
+  h += `<div class="row"><span>${badge("waiting")} for a decision by <strong class="gate-who">` +
+       `${esc(who)}</strong></span>` +
+       (deadline ? `<span class="clock left gate-left" data-deadline="${deadline}">` +
+                   `${dur(Math.max(0, deadline - now()))} left</span>`
+                 : `<span class="muted">no deadline</span>`) +
+       `<span class="muted">on expiry: ${g.default ? esc(g.default) : "it fails"}</span></div>`;
+  const cli = `steps approve ${runId} ${s.id}`;
+  if (g.approvers.length) {
+    return h + `<div class="gate-cli">Only ${esc(who)} may decide this gate, and this page cannot ` +
+           `tell who you are: as one of them, run <code>${esc(cli)}</code> (or <code>steps reject ` +
+           `${esc(runId)} ${esc(s.id)} --reason TEXT</code>) in a terminal.</div></div>`;
+  }
+  const key = runId + "|" + s.id, note = gateNotes.get(key) || {};
+  const off = note.sending ? " disabled" : "";
+  h += `<textarea class="gate-reason" data-gate="${esc(s.id)}" maxlength="2000" ` +
+       `placeholder="Reason (kept with the decision)"${off}>${esc(drafts.get(key) || "")}</textarea>` +
+       `<button class="approve" data-verb="approve" data-gate="${esc(s.id)}"${off}>Approve</button>` +
+       `<button class="reject" data-verb="reject" data-gate="${esc(s.id)}"${off}>Reject</button>` +
+       `<span class="muted">or in a terminal: <code>${esc(cli)}</code></span>`;
+  if (note.error) h += `<div class="error gate-error">${esc(note.error)}</div>`;
+  return h + `</div>`;
+}
+
+// Sends a decision with the server's token; fetches the token again once
+// when the server no longer knows it (it was restarted).
+async function decide(step, verb) {
+  const run = runId, key = run + "|" + step;
+  gateNotes.set(key, {sending: true});
+  shown = null; refresh();
+  let error = null;
+  try {
+    for (let tries = 0; ; tries++) {
+      if (!token) {
+        const t = await fetch("api/token", {cache: "no-store"});
+        token = (await t.json()).token;
+      }
+      const r = await fetch(`api/runs/${encodeURIComponent(run)}/gates/${encodeURIComponent(step)}/${verb}`, {
+        method: "POST", cache: "no-store",
+        headers: {"Content-Type": "application/json", "X-Steps-Token": token},
+        body: JSON.stringify({reason: drafts.get(key) || ""})});
+      const j = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
+      if (r.status === 403 && j.refusal === "token" && tries === 0) { token = null; continue; }
+      if (!r.ok) error = j.error;
+      break;
+    }
+  } catch (e) {
+    error = e.message;
+  }
+  if (error) gateNotes.set(key, {error});
+  else { gateNotes.delete(key); drafts.delete(key); }
+  shown = null; refresh();
+}
+document.addEventListener("click", e => {
+  const b = e.target.closest && e.target.closest("button[data-verb]");
+  if (b && !b.disabled) decide(b.dataset.gate, b.dataset.verb);
+});
+document.addEventListener("input", e => {
+  if (e.target.classList && e.target.classList.contains("gate-reason")) {
+    drafts.set(runId + "|" + e.target.dataset.gate, e.target.value);
+  }
+});
 
 // A tool call as one line: its name and arguments (JSON, or the raw text).
 function callLabel(c) {
@@ -435,7 +530,14 @@ async function refresh() {
       main.querySelectorAll("details.log pre").forEach(p => scrolled.set(
         p.parentElement.dataset.step, p.scrollTop + p.clientHeight >= p.scrollHeight - 4
           ? Infinity : p.scrollTop));
+      // The reason being typed keeps its focus and selection.
+      const a = document.activeElement, typing = a && a.classList.contains("gate-reason")
+        ? {gate: a.dataset.gate, from: a.selectionStart, to: a.selectionEnd} : null;
       main.innerHTML = runHtml(j.run);
+      if (typing) {
+        const box = main.querySelector(`textarea.gate-reason[data-gate="${CSS.escape(typing.gate)}"]`);
+        if (box) { box.focus(); box.setSelectionRange(typing.from, typing.to); }
+      }
       main.querySelectorAll("details.log").forEach(d => {
         const pre = d.querySelector("pre"), at = scrolled.get(d.dataset.step);
         pre.scrollTop = at === undefined || at === Infinity ? pre.scrollHeight : at;

@@ -12,11 +12,14 @@
 
 #include "core/json_text.h"
 #include "core/utf8.h"
+#include "pipeline/executor.h"
 #include "store/listing.h"
 #include "store/reader.h"
 #include "store/run_json.h"
 #include "store/store.h"
+#include "ui/decisions.h"
 #include "ui/http_guard.h"
+#include "ui/write_guard.h"
 
 namespace steps::ui {
 namespace {
@@ -37,6 +40,16 @@ void SendError(httplib::Response& res, int status, const std::string& message) {
                   "application/json");
 }
 
+// A refused write: {"now", "error": MESSAGE, "refusal": CODE} with
+// `status`.
+void SendRefusal(httplib::Response& res, int status, const std::string& message,
+                 const char* code) {
+  res.status = status;
+  res.set_content(DumpJson(nlohmann::json{
+                      {"now", Now()}, {"error", message}, {"refusal", code}}),
+                  "application/json");
+}
+
 int HttpStatusFor(const Status& s) {
   return s.code() == StatusCode::kNotFound ? 404 : 500;
 }
@@ -50,7 +63,8 @@ std::string StoreRunId(const std::string& id) {
 
 class UiServer::Impl {
  public:
-  explicit Impl(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  explicit Impl(std::string state_dir)
+      : state_dir_(std::move(state_dir)), decided_by_(pipeline::TakenBy()) {}
 
   // The store, opened on first use (a run may create it after the UI
   // started). Null while there is none.
@@ -84,6 +98,58 @@ class UiServer::Impl {
     return false;
   }
 
+  // Whether the request comes from no page or from this server's own
+  // (Origin). If not, `res` is a 403 saying so.
+  bool AdmitOrigin(const httplib::Request& req, httplib::Response& res) const {
+    if (!req.has_header("Origin") ||
+        OriginAllowed(req.get_header_value("Origin"), *hosts_)) {
+      return true;
+    }
+    SendRefusal(res, 403,
+                "steps ui: a request from the page at '" +
+                    SanitizeUtf8(req.get_header_value("Origin")) +
+                    "' is refused; decide on this server's own page",
+                "origin");
+    return false;
+  }
+
+  // Whether a request that changes something may: it comes from no page
+  // or from this server's own (Origin), and carries the token. If not,
+  // `res` is a 403 saying why.
+  bool AdmitWrite(const httplib::Request& req, httplib::Response& res) const {
+    if (!AdmitOrigin(req, res)) return false;
+    if (!token_ || !token_->Matches(req.get_header_value(kTokenHeader))) {
+      SendRefusal(res, 403,
+                  std::string("steps ui: a decision must carry this "
+                              "server's token in the ") +
+                      kTokenHeader +
+                      " header (GET /api/token); reload the page if the "
+                      "server was restarted",
+                  "token");
+      return false;
+    }
+    return true;
+  }
+
+  // POST /api/runs/ID/gates/STEP/VERB, as its route matched it.
+  void Decide(const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    if (!AdmitWrite(req, res)) return;
+    Result<std::string> reason = DecisionReason(req);
+    if (!reason.ok()) {
+      SendRefusal(res, 400, reason.status().message(), "bad_request");
+      return;
+    }
+    DecisionAnswer answer = DecideFromUi(
+        Open(), StoreRunId(req.matches[1]), req.matches[2],
+        req.matches[3] == "approve" ? pipeline::GateDecision::kApprove
+                                    : pipeline::GateDecision::kReject,
+        *reason, decided_by_);
+    answer.body["now"] = Now();
+    res.status = answer.status;
+    res.set_content(DumpJson(answer.body), "application/json");
+  }
+
   // When a request for a run last arrived (steady clock), for
   // WaitForWatchers.
   void NoteRunRequest() {
@@ -93,6 +159,9 @@ class UiServer::Impl {
   }
 
   std::string state_dir_;
+  // Who a decision from the page is taken by: the user running the
+  // server, at its host (the page cannot tell who clicked).
+  const std::string decided_by_;
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   std::optional<std::chrono::steady_clock::time_point> last_run_request_;
@@ -101,6 +170,7 @@ class UiServer::Impl {
   // Set by Start before the first request; read-only afterwards.
   std::vector<std::string> extra_hosts_;
   std::optional<HostAllowList> hosts_;
+  std::optional<WriteToken> token_;
   GuardedServer server_;
   std::thread thread_;
   std::atomic<bool> listen_done_{false};  // listen_after_bind returned.
@@ -128,6 +198,22 @@ UiServer::UiServer(std::string state_dir)
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(PageHtml(), "text/html; charset=utf-8");
   });
+  // The token every decision carries; only a page of this server can read
+  // it (no CORS headers, and the Host check above); a page of another site
+  // that asks is refused outright.
+  s.Get("/api/token", [this](const httplib::Request& req,
+                             httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    if (!impl_->AdmitOrigin(req, res)) return;
+    res.set_content(DumpJson(nlohmann::json{{"token", impl_->token_->text()}}),
+                    "application/json");
+  });
+  // A decision on a waiting gate. STEP may hold '/' (a hook's gate): the
+  // verb is the last segment.
+  s.Post(R"(/api/runs/([A-Za-z0-9_.-]+)/gates/(.+)/(approve|reject))",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           impl_->Decide(req, res);
+         });
   s.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_content(DumpJson(RunsJson()), "application/json");
@@ -223,6 +309,9 @@ nlohmann::json UiServer::LogJson(const store::StoredLog& log) {
 }
 
 Status UiServer::Start(const std::string& host, int port) {
+  Result<WriteToken> token = WriteToken::Generate();
+  if (!token.ok()) return token.status();
+  impl_->token_.emplace(std::move(*token));
   httplib::Server& s = impl_->server_;
   int bound = port == 0 ? s.bind_to_any_port(host)
                         : (s.bind_to_port(host, port) ? port : -1);

@@ -1,7 +1,9 @@
 // `steps ui`: a web page of runs, served from the binary (no build step, no
 // CDN). The page polls a small JSON API that reads the run store, so a run
 // in another process shows live: its running steps' elapsed time beside a
-// countdown of their resolved deadline.
+// countdown of their resolved deadline, and its waiting gates with
+// Approve / Reject buttons. Deciding a gate is the one thing the API
+// changes.
 #ifndef STEPS_UI_SERVER_H_
 #define STEPS_UI_SERVER_H_
 
@@ -26,6 +28,21 @@ namespace steps::ui {
 //                        [{"seq", "stream", "text"}]}: the step's lines
 //                        after line N, at most kLogPage of them
 // GET /api/runs/ID/log.txt?step=STEP   all of them, as UTF-8 text
+// GET /api/token         {"token"}: what a decision carries, drawn at Start;
+//                        403 for a request whose Origin is another site
+// POST /api/runs/ID/gates/STEP/approve   (and .../reject)
+//                        decides gate STEP (its step id, URL-encoded, or
+//                        its name when one gate has it) of run ID, via
+//                        "ui", taken by the user running the server
+//                        (ui/decisions.h). Body: {"reason": TEXT} as JSON,
+//                        a form field reason, or none. 200 {"now", "gate"};
+//                        400 bad body or an ambiguous name, 403 a gate
+//                        with approvers (the page cannot tell who clicked),
+//                        404 unknown run or gate, 409 no longer waiting:
+//                        {"error", "refusal"}.
+// A POST must carry the token in X-Steps-Token (compared in constant time)
+// and, when it has an Origin header, come from this server's own page;
+// otherwise 403 (ui/write_guard.h). Bodies over 64 KiB: 413.
 // Every answer is valid UTF-8: stored bytes that are not show as U+FFFD.
 // Any other path: 404. A request whose Host header does not name this
 // server: 421 (403 without one), as text.
@@ -43,7 +60,8 @@ class UiServer {
   // REQUIRES: before Start.
   void AllowHost(std::string host);
 
-  // Binds `host:port` (port 0 picks a free one). Returns once listening.
+  // Draws the token, then binds `host:port` (port 0 picks a free one).
+  // Returns once listening.
   // Each connection serves one request, which must arrive within 5 s of
   // the connection (slow clients are cut off); 32 are served at once.
   Status Start(const std::string& host, int port);

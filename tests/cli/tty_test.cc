@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -322,6 +323,87 @@ TEST_F(TtyTest, StylingFollowsTermAndNoColor) {
   EXPECT_TRUE(Has(dumb, "WRN agent.request_retry agent=beta ")) << dumb;
   EXPECT_TRUE(Has(dumb, "task: talk succeeded in ")) << dumb;
   EXPECT_TRUE(Has(dumb, "job tty succeeded in ")) << dumb;
+}
+
+// A gate that waits for a decision shows in the live status block like any
+// running step: the time it has waited and a countdown of the time left to
+// its deadline. Decided from another shell, the run goes on and ends.
+TEST_F(TtyTest, AWaitingGateShowsItsCountdown) {
+  std::ofstream(dir_ + "/gate.yaml")
+      << "jobs:\n- name: j\n  plan:\n  - gate: deploy\n    timeout: 2m\n"
+         "  - task: ship\n    run: echo shipped\n";
+  struct winsize ws {};
+  ws.ws_col = 100;
+  ws.ws_row = 40;
+  int master = -1;
+  pid_t pid = forkpty(&master, nullptr, nullptr, &ws);
+  if (pid == 0) {
+    if (chdir(dir_.c_str()) != 0) _exit(127);
+    setenv("TERM", "xterm", 1);
+    execl(kStepsBinary.c_str(), "steps", "run", "gate.yaml", "--state-dir",
+          "st", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0) << "forkpty failed";
+  std::string bytes;
+  auto read_some = [&](int timeout_ms) {
+    pollfd p{master, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    ssize_t n = read(master, buf, sizeof buf);
+    if (n <= 0) return false;
+    bytes.append(buf, static_cast<size_t>(n));
+    return true;
+  };
+  // "1m59s" -> 119.
+  auto seconds = [](const std::string& t) {
+    std::smatch m;
+    std::regex_match(t, m, std::regex(R"((?:(\d+)m)?(?:(\d+)s)?)"));
+    return (m[1].matched ? std::stoi(m[1]) * 60 : 0) +
+           (m[2].matched ? std::stoi(m[2]) : 0);
+  };
+  // Every countdown the status block drew for the gate, in order, until
+  // one is lower than the first (bounded).
+  const std::regex line(R"(gate: deploy  \S+  \(([0-9ms]+) left\))");
+  std::vector<int> lefts;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up &&
+         (lefts.empty() || lefts.back() >= lefts.front())) {
+    read_some(200);
+    lefts.clear();
+    for (std::sregex_iterator it(bytes.begin(), bytes.end(), line), end;
+         it != end; ++it) {
+      lefts.push_back(seconds((*it)[1]));
+    }
+  }
+  ASSERT_FALSE(lefts.empty()) << "no status line for the gate\n" << bytes;
+  EXPECT_LE(lefts.front(), 120) << bytes;
+  EXPECT_GT(lefts.front(), 100) << bytes;
+  EXPECT_LT(lefts.back(), lefts.front()) << "the countdown decreases\n"
+                                         << bytes;
+  EXPECT_TRUE(Has(bytes, "waits for a decision: steps approve ")) << bytes;
+
+  auto approve =
+      RunInShell(dir_, "\"$STEPS\" approve '' deploy --state-dir st");
+  EXPECT_EQ(approve.exit_code, 0) << approve.out;
+  int status = 0;
+  bool exited = false;
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!exited && std::chrono::steady_clock::now() < until) {
+    read_some(200);
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  while (read_some(0)) {
+  }
+  close(master);
+  EXPECT_TRUE(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0) << bytes;
+  EXPECT_TRUE(Has(bytes, "ship | shipped")) << bytes;
 }
 
 }  // namespace

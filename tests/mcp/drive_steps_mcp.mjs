@@ -59,8 +59,8 @@ try {
 
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check(JSON.stringify(names) === JSON.stringify(['explain', 'run', 'runs', 'show', 'status', 'validate']),
-    'tools/list names validate, explain, run, status, show, runs', JSON.stringify(names));
+  check(JSON.stringify(names) === JSON.stringify(['approve', 'explain', 'reject', 'run', 'runs', 'show', 'status', 'validate']),
+    'tools/list names validate, explain, run, status, show, runs, approve, reject', JSON.stringify(names));
   check(tools.every((t) => t.description && t.inputSchema?.type === 'object'), 'every tool has a description and an object inputSchema');
 
   const broken = await client.callTool({ name: 'validate', arguments: { file: 'broken.yaml' } });
