@@ -17,11 +17,16 @@ bool IsMapping(const YAML::Node& n, const std::string& key,
   return false;
 }
 
+// An integer from `min` (0 or 1) to kMaxLimit; `zero_means` says what 0
+// does when it is allowed ("no limit", "no minimum").
 void ReadCount(MapReader& r, const std::string& key, const std::string& where,
-               int64_t min, int64_t& out, Diagnostics& d) {
-  const std::string rule = min == 0 ? "0 (no limit) or a positive integer; "
-                                      "negative values are refused"
-                                    : "a positive integer";
+               int64_t min, const char* zero_means, int64_t& out,
+               Diagnostics& d) {
+  const std::string most = " of at most " + std::to_string(kMaxLimit);
+  const std::string rule = min == 0 ? std::string("0 (") + zero_means +
+                                          ") or a positive integer" + most +
+                                          "; negative values are refused"
+                                    : "a positive integer" + most;
   if (auto v =
           ReadInt(r.Take(key), where + "." + key, min, kMaxLimit, rule, d)) {
     out = *v;
@@ -51,9 +56,12 @@ void ReadRateLimit(MapReader& r, const std::string& key, ModelSource& s,
       return;
     }
     MapReader m(n, "'" + where + "'", d);
-    ReadCount(m, "max_concurrent", where, 0, spec.max_concurrent, d);
-    ReadCount(m, "requests_per_minute", where, 0, spec.requests_per_minute, d);
-    ReadCount(m, "tokens_per_minute", where, 0, spec.tokens_per_minute, d);
+    ReadCount(m, "max_concurrent", where, 0, "no limit", spec.max_concurrent,
+              d);
+    ReadCount(m, "requests_per_minute", where, 0, "no limit",
+              spec.requests_per_minute, d);
+    ReadCount(m, "tokens_per_minute", where, 0, "no limit",
+              spec.tokens_per_minute, d);
     m.Finish();
   }
   s.rate_limit = spec;
@@ -82,7 +90,7 @@ void ReadRetryBudget(MapReader& r, const std::string& where,
       }
       spec.ratio = *v;
     }
-    ReadCount(m, "min_retries", key, 0, spec.min_retries, d);
+    ReadCount(m, "min_retries", key, 0, "no minimum", spec.min_retries, d);
     m.Finish();
   }
   out.value = spec;
@@ -98,7 +106,7 @@ void ReadCircuit(MapReader& r, const std::string& where,
   if (!n.IsNull()) {
     if (!IsMapping(n, key, "{ failures: 5, probe_after: 5s }", d)) return;
     MapReader m(n, "'" + key + "'", d);
-    ReadCount(m, "failures", key, 1, spec.failures, d);
+    ReadCount(m, "failures", key, 1, "", spec.failures, d);
     if (YAML::Node p = m.Take("probe_after"); p.IsDefined()) {
       auto v = ReadDuration(p, key + ".probe_after", std::nullopt, d);
       if (v && v->count() < 0) {

@@ -87,10 +87,28 @@ std::optional<Millis> ParseRfc3339Wait(const std::string& text, WallTime now) {
   return Millis(static_cast<int64_t>(wait));
 }
 
+// A bare number, as some servers send a reset: seconds from now, or, from
+// 1e9 on (2001 and later), a Unix time.
+std::optional<Millis> ParseSecondsWait(std::string_view text, WallTime now) {
+  double value = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || p != text.data() + text.size() || !(value >= 0)) {
+    return std::nullopt;
+  }
+  double wait_ms = value * 1e3;
+  if (value >= 1e9) {
+    wait_ms -= static_cast<double>(
+        std::chrono::duration_cast<Millis>(now.time_since_epoch()).count());
+  }
+  wait_ms = std::clamp(wait_ms, 0.0, static_cast<double>(kMaxWait.count()));
+  return Millis(static_cast<int64_t>(std::ceil(wait_ms)));
+}
+
 std::optional<Millis> ParseReset(const std::optional<std::string>& text,
                                  WallTime now) {
   if (!text) return std::nullopt;
   if (auto d = ParseGoDuration(*text)) return d;
+  if (auto d = ParseSecondsWait(*text, now)) return d;
   return ParseRfc3339Wait(*text, now);
 }
 
@@ -138,6 +156,43 @@ std::optional<ProviderError> Sleep(const CallContext& context, SteadyTime until,
                       "cancelled while waiting to send");
   }
   return std::nullopt;
+}
+
+// What one look of a guard's wait decided: it is over (admitted, or
+// refused with the Admission's error), or it sleeps until a time (or a
+// wake) and looks again.
+struct Turn {
+  static Turn Done() { return {true, {}}; }
+  static Turn SleepUntil(SteadyTime t) { return {false, t}; }
+  bool done;
+  SteadyTime until;
+};
+
+// A guard's wait: `look(now, out)` under `mu` until it says Done, sleeping
+// between looks on the call's clock (woken early through `wakes`, cut by
+// cancellation). `out.waited` is kept up to date before each look.
+template <typename Look>
+Admission WaitTurns(std::mutex& mu, WakeList& wakes, const CallContext& context,
+                    Look look) {
+  Clock& clock = *context.clock;
+  const SteadyTime start = clock.Now();
+  Admission out;
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    const SteadyTime now = clock.Now();
+    out.waited = std::chrono::duration_cast<Millis>(now - start);
+    const Turn turn = look(now, out);
+    if (turn.done) return out;
+    CancelToken wake = wakes.Add(context.cancel);
+    lock.unlock();
+    std::optional<ProviderError> cut = Sleep(context, turn.until, wake);
+    lock.lock();
+    wakes.Remove(wake);
+    if (cut) {
+      out.error = std::move(cut);
+      return out;
+    }
+  }
 }
 
 }  // namespace
@@ -323,21 +378,15 @@ void RateLimiter::Admit(int64_t tokens, SteadyTime now) {
 
 Admission RateLimiter::Acquire(int64_t tokens, const CallContext& context) {
   Clock& clock = *context.clock;
-  const SteadyTime start = clock.Now();
-  Admission out;
-  for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const SteadyTime now = clock.Now();
+  const Deadline& deadline = context.deadline;
+  return WaitTurns(mu_, wake_, context, [&](SteadyTime now, Admission& out) {
     std::string why;
     std::optional<SteadyTime> ready = ReadyAt(tokens, now, &why);
     if (ready && *ready <= now) {
       Admit(tokens, now);
-      out.waited = std::chrono::duration_cast<Millis>(now - start);
-      return out;
+      return Turn::Done();
     }
     out.why = why;
-    out.waited = std::chrono::duration_cast<Millis>(now - start);
-    const Deadline& deadline = context.deadline;
     if (ready && !deadline.is_set() && *ready - now > kMaxOpenEndedWait) {
       out.error = GuardError(
           ProviderErrorKind::kRateLimited,
@@ -345,7 +394,7 @@ Admission RateLimiter::Acquire(int64_t tokens, const CallContext& context) {
               FormatDuration(std::chrono::duration_cast<Millis>(*ready - now)) +
               ", longer than " + FormatDuration(kMaxOpenEndedWait) +
               " (the step has no deadline)");
-      return out;
+      return Turn::Done();
     }
     if (ready && deadline.is_set() && *ready >= deadline.at()) {
       out.error = GuardError(
@@ -354,27 +403,18 @@ Admission RateLimiter::Acquire(int64_t tokens, const CallContext& context) {
               FormatDuration(std::chrono::duration_cast<Millis>(*ready - now)) +
               " but the deadline is " +
               FormatDuration(*deadline.Remaining(clock)) + " away");
-      return out;
+      return Turn::Done();
     }
     if (deadline.Expired(clock)) {
       out.error = GuardError(ProviderErrorKind::kDeadline,
                              "context deadline exceeded (waiting for a "
                              "request slot: max_concurrent " +
                                  std::to_string(spec_.max_concurrent) + ")");
-      return out;
+      return Turn::Done();
     }
-    CancelToken wake = wake_.Add(context.cancel);
-    lock.unlock();
-    SteadyTime until =
-        ready.value_or(deadline.is_set() ? deadline.at() : now + kLongSleep);
-    std::optional<ProviderError> cut = Sleep(context, until, wake);
-    lock.lock();
-    wake_.Remove(wake);
-    if (cut) {
-      out.error = std::move(cut);
-      return out;
-    }
-  }
+    return Turn::SleepUntil(
+        ready.value_or(deadline.is_set() ? deadline.at() : now + kLongSleep));
+  });
 }
 
 void RateLimiter::Release(int64_t estimated, std::optional<int64_t> used,
@@ -503,27 +543,19 @@ bool Circuit::open() const {
   return open_;
 }
 
-Admission Circuit::Admit(const CircuitSpec& spec, const CallContext& context,
-                         bool* probe) {
-  (void)spec;
+Admission Circuit::Admit(const CallContext& context, bool* probe) {
   Clock& clock = *context.clock;
-  const SteadyTime start = clock.Now();
-  Admission out;
+  const Deadline& deadline = context.deadline;
   *probe = false;
-  for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const SteadyTime now = clock.Now();
+  return WaitTurns(mu_, wake_, context, [&](SteadyTime now, Admission& out) {
     if (!open_ || (!probe_out_ && now >= next_probe_)) {
       if (open_) {
         probe_out_ = true;
         *probe = true;
       }
-      out.waited = std::chrono::duration_cast<Millis>(now - start);
-      return out;
+      return Turn::Done();
     }
     out.why = "circuit";
-    out.waited = std::chrono::duration_cast<Millis>(now - start);
-    const Deadline& deadline = context.deadline;
     if (!probe_out_ && deadline.is_set() && next_probe_ >= deadline.at()) {
       // No probe can go before the deadline: fail now, so a fallback
       // source still has the time that is left.
@@ -536,30 +568,20 @@ Admission Circuit::Admit(const CircuitSpec& spec, const CallContext& context,
                   std::chrono::duration_cast<Millis>(next_probe_ - now)) +
               " but the deadline is " +
               FormatDuration(*deadline.Remaining(clock)) + " away");
-      return out;
+      return Turn::Done();
     }
-    if (context.deadline.Expired(clock)) {
+    if (deadline.Expired(clock)) {
       out.error =
           GuardError(ProviderErrorKind::kDeadline,
                      "context deadline exceeded (the circuit to " + host_ +
                          " is open after " + std::to_string(failures_) +
                          " failed requests in a row)");
-      return out;
+      return Turn::Done();
     }
-    CancelToken wake = wake_.Add(context.cancel);
-    lock.unlock();
     SteadyTime until = probe_out_ ? now + kLongSleep : next_probe_;
-    if (context.deadline.is_set()) {
-      until = std::min(until, context.deadline.at());
-    }
-    std::optional<ProviderError> cut = Sleep(context, until, wake);
-    lock.lock();
-    wake_.Remove(wake);
-    if (cut) {
-      out.error = std::move(cut);
-      return out;
-    }
-  }
+    if (deadline.is_set()) until = std::min(until, deadline.at());
+    return Turn::SleepUntil(until);
+  });
 }
 
 void Circuit::Record(const CircuitSpec& spec, CircuitVerdict verdict,
@@ -679,7 +701,7 @@ ChatResult GuardedProvider::Send(const ChatRequest& request,
   std::string why;
   bool probe = false;
   if (guards_.circuit) {
-    Admission a = guards_.circuit->Admit(guards_.circuit_spec, context, &probe);
+    Admission a = guards_.circuit->Admit(context, &probe);
     waited += a.waited;
     if (!a.why.empty()) why = a.why;
     if (a.error) {

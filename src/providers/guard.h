@@ -169,8 +169,7 @@ class Circuit {
   // While the circuit is open, waits (bounded by the call's deadline) for a
   // probe to close it, or becomes the probe itself when one is due: then
   // *probe is set and the caller must Record its request's verdict.
-  Admission Admit(const CircuitSpec& spec, const CallContext& context,
-                  bool* probe);
+  Admission Admit(const CallContext& context, bool* probe);
   void Record(const CircuitSpec& spec, CircuitVerdict verdict, bool probe,
               const CallContext& context);
   bool open() const;

@@ -65,9 +65,7 @@ RetryingProvider::RetryingProvider(Provider& inner, RetryPolicy policy)
 }
 
 std::optional<std::string> RetryingProvider::WhyNotRetry(
-    const ProviderError& error, Millis wait, bool server_asked,
-    const CallContext& context) const {
-  (void)error;
+    Millis wait, bool server_asked, const CallContext& context) const {
   std::optional<Millis> left = context.deadline.Remaining(*context.clock);
   if (left && wait >= *left) {
     return "; not retried: " +
@@ -148,7 +146,7 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
       double u = policy_.jitter ? policy_.jitter() : RandomUnit();
       wait = BackoffDelay(policy_, attempt, u);
     }
-    if (auto why = WhyNotRetry(error, wait, server_asked, context)) {
+    if (auto why = WhyNotRetry(wait, server_asked, context)) {
       error.message += *why;
       return done(GiveUp(std::move(error), sent, context));
     }

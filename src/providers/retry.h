@@ -70,8 +70,7 @@ class RetryingProvider : public Provider {
  private:
   // Why `error` (after `attempt` of `attempts`) is not retried after
   // `wait`; nullopt when it may be.
-  std::optional<std::string> WhyNotRetry(const ProviderError& error,
-                                         Millis wait, bool server_asked,
+  std::optional<std::string> WhyNotRetry(Millis wait, bool server_asked,
                                          const CallContext& context) const;
   // Asks the budget for a retry; logs and explains a refusal.
   bool BudgetAllows(const ChatRequest& request, const CallContext& context,

@@ -511,7 +511,12 @@ TEST(LoaderTest, ProviderProtectionsRefuseBadValues) {
           tail,
       kError, 3,
       "'source.rate_limit.requests_per_minute' must be 0 (no limit) or "
-      "a positive integer");
+      "a positive integer of at most 1099511627776");
+  ExpectDiag(
+      "agents:\n- name: a\n  source: { model: mock/a, rate_limit: { "
+      "max_concurrent: 2000000000000 } }\n" +
+          tail,
+      kError, 3, "of at most 1099511627776");
   ExpectDiag(
       "agents:\n- name: a\n  source: { cli: my-agent, rate_limit: {} "
       "}\n" +
@@ -527,7 +532,10 @@ TEST(LoaderTest, ProviderProtectionsRefuseBadValues) {
   ExpectDiag(entry("  retry_budget: { ratio: -0.1 }\n"), kError, 4,
              "'retry_budget.ratio' must be a number from 0 to 1");
   ExpectDiag(entry("  retry_budget: { min_retries: -1 }\n"), kError, 4,
-             "'retry_budget.min_retries' must be 0 (no limit)");
+             "'retry_budget.min_retries' must be 0 (no minimum)");
+  ExpectDiag(entry("  circuit: { failures: 2000000000000 }\n"), kError, 4,
+             "'circuit.failures' must be a positive integer of at most "
+             "1099511627776");
   ExpectDiag(entry("  circuit: { failures: 0 }\n"), kError, 4,
              "'circuit.failures' must be a positive integer");
   ExpectDiag(entry("  circuit: { probe_after: -1s }\n"), kError, 4,

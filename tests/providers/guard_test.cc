@@ -263,6 +263,29 @@ TEST(RateLimitHeaders, ResetsFarAwayAreAYearAtMost) {
   EXPECT_EQ(h.tokens_reset, year);
 }
 
+// Some servers send a reset as a bare number: seconds from now, or a Unix
+// time (GitHub's style). Both count; negative and non-numbers do not.
+TEST(RateLimitHeaders, BareNumberResetsAreSecondsOrAUnixTime) {
+  const WallTime now = WallTime(std::chrono::seconds(1796581200));
+  RateLimitHint h =
+      ParseRateLimitHeaders({{"x-ratelimit-reset-requests", "1.5"},
+                             {"x-ratelimit-reset-tokens", "1796581230"}},
+                            now);
+  EXPECT_EQ(h.requests_reset, Millis(1500));
+  EXPECT_EQ(h.tokens_reset, Millis(30000));
+  // A Unix time already past: no wait. A year at most, as any reset.
+  h = ParseRateLimitHeaders({{"x-ratelimit-reset-requests", "1796581100"},
+                             {"x-ratelimit-reset-tokens", "999999999"}},
+                            now);
+  EXPECT_EQ(h.requests_reset, Millis(0));
+  EXPECT_EQ(h.tokens_reset, Millis(int64_t{365} * 24 * 3600 * 1000));
+  h = ParseRateLimitHeaders({{"x-ratelimit-reset-requests", "-3"},
+                             {"x-ratelimit-reset-tokens", "nan"}},
+                            now);
+  EXPECT_FALSE(h.requests_reset);
+  EXPECT_FALSE(h.tokens_reset);
+}
+
 TEST(RateLimitHeaders, GoDurations) {
   EXPECT_EQ(ParseGoDuration("1s"), Millis(1000));
   EXPECT_EQ(ParseGoDuration("6m0s"), Millis(360000));
@@ -400,19 +423,19 @@ TEST_F(CircuitTest, OpensAfterNFailuresInARowAndAProbeClosesIt) {
       Has(log_, "WRN provider.circuit_open host=h:1 failures=3 probe_after=2s"))
       << All(log_);
   // The next request waits for the probe time and is the probe.
-  Admission a = circuit_.Admit(spec_, context_, &probe);
+  Admission a = circuit_.Admit(context_, &probe);
   EXPECT_FALSE(a.error);
   EXPECT_TRUE(probe);
   EXPECT_EQ(a.waited, Millis(2000));
   // It fails: the next probe is 2 s later.
   circuit_.Record(spec_, CircuitVerdict::kOutage, true, context_);
-  a = circuit_.Admit(spec_, context_, &probe);
+  a = circuit_.Admit(context_, &probe);
   EXPECT_TRUE(probe);
   EXPECT_EQ(a.waited, Millis(2000));
   circuit_.Record(spec_, CircuitVerdict::kOk, true, context_);
   EXPECT_FALSE(circuit_.open());
   EXPECT_TRUE(Has(log_, "INF provider.circuit_closed host=h:1"));
-  a = circuit_.Admit(spec_, context_, &probe);
+  a = circuit_.Admit(context_, &probe);
   EXPECT_FALSE(probe);
   EXPECT_EQ(a.waited, Millis(0));
 }
@@ -424,7 +447,7 @@ TEST_F(CircuitTest, NoProbeBeforeTheDeadlineFailsAtOnceForAFallback) {
   // The probe is due in 2 s; the deadline is 1.5 s away.
   context_.deadline = Deadline::After(clock_, Millis(1500));
   bool probe = false;
-  Admission a = circuit_.Admit(spec_, context_, &probe);
+  Admission a = circuit_.Admit(context_, &probe);
   ASSERT_TRUE(a.error);
   EXPECT_EQ(a.error->kind, ProviderErrorKind::kCircuitOpen);
   EXPECT_FALSE(a.error->retryable());
@@ -436,7 +459,7 @@ TEST_F(CircuitTest, NoProbeBeforeTheDeadlineFailsAtOnceForAFallback) {
       << a.error->message;
   // Exactly at the probe time: still no room for it.
   context_.deadline = Deadline::After(clock_, Millis(2000));
-  EXPECT_EQ(circuit_.Admit(spec_, context_, &probe).error->kind,
+  EXPECT_EQ(circuit_.Admit(context_, &probe).error->kind,
             ProviderErrorKind::kCircuitOpen);
 }
 
@@ -448,13 +471,13 @@ TEST(CircuitThreads, AWaitForAnotherProbeEndsAtTheDeadlineAndCountsTheWait) {
   const CircuitSpec spec{.failures = 1, .probe_after = Millis(0)};
   circuit.Record(spec, CircuitVerdict::kOutage, false, context);
   bool probe = false;
-  ASSERT_FALSE(circuit.Admit(spec, context, &probe).error);
+  ASSERT_FALSE(circuit.Admit(context, &probe).error);
   ASSERT_TRUE(probe);  // Out, never answered.
   CallContext other = context;
   other.deadline = Deadline::After(clock, Millis(4000));
   std::thread t([&] {
     bool p = false;
-    Admission a = circuit.Admit(spec, other, &p);
+    Admission a = circuit.Admit(other, &p);
     ASSERT_TRUE(a.error);
     EXPECT_EQ(a.error->kind, ProviderErrorKind::kDeadline);
     EXPECT_EQ(a.waited, Millis(4000));
@@ -473,12 +496,12 @@ TEST(CircuitThreads, OneProbeAtATimeOthersWaitForIt) {
   const CircuitSpec spec{.failures = 1, .probe_after = Millis(0)};
   circuit.Record(spec, CircuitVerdict::kOutage, false, context);
   bool probe = false;
-  ASSERT_FALSE(circuit.Admit(spec, context, &probe).error);
+  ASSERT_FALSE(circuit.Admit(context, &probe).error);
   ASSERT_TRUE(probe);
   std::atomic<bool> admitted{false};
   std::thread other([&] {
     bool p = true;
-    Admission a = circuit.Admit(spec, context, &p);
+    Admission a = circuit.Admit(context, &p);
     EXPECT_FALSE(a.error);
     EXPECT_FALSE(p);  // The circuit closed: a plain request.
     admitted = true;
