@@ -74,9 +74,12 @@ Command DecideCommand(pipeline::GateDecision decision) {
             ->required();
         app.add_option("step", opts->step,
                        "The gate: its step id (as `steps show` prints "
-                       "it), or its name when one gate has it")
+                       "it), or its name when one gate has it or only "
+                       "one gate with it still waits")
             ->required();
-        app.add_option("--reason", opts->reason, "Why; kept with the decision");
+        app.add_option("--reason", opts->reason,
+                       "Why; kept with the decision (at most 2000 bytes of "
+                       "text: line breaks and tabs are its only controls)");
         app.add_option("--state-dir", opts->state_dir,
                        "Where runs are recorded (STATE_DIR/steps.db)")
             ->envname("STEPS_STATE_DIR")

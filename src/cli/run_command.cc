@@ -218,8 +218,8 @@ bool StartRunUi(const RunOptions& opts, std::unique_ptr<RunUi>& ui,
   ui = std::move(*started);
   if (run_id.empty()) run_id = pipeline::NewRunId(RealClock());
   std::cerr << "steps run: watch this run at "
-            << ui::BaseUrl(listen->host, ui->port()) << "#" << run_id
-            << std::endl;
+            << ui::PageUrl(listen->host, ui->port(), ui->token()) << "#"
+            << run_id << std::endl;
   return true;
 }
 

@@ -25,32 +25,38 @@ constexpr std::chrono::seconds kStartWait{10};
 // How long it may take to stop, beyond the 3 s it gives watchers.
 constexpr std::chrono::seconds kStopWait{2};
 
-// Reads the UI's "port N\n"; -1 when it ended, said something else, or
-// took longer than kStartWait.
-int ReadPort(int fd) {
+// What the UI says once it listens: "port N token HEX\n".
+struct UiHello {
+  int port = -1;  // -1: it ended, said something else, or took longer
+                  // than kStartWait.
+  std::string token;
+};
+
+UiHello ReadHello(int fd) {
   const auto give_up = std::chrono::steady_clock::now() + kStartWait;
   std::string said;
-  while (said.find('\n') == std::string::npos && said.size() < 64) {
+  while (said.find('\n') == std::string::npos && said.size() < 160) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         give_up - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return -1;
+    if (left.count() <= 0) return {};
     pollfd p{fd, POLLIN, 0};
     const int ready = poll(&p, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return -1;
+    if (ready <= 0) return {};
     char buffer[64];
     const ssize_t n = read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
+    if (n <= 0) return {};
     said.append(buffer, static_cast<size_t>(n));
   }
   int port = -1;
-  if (said.rfind("port ", 0) != 0 ||
-      std::sscanf(said.c_str() + 5, "%d", &port) != 1 || port <= 0 ||
-      port > 65535) {
-    return -1;
+  char token[65] = {0};
+  if (std::sscanf(said.c_str(), "port %d token %64[0-9a-f]\n", &port, token) !=
+          2 ||
+      port <= 0 || port > 65535) {
+    return {};
   }
-  return port;
+  return {port, token};
 }
 
 // Waits for `pid` to end, killing it after `limit`.
@@ -121,13 +127,14 @@ Result<std::unique_ptr<RunUi>> RunUi::Start(
   if (!pid.ok()) return pid.status();
   theirs_in.Reset();
   theirs_out.Reset();
-  const int port = ReadPort(ours_out.get());
-  if (port < 0) {
+  UiHello hello = ReadHello(ours_out.get());
+  if (hello.port < 0) {
     ours_in.Reset();
     Reap(*pid, kStopWait);
     return Internal("the web UI did not start");
   }
-  return std::unique_ptr<RunUi>(new RunUi(*pid, std::move(ours_in), port));
+  return std::unique_ptr<RunUi>(
+      new RunUi(*pid, std::move(ours_in), hello.port, std::move(hello.token)));
 }
 
 void RunUi::Finish(bool let_watchers_catch_up) {

@@ -39,17 +39,23 @@ class RunUi {
 
   // The port it listens on.
   int port() const { return port_; }
+  // The token its decisions carry (ui/server.h).
+  const std::string& token() const { return token_; }
   // Stops the UI: with `let_watchers_catch_up`, an open page first gets up
   // to 3 s to read how the run ended; else at once.
   void Finish(bool let_watchers_catch_up);
 
  private:
-  RunUi(pid_t pid, UniqueFd to_ui, int port)
-      : pid_(pid), to_ui_(std::move(to_ui)), port_(port) {}
+  RunUi(pid_t pid, UniqueFd to_ui, int port, std::string token)
+      : pid_(pid),
+        to_ui_(std::move(to_ui)),
+        port_(port),
+        token_(std::move(token)) {}
 
   pid_t pid_;
   UniqueFd to_ui_;  // The UI's stdin.
   int port_;
+  std::string token_;
   bool finished_ = false;
 };
 

@@ -5,10 +5,10 @@
 // the TLS library it links (OpenSSL, initialised as it loads) would cost
 // every command of `steps` about 8 ms of CPU at start, used or not.
 //
-// With --with-run (`steps run --ui`), it writes "port N\n" to stdout once
-// it listens and then reads stdin: a line "done" (the run ended by itself)
-// lets an open page catch up, for at most 3 s, before it stops; the end of
-// stdin alone (an interrupted run, or a `steps` that died) stops it at once.
+// With --with-run (`steps run --ui`), it writes "port N token HEX\n" to
+// stdout once it listens and then reads stdin: a line "done" (the run ended by
+// itself) lets an open page catch up, for at most 3 s, before it stops; the end
+// of stdin alone (an interrupted run, or a `steps` that died) stops it at once.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -60,8 +60,14 @@ bool ParseOptions(int argc, char** argv, Options& opts) {
 // Serves until SIGINT, SIGTERM or SIGHUP (`steps ui`).
 int ServeUntilSignal(steps::ui::UiServer& server, const Options& opts,
                      const std::string& host) {
-  std::cout << "steps ui: serving " << steps::ui::BaseUrl(host, server.port())
-            << " (runs of " << opts.state_dir << "); Ctrl-C stops" << std::endl;
+  // The link carries the token decisions need: the server never hands it
+  // out, so only who sees this output (or is given the link) decides.
+  std::cout << "steps ui: serving "
+            << steps::ui::PageUrl(host, server.port(), server.token())
+            << " (runs of " << opts.state_dir << "); Ctrl-C stops\n"
+            << "steps ui: whoever opens that link may approve and reject "
+               "gates; share it only with who may"
+            << std::endl;
   steps::CancelToken stop, unused;
   steps::cli::SignalWatcher signals(stop, unused);
   // WaitUntil is true when the hour passed with no signal: wait again.
@@ -74,7 +80,8 @@ int ServeUntilSignal(steps::ui::UiServer& server, const Options& opts,
 
 // Serves until stdin ends (`steps run --ui`); see the top of the file.
 int ServeWithRun(steps::ui::UiServer& server) {
-  const std::string line = "port " + std::to_string(server.port()) + "\n";
+  const std::string line = "port " + std::to_string(server.port()) + " token " +
+                           server.token() + "\n";
   if (write(STDOUT_FILENO, line.data(), line.size()) !=
       static_cast<ssize_t>(line.size())) {
     server.Stop();

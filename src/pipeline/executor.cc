@@ -46,12 +46,13 @@ bool IsRunId(const std::string& text) {
 }
 
 std::string TakenBy(const std::string& via) {
+  // The user database's name for the uid, never $USER: a process may set
+  // that to anyone, and approvers are checked against this name. A uid the
+  // database does not know (a container's) is "uid#N", which no approvers
+  // list can hold.
   std::string user;
   if (const passwd* pw = getpwuid(geteuid())) user = pw->pw_name;
-  if (user.empty()) {
-    const char* u = std::getenv("USER");
-    user = u ? u : "unknown";
-  }
+  if (user.empty()) user = "uid#" + std::to_string(geteuid());
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0)
     std::snprintf(host, sizeof host, "unknown");

@@ -99,7 +99,9 @@ std::string NewRunId(const Clock& clock);
 bool IsRunId(const std::string& text);
 
 // "user@host" of this process, for records; with a channel,
-// "user@host (via CHANNEL)" (DESIGN.md, the `Taken by:` grammar).
+// "user@host (via CHANNEL)" (DESIGN.md, the `Taken by:` grammar). The user
+// is the user database's name for the effective uid, or "uid#N" when it
+// has none ($USER is never read).
 std::string TakenBy(const std::string& via = "");
 
 }  // namespace steps::pipeline

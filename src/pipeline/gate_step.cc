@@ -1,6 +1,8 @@
 // Gate steps: put up for a decision on the executor's GateDesk, looked at
 // until one is there, ended at their timeout (failing, or deciding their
 // `default:`), at the job's deadline, or by an abort.
+#include <algorithm>
+
 #include "core/duration.h"
 #include "core/log.h"
 #include "pipeline/executor_internal.h"
@@ -23,7 +25,10 @@ StepResult GateResult(const Step& step, const GateVerdict& v,
   const std::string gate = "Gate '" + step.name + "'";
   switch (v.how) {
     case GateVerdict::How::kDecided: {
+      // The error is one line: a reason's line breaks become spaces (its
+      // record keeps them).
       std::string reason = v.reason.empty() ? "" : ": " + v.reason;
+      std::replace(reason.begin(), reason.end(), '\n', ' ');
       if (v.decision == GateDecision::kApprove)
         return {Outcome::kSucceeded, "", v.reason};
       if (v.via == "default") {

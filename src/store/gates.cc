@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/duration.h"
+#include "core/utf8.h"
 #include "store/reader.h"
 
 namespace steps::store {
@@ -285,8 +287,38 @@ pipeline::GateVerdict StoreGateDesk::Settle(
   return ending;
 }
 
+Status CheckGateReason(const std::string& reason) {
+  if (!IsValidUtf8(reason)) {
+    return InvalidArgument("the reason is not valid UTF-8 text");
+  }
+  if (reason.size() > kMaxGateReasonBytes) {
+    return InvalidArgument("the reason is " + std::to_string(reason.size()) +
+                           " bytes long; a decision keeps at most " +
+                           std::to_string(kMaxGateReasonBytes) +
+                           ": shorten it");
+  }
+  for (size_t i = 0; i < reason.size(); ++i) {
+    const auto c = static_cast<unsigned char>(reason[i]);
+    // C0 controls and DEL, and C1 controls (U+0080..U+009F, C2 80..C2 9F),
+    // which some terminals read as escape sequences.
+    const bool c0 = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F;
+    const bool c1 = c == 0xC2 && i + 1 < reason.size() &&
+                    static_cast<unsigned char>(reason[i + 1]) < 0xA0;
+    if (c0 || c1) {
+      return InvalidArgument(
+          "the reason holds a control character at byte " + std::to_string(i) +
+          "; a reason is text: line breaks and tabs are its only controls");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
                            WallTime now, GateRefusal* refusal) {
+  if (Status r = CheckGateReason(request.reason); !r.ok()) {
+    if (refusal) *refusal = GateRefusal::kBadReason;
+    return r;
+  }
   GateRefusal why = GateRefusal::kNone;
   // A name that fits no run or gate, or several.
   auto naming = [&why](const Status& s) {
@@ -310,6 +342,19 @@ Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
       why = GateRefusal::kNotWaiting;
       return InvalidArgument("gate " + Label(*gate) + " of run " + *run_id +
                              " " + HowItEnded(*gate));
+    }
+    // Its run settles it within moments of its deadline (expired, its
+    // default, or the job's deadline): a decision made later is too late,
+    // even when the run has not written that down yet.
+    if (gate->deadline_ms && ToMs(now) >= *gate->deadline_ms) {
+      why = GateRefusal::kNotWaiting;
+      const Millis late(ToMs(now) - *gate->deadline_ms);
+      return InvalidArgument("gate " + Label(*gate) + " of run " + *run_id +
+                             " is past its deadline" +
+                             (late >= std::chrono::seconds(1)
+                                  ? " by " + FormatDuration(late)
+                                  : "") +
+                             "; its expiry decides it");
     }
     Result<bool> ended = EndWaiting(
         db, *run_id, gate->step_id,

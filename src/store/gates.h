@@ -63,7 +63,8 @@ class StoreGateDesk : public pipeline::GateDesk {
 struct GateDecisionRequest {
   std::string run;   // A run id or a unique prefix of one.
   std::string step;  // The gate's step id ("deploy:2"), or its name when
-                     // one gate of the run has it.
+                     // one gate of the run has it, or only one of the
+                     // gates with it still waits.
   pipeline::GateDecision decision = pipeline::GateDecision::kReject;
   std::string by;  // Who decides, user@host.
   // The OS user deciding, checked against the gate's approvers; empty for
@@ -74,6 +75,14 @@ struct GateDecisionRequest {
   std::string reason;
 };
 
+// The longest reason a decision takes, in bytes of UTF-8.
+inline constexpr size_t kMaxGateReasonBytes = 2000;
+
+// Why a decision's reason cannot be kept, or Ok: it is UTF-8 text of at
+// most kMaxGateReasonBytes, without control characters but line breaks and
+// tabs (no escape sequence reaches a terminal that shows it).
+Status CheckGateReason(const std::string& reason);
+
 // Why DecideGate did not record a decision, for a caller that answers each
 // case its own way (the web UI's HTTP statuses).
 enum class GateRefusal {
@@ -82,14 +91,17 @@ enum class GateRefusal {
   kAmbiguous,    // The name fits several gates.
   kNotApprover,  // The gate names approvers and the user is not one of
                  // them, or cannot be told.
-  kNotWaiting,   // The gate has ended already.
+  kNotWaiting,   // The gate has ended already, or its deadline has
+                 // passed (its expiry decides it).
+  kBadReason,    // The reason fails CheckGateReason.
 };
 
 // Records `request` on its gate when the gate is waiting and the user may
 // decide it; returns the gate as decided. NotFound for an unknown run or
-// gate; InvalidArgument when the name fits several gates, when the gate is
-// no longer waiting (saying how it ended), or when the user is not one of
-// its approvers. `refusal`, when given, is set to which of these it was.
+// gate; InvalidArgument when the reason cannot be kept, when the name fits
+// several gates, when the gate is no longer waiting (saying how it ended)
+// or its deadline is past `now`, or when the user is not one of its
+// approvers. `refusal`, when given, is set to which of these it was.
 Result<GateRow> DecideGate(Store& store, const GateDecisionRequest& request,
                            WallTime now, GateRefusal* refusal = nullptr);
 

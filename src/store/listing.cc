@@ -91,7 +91,15 @@ void FormatGate(std::ostringstream& out, const GateRow& g) {
   } else if (g.state == "approved" || g.state == "rejected") {
     how = g.state == "approved" ? "Approved" : "Rejected";
     if (g.via == "default") how += " by its default on expiry";
-    if (!g.reason.empty()) how += ": " + OneLine(g.reason);
+    // A person's reason, whole: its later lines indented under the first.
+    if (!g.reason.empty()) {
+      std::string reason = g.reason;
+      for (size_t at = reason.find('\n'); at != std::string::npos;
+           at = reason.find('\n', at + 1)) {
+        reason.insert(at + 1, "         ");
+      }
+      how += ": " + reason;
+    }
   } else if (g.state == "expired") {
     how = "Expired without a decision";
   } else if (g.state == "cut") {

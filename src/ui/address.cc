@@ -27,4 +27,9 @@ std::string BaseUrl(const std::string& host, int port) {
          std::to_string(port) + "/";
 }
 
+std::string PageUrl(const std::string& host, int port,
+                    const std::string& token) {
+  return BaseUrl(host, port) + "?token=" + token;
+}
+
 }  // namespace steps::ui

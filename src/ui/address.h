@@ -22,6 +22,10 @@ Result<ListenAddress> ParseListenAddress(const std::string& text);
 
 // "http://HOST:PORT/" ("http://[::1]:8080/" for an IPv6 host).
 std::string BaseUrl(const std::string& host, int port);
+// The page with the server's token: BaseUrl + "?token=TOKEN". Whoever
+// opens it may decide gates (ui/server.h).
+std::string PageUrl(const std::string& host, int port,
+                    const std::string& token);
 
 }  // namespace steps::ui
 

@@ -66,6 +66,8 @@ const char* RefusalName(store::GateRefusal r) {
       return "approvers";
     case store::GateRefusal::kNotWaiting:
       return "not_waiting";
+    case store::GateRefusal::kBadReason:
+      return "bad_request";
     case store::GateRefusal::kNone:
       break;
   }
@@ -82,6 +84,8 @@ int HttpStatusOf(store::GateRefusal r) {
       return 403;
     case store::GateRefusal::kNotWaiting:
       return 409;
+    case store::GateRefusal::kBadReason:
+      return 400;
     case store::GateRefusal::kNone:
       break;
   }
@@ -93,6 +97,12 @@ int HttpStatusOf(store::GateRefusal r) {
 Result<std::string> DecisionReason(const httplib::Request& req) {
   const std::string type = MediaType(req.get_header_value("Content-Type"));
   std::string reason;
+  if (type.rfind("multipart/", 0) == 0) {
+    // The library reads such a body into parts, leaving `body` empty: a
+    // reason sent so would be lost without a word.
+    return InvalidArgument("a decision's body of type '" + SanitizeUtf8(type) +
+                           "' is not understood; " + kWhatToSend);
+  }
   if (req.body.empty()) {
     // No body: no reason, whatever the type says.
   } else if (type == "application/json") {
@@ -101,20 +111,23 @@ Result<std::string> DecisionReason(const httplib::Request& req) {
     reason = std::move(*r);
   } else if (type == "application/x-www-form-urlencoded") {
     // The library has parsed the form into the parameters.
+    for (const auto& [key, value] : req.params) {
+      if (key != "reason") {
+        return InvalidArgument("a decision takes no '" + SanitizeUtf8(key) +
+                               "'; " + kWhatToSend);
+      }
+    }
+    if (req.get_param_value_count("reason") > 1) {
+      return InvalidArgument("a decision takes one reason; " +
+                             std::string(kWhatToSend));
+    }
     reason = req.get_param_value("reason");
   } else {
     return InvalidArgument("a decision's body of type '" +
                            SanitizeUtf8(type.empty() ? "none given" : type) +
                            "' is not understood; " + kWhatToSend);
   }
-  if (!IsValidUtf8(reason)) {
-    return InvalidArgument("the reason is not valid UTF-8 text");
-  }
-  if (reason.size() > kMaxReasonBytes) {
-    return InvalidArgument("the reason is " + std::to_string(reason.size()) +
-                           " bytes long; a decision keeps at most " +
-                           std::to_string(kMaxReasonBytes) + ": shorten it");
-  }
+  if (Status s = store::CheckGateReason(reason); !s.ok()) return s;
   return reason;
 }
 

@@ -12,18 +12,20 @@
 
 #include "core/status.h"
 #include "pipeline/model.h"
+#include "store/gates.h"
 #include "store/store.h"
 
 namespace steps::ui {
 
 // The longest reason a decision from the UI takes, in bytes of UTF-8.
-inline constexpr size_t kMaxReasonBytes = 2000;
+inline constexpr size_t kMaxReasonBytes = store::kMaxGateReasonBytes;
 
 // The reason a decision's request gives: a JSON body {"reason": TEXT}, a
 // form field `reason` (application/x-www-form-urlencoded), or none when the
 // body is empty. InvalidArgument saying what to send for anything else:
-// malformed JSON, another key or type, another content type, a reason that
-// is not UTF-8 or longer than kMaxReasonBytes.
+// malformed JSON, another key or type, another form field or a repeated
+// one, another content type (multipart too), a reason CheckGateReason
+// refuses (store/gates.h).
 Result<std::string> DecisionReason(const httplib::Request& req);
 
 // What a decision's request is answered: an HTTP status and a JSON body.

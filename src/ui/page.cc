@@ -8,6 +8,7 @@ const std::string& PageHtml() {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
 <title>steps</title>
 <style>
   :root { --ok: #1a7f37; --fail: #cf222e; --err: #9a6700; --abort: #6e7781; --run: #0969da;
@@ -116,7 +117,21 @@ const logs = new Map();   // run|step -> {lines: [], last: 0, busy: false}
 const opened = new Set(); // details the reader opened (by data-key)
 const closed = new Set(); // and those they closed
 const kShownLines = 1000; // a log shows its last lines; log.txt has them all
-let token = null;         // what a decision carries (GET api/token)
+// What a decision carries: the server's token, from the link `steps ui`
+// printed (?token=HEX). Kept for this tab (a reload keeps it) and taken out
+// of the address bar, so it is not bookmarked or shared with a screenshot.
+const token = (() => {
+  const params = new URLSearchParams(location.search);
+  const given = params.get("token");
+  if (given) {
+    try { sessionStorage.setItem("steps-token", given); } catch (e) { /* kept below */ }
+    params.delete("token");
+    const q = params.toString();
+    history.replaceState(null, "", location.pathname + (q ? "?" + q : "") + location.hash);
+    return given;
+  }
+  try { return sessionStorage.getItem("steps-token"); } catch (e) { return null; }
+})();
 const drafts = new Map(); // run|gate step -> the reason typed so far
 const gateNotes = new Map(); // run|gate step -> {sending} or {error}
 
@@ -250,6 +265,11 @@ function gateHtml(s) {
            `tell who you are: as one of them, run <code>${esc(cli)}</code> (or <code>steps reject ` +
            `${esc(runId)} ${esc(s.id)} --reason TEXT</code>) in a terminal.</div></div>`;
   }
+  if (!token) {
+    return h + `<div class="gate-cli gate-no-token">To decide here, open the link <code>steps ui</code> ` +
+           `printed (it carries the server's token), or run <code>${esc(cli)}</code> (or ` +
+           `<code>steps reject ${esc(runId)} ${esc(s.id)} --reason TEXT</code>) in a terminal.</div></div>`;
+  }
   const key = runId + "|" + s.id, note = gateNotes.get(key) || {};
   const off = note.sending ? " disabled" : "";
   h += `<textarea class="gate-reason" data-gate="${esc(s.id)}" maxlength="2000" ` +
@@ -261,28 +281,19 @@ function gateHtml(s) {
   return h + `</div>`;
 }
 
-// Sends a decision with the server's token; fetches the token again once
-// when the server no longer knows it (it was restarted).
+// Sends a decision with the server's token.
 async function decide(step, verb) {
   const run = runId, key = run + "|" + step;
   gateNotes.set(key, {sending: true});
   shown = null; refresh();
   let error = null;
   try {
-    for (let tries = 0; ; tries++) {
-      if (!token) {
-        const t = await fetch("api/token", {cache: "no-store"});
-        token = (await t.json()).token;
-      }
-      const r = await fetch(`api/runs/${encodeURIComponent(run)}/gates/${encodeURIComponent(step)}/${verb}`, {
-        method: "POST", cache: "no-store",
-        headers: {"Content-Type": "application/json", "X-Steps-Token": token},
-        body: JSON.stringify({reason: drafts.get(key) || ""})});
-      const j = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
-      if (r.status === 403 && j.refusal === "token" && tries === 0) { token = null; continue; }
-      if (!r.ok) error = j.error;
-      break;
-    }
+    const r = await fetch(`api/runs/${encodeURIComponent(run)}/gates/${encodeURIComponent(step)}/${verb}`, {
+      method: "POST", cache: "no-store",
+      headers: {"Content-Type": "application/json", "X-Steps-Token": token},
+      body: JSON.stringify({reason: drafts.get(key) || ""})});
+    const j = await r.json().catch(() => ({error: r.status + " " + r.statusText}));
+    if (!r.ok) error = j.error;
   } catch (e) {
     error = e.message;
   }

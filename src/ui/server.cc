@@ -123,8 +123,9 @@ class UiServer::Impl {
                   std::string("steps ui: a decision must carry this "
                               "server's token in the ") +
                       kTokenHeader +
-                      " header (GET /api/token); reload the page if the "
-                      "server was restarted",
+                      " header; open the link `steps ui` printed when it "
+                      "started (it carries the token, and a restarted "
+                      "server draws a new one)",
                   "token");
       return false;
     }
@@ -192,21 +193,42 @@ UiServer::UiServer(std::string state_dir)
         if (!impl_->AdmitHost(req, res)) {
           return httplib::Server::HandlerResponse::Handled;
         }
+        // No page of another site may frame this one (a click on its
+        // Approve button must be one the user meant).
+        res.set_header("X-Frame-Options", "DENY");
+        res.set_header("Content-Security-Policy", "frame-ancestors 'none'");
+        res.set_header("X-Content-Type-Options", "nosniff");
         if (req.path.rfind("/api/runs/", 0) == 0) impl_->NoteRunRequest();
         return httplib::Server::HandlerResponse::Unhandled;
       });
+  // An answer the library makes on its own (a request it could not read,
+  // a body over the limit, an unknown path) says what was wrong.
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;
+        std::string what;
+        switch (res.status) {
+          case 400:
+            what =
+                "the request could not be read (a request with a body needs "
+                "its Content-Length)";
+            break;
+          case 404:
+            what = "no such page or API path";
+            break;
+          case 413:
+            what = "a request body holds at most 64 KiB";
+            break;
+          default:
+            what = "HTTP " + std::to_string(res.status);
+        }
+        res.set_content("steps ui: " + what + "\n",
+                        "text/plain; charset=utf-8");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(PageHtml(), "text/html; charset=utf-8");
-  });
-  // The token every decision carries; only a page of this server can read
-  // it (no CORS headers, and the Host check above); a page of another site
-  // that asks is refused outright.
-  s.Get("/api/token", [this](const httplib::Request& req,
-                             httplib::Response& res) {
-    res.set_header("Cache-Control", "no-store");
-    if (!impl_->AdmitOrigin(req, res)) return;
-    res.set_content(DumpJson(nlohmann::json{{"token", impl_->token_->text()}}),
-                    "application/json");
   });
   // A decision on a waiting gate. STEP may hold '/' (a hook's gate): the
   // verb is the last segment.
@@ -334,6 +356,8 @@ void UiServer::AllowHost(std::string host) {
 }
 
 int UiServer::port() const { return impl_->port_; }
+
+const std::string& UiServer::token() const { return impl_->token_->text(); }
 
 bool UiServer::WaitForWatchers(std::chrono::milliseconds max_wait) {
   using Steady = std::chrono::steady_clock;

@@ -28,8 +28,6 @@ namespace steps::ui {
 //                        [{"seq", "stream", "text"}]}: the step's lines
 //                        after line N, at most kLogPage of them
 // GET /api/runs/ID/log.txt?step=STEP   all of them, as UTF-8 text
-// GET /api/token         {"token"}: what a decision carries, drawn at Start;
-//                        403 for a request whose Origin is another site
 // POST /api/runs/ID/gates/STEP/approve   (and .../reject)
 //                        decides gate STEP (its step id, URL-encoded, or
 //                        its name when one gate has it) of run ID, via
@@ -42,7 +40,11 @@ namespace steps::ui {
 //                        {"error", "refusal"}.
 // A POST must carry the token in X-Steps-Token (compared in constant time)
 // and, when it has an Origin header, come from this server's own page;
-// otherwise 403 (ui/write_guard.h). Bodies over 64 KiB: 413.
+// otherwise 403 (ui/write_guard.h). The server never hands the token out:
+// whoever started it passes it on (the link `steps ui` prints, token()),
+// and the page takes it from its address (?token=HEX). Bodies over 64 KiB:
+// 413. Every answer forbids framing (X-Frame-Options, CSP
+// frame-ancestors).
 // Every answer is valid UTF-8: stored bytes that are not show as U+FFFD.
 // Any other path: 404. A request whose Host header does not name this
 // server: 421 (403 without one), as text.
@@ -67,6 +69,8 @@ class UiServer {
   Status Start(const std::string& host, int port);
   // The bound port (after Start).
   int port() const;
+  // The token decisions carry, 64 hex digits (after Start).
+  const std::string& token() const;
   // Stops serving; Start may not be called again.
   void Stop();
 

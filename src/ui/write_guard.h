@@ -3,13 +3,15 @@
 // the browser names the page it comes from (Origin), this server as that
 // page.
 //
-// Why both: a page of another site can make a browser send a POST here
-// (a form, a fetch in no-cors mode), but it can neither read this server's
-// answers (no CORS headers are ever sent) nor set a custom header on a
-// cross-site request without a preflight this server never grants. So only
-// this server's own page, which reads the token from GET /api/token, can
-// send it in X-Steps-Token; the Origin check refuses a foreign page even
-// if it had guessed the token.
+// The token is a secret of whoever started the server: it is printed in
+// the link `steps ui` gives (and `steps run --ui`), and the server never
+// hands it out, so neither a process on this machine (a task of the very
+// run the gate holds) nor a client on the network (a server listening
+// beyond loopback) can decide a gate by asking for it. A page of another
+// site can make a browser send a POST here (a form, a fetch in no-cors
+// mode) but cannot set a custom header on it without a preflight this
+// server never grants, and the Origin check refuses it even if it had
+// guessed the token.
 #ifndef STEPS_UI_WRITE_GUARD_H_
 #define STEPS_UI_WRITE_GUARD_H_
 

@@ -3,6 +3,9 @@
 // approver list that leaves the user out, a gate already decided, an
 // unknown gate) say why and change nothing.
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -18,19 +21,21 @@ using test_support::Has;
 // Runs `pipeline` in the background in `dir`, waits (up to 10 s, looking
 // every 50 ms) until it says its gate waits, runs `decide` (steps approve
 // or reject ARGS, from the same folder), then waits for the run. Prints
-// the decision's output, "RUN-EXIT N", then the run's output.
+// the decision's output, "RUN-EXIT N", then the run's output. `as`, when
+// given, is a command prefix both run under (another user).
 test_support::CliResult DecideWhileRunning(const test_support::TempDir& dir,
                                            const std::string& pipeline,
-                                           const std::string& decide) {
+                                           const std::string& decide,
+                                           const std::string& as = "") {
   std::ofstream(dir / "p.yaml") << pipeline;
   return test_support::RunInShell(
       dir.path(),
-      "\"$STEPS\" run p.yaml --plain --state-dir state > run.out 2>&1 &\n"
-      "pid=$!\n"
-      "for i in $(seq 200); do grep -q 'waits for a decision' run.out && "
-      "break; sleep 0.05; done\n"
-      "\"$STEPS\" " +
-          decide +
+      as +
+          " \"$STEPS\" run p.yaml --plain --state-dir state > run.out 2>&1 &\n"
+          "pid=$!\n"
+          "for i in $(seq 200); do grep -q 'waits for a decision' run.out && "
+          "break; sleep 0.05; done\n" +
+          as + " \"$STEPS\" " + decide +
           " --state-dir state 2>&1\n"
           "wait $pid; echo \"RUN-EXIT $?\"; cat run.out");
 }
@@ -87,6 +92,38 @@ TEST(GateCliTest, AUserNotAmongTheApproversIsRefused) {
       << r.out;
   EXPECT_TRUE(Has(r.out, "RUN-EXIT 1")) << r.out;
   EXPECT_TRUE(Has(r.out, "GATE_TIMEOUT: Gate 'deploy' got no decision within 1s"))
+      << r.out;
+}
+
+// Approvers are checked against the user database's name for the uid:
+// $USER is anybody's to set. A uid with no name there is "uid#N", which
+// no approvers list can hold.
+TEST(GateCliTest, AUidWithNoUserNameIsNoApproverWhateverUserSays) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "runs steps as a uid with no user name: needs root";
+  }
+  constexpr uid_t kNameless = 54321;
+  if (getpwuid(kNameless) != nullptr) {
+    GTEST_SKIP() << "uid " << kNameless << " has a user name here";
+  }
+  test_support::TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  const std::string as =
+      "setpriv --reuid=54321 --regid=54321 --clear-groups "
+      "env USER=alice LOGNAME=alice HOME=\"$PWD\"";
+  auto r = DecideWhileRunning(dir, R"(jobs:
+- name: j
+  plan:
+  - gate: deploy
+    approvers: [alice]
+    timeout: 2s
+)",
+                              "approve \"\" deploy", as);
+  EXPECT_TRUE(Has(r.out, "may be decided only by alice; you are uid#54321"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "RUN-EXIT 1")) << r.out;
+  EXPECT_TRUE(
+      Has(r.out, "GATE_TIMEOUT: Gate 'deploy' got no decision within 2s"))
       << r.out;
 }
 

@@ -68,11 +68,9 @@ class GateUiTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ASSERT_EQ(FirstGate()["state"], "waiting") << Log();
-    auto t = client_->Get("/api/token");
-    ASSERT_TRUE(t);
-    EXPECT_EQ(t->status, 200);
-    EXPECT_EQ(t->get_header_value("Cache-Control"), "no-store");
-    token_ = json::parse(t->body)["token"];
+    // The token reaches a person through the link `steps ui` prints; the
+    // server itself never hands it out.
+    token_ = server_.token();
     ASSERT_EQ(token_.size(), 64u);
   }
 
@@ -226,11 +224,24 @@ TEST_F(GateUiTest, ForgedDecisionsAreRefusedAndTheGateKeepsWaiting) {
                  403, "origin", "another port's Origin");
   expect_refused(Post(path, body, "application/json", {{"Origin", "null"}}),
                  403, "origin", "Origin null");
-  // Nor does a foreign page get the token.
-  auto token = client_->Get("/api/token", {{"Origin", "http://evil.example"}});
-  ASSERT_TRUE(token);
-  EXPECT_EQ(token->status, 403);
-  EXPECT_FALSE(Has(token->body, token_)) << token->body;
+  // No request gets the token, with an Origin or without (a process on
+  // this machine, a task of the run itself, or a client on the network when
+  // the server listens beyond loopback).
+  for (const httplib::Headers& h :
+       {httplib::Headers{},
+        httplib::Headers{{"Origin", "http://evil.example"}}}) {
+    for (const char* path :
+         {"/", "/api/token", "/api/runs", "/api/runs/latest"}) {
+      auto got = client_->Get(path, h);
+      ASSERT_TRUE(got) << path;
+      EXPECT_FALSE(Has(got->body, token_)) << path;
+      // And no page of another site may frame this one (clickjacking).
+      EXPECT_EQ(got->get_header_value("X-Frame-Options"), "DENY") << path;
+      EXPECT_EQ(got->get_header_value("Content-Security-Policy"),
+                "frame-ancestors 'none'")
+          << path;
+    }
+  }
   expect_refused(
       Post(path, body, "application/json",
            {{"Host", "evil.example:" + std::to_string(server_.port())}}),
@@ -271,9 +282,30 @@ TEST_F(GateUiTest, BadBodiesAreRefusedSayingWhatToSend) {
       Post(path,
            json{{"reason", std::string(kMaxReasonBytes + 1, 'r')}}.dump()),
       "is 2001 bytes long; a decision keeps at most 2000");
+  // A form carries the reason alone, once; a multipart body (which the
+  // server would read into parts, not a reason) is refused.
+  expect_400(Post(path, "reason=a&also=b", "application/x-www-form-urlencoded"),
+             "a decision takes no 'also'");
+  expect_400(
+      Post(path, "reason=a&reason=b", "application/x-www-form-urlencoded"),
+      "a decision takes one reason");
+  expect_400(Post(path,
+                  "--XX\r\nContent-Disposition: form-data; "
+                  "name=\"reason\"\r\n\r\nhidden\r\n--XX--\r\n",
+                  "multipart/form-data; boundary=XX"),
+             "body of type 'multipart/form-data' is not understood");
+  // A reason is text: no escape sequence reaches a terminal through it.
+  expect_400(Post(path, json{{"reason", "ok\x1b]0;owned\x07"}}.dump()),
+             "the reason holds a control character at byte 2");
   auto huge = Post(path, std::string(65 * 1024, ' '));
   ASSERT_TRUE(huge);
   EXPECT_EQ(huge->status, 413);
+  EXPECT_TRUE(Has(huge->body, "a request body holds at most 64 KiB"))
+      << huge->body;
+  auto nowhere = client_->Get("/no/such/page");
+  ASSERT_TRUE(nowhere);
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_TRUE(Has(nowhere->body, "no such page or API path")) << nowhere->body;
   EXPECT_EQ(FirstGate()["state"], "waiting");
 
   // A reason of exactly the limit, as a form field, is kept whole.

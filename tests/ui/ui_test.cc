@@ -364,7 +364,9 @@ class RunWithUiTest : public ::testing::Test {
     ASSERT_FALSE(line.empty()) << "steps run --ui never named its address";
     std::smatch m;
     ASSERT_TRUE(std::regex_search(
-        line, m, std::regex(R"(http://127\.0\.0\.1:(\d+)/#([0-9a-z-]+))")))
+        line, m,
+        std::regex(
+            R"(http://127\.0\.0\.1:(\d+)/\?token=[0-9a-f]{64}#([0-9a-z-]+))")))
         << line;
     run_id_ = m[2];
     client_ = std::make_unique<httplib::Client>("127.0.0.1", std::stoi(m[1]));

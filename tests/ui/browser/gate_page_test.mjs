@@ -70,15 +70,17 @@ const seconds = t => {
 let browser;
 try {
   const ui = start(['ui', '--listen', '127.0.0.1:0', '--state-dir', state]);
-  const url = await new Promise((resolve, reject) => {
+  // The link it prints carries the token decisions need.
+  const link = await new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error('steps ui did not start')), 20000);
     ui.stdout.on('data', d => {
       out += d;
-      const m = out.match(/http:\/\/[0-9.]+:\d+\//);
+      const m = out.match(/http:\/\/[0-9.]+:\d+\/\?token=[0-9a-f]{64}/);
       if (m) { clearTimeout(timer); resolve(m[0]); }
     });
   });
+  const url = link.replace(/\?token=.*$/, '');
   const run = start(['run', file, '--plain', '--state-dir', state]);
   let runOutput = '';
   run.stdout.on('data', d => { runOutput += d; });
@@ -90,8 +92,21 @@ try {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
            '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+  // Without the link's token (a page opened at the bare address), the
+  // gate shows how to decide it but no buttons.
+  const bare = await browser.newPage({ viewport: { width: 1000, height: 640 } });
+  await bare.goto(url + '#latest');
+  const hint = bare.locator('.gate[data-gate="release:2.1"] .gate-no-token');
+  await hint.waitFor({ state: 'visible', timeout: 30000 });
+  check(/open the link steps ui printed/.test(await hint.textContent()) &&
+        await bare.locator('.gate[data-gate="release:2.1"] button').count() === 0,
+        'without the token the page offers no buttons, and says where the link is');
+  await bare.close();
+
   const page = await browser.newPage({ viewport: { width: 1000, height: 640 } });
-  await page.goto(url + '#latest');
+  await page.goto(link + '#latest');
+  check(!page.url().includes('token='), `the token leaves the address bar (${page.url()})`);
+  await page.reload();
 
   // The waiting gate: its message, who may decide, a countdown, buttons.
   const gate = page.locator('.gate[data-gate="release:2.1"]');
