@@ -119,13 +119,9 @@ Result<std::string> DecisionReason(const httplib::Request& req) {
         "a decision takes its reason in the body, not in the address; " +
         std::string(kWhatToSend));
   }
-  if (type.rfind("multipart/", 0) == 0) {
-    // The library reads such a body into parts, leaving `body` empty: a
-    // reason sent so would be lost without a word.
-    return InvalidArgument("a decision's body of type '" + SanitizeUtf8(type) +
-                           "' is not understood; " + kWhatToSend);
-  }
-  if (req.body.empty()) {
+  // The library reads a multipart body into parts, leaving `body` empty:
+  // it is not "no body", and is refused below with the other types.
+  if (req.body.empty() && type.rfind("multipart/", 0) != 0) {
     // No body: no reason, whatever the type says.
   } else if (type == "application/json") {
     Result<std::string> r = ReasonFromJson(req.body);
