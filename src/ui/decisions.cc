@@ -28,10 +28,21 @@ std::string MediaType(const std::string& header) {
 }
 
 Result<std::string> ReasonFromJson(const std::string& body) {
+  // The parser keeps the last of a repeated key: count them as it reads.
+  int reasons = 0;
+  const nlohmann::json::parser_callback_t count =
+      [&reasons](int depth, nlohmann::json::parse_event_t event,
+                 nlohmann::json& parsed) {
+        if (depth == 1 && event == nlohmann::json::parse_event_t::key &&
+            parsed == "reason") {
+          ++reasons;
+        }
+        return true;
+      };
   // The parser recurses: deep nesting is refused before it reads any.
   const nlohmann::json j =
       JsonDepthWithin(body, 4)
-          ? nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false)
+          ? nlohmann::json::parse(body, count, /*allow_exceptions=*/false)
           : nlohmann::json(nlohmann::json::value_t::discarded);
   if (j.is_discarded()) {
     return InvalidArgument("the body is not valid JSON (UTF-8); " +
@@ -39,6 +50,10 @@ Result<std::string> ReasonFromJson(const std::string& body) {
   }
   if (!j.is_object()) {
     return InvalidArgument("the body is JSON but not an object; " +
+                           std::string(kWhatToSend));
+  }
+  if (reasons > 1) {
+    return InvalidArgument("a decision takes one reason; " +
                            std::string(kWhatToSend));
   }
   std::string reason;
@@ -97,13 +112,16 @@ int HttpStatusOf(store::GateRefusal r) {
 Result<std::string> DecisionReason(const httplib::Request& req) {
   const std::string type = MediaType(req.get_header_value("Content-Type"));
   std::string reason;
-  if (type.rfind("multipart/", 0) == 0) {
-    // The library reads such a body into parts, leaving `body` empty: a
-    // reason sent so would be lost without a word.
-    return InvalidArgument("a decision's body of type '" + SanitizeUtf8(type) +
-                           "' is not understood; " + kWhatToSend);
+  if (req.target.find('?') != std::string::npos) {
+    // Read as a form, the address's parameters would mix with the body's;
+    // read as JSON, they would be lost without a word.
+    return InvalidArgument(
+        "a decision takes its reason in the body, not in the address; " +
+        std::string(kWhatToSend));
   }
-  if (req.body.empty()) {
+  // The library reads a multipart body into parts, leaving `body` empty:
+  // it is not "no body", and is refused below with the other types.
+  if (req.body.empty() && type.rfind("multipart/", 0) != 0) {
     // No body: no reason, whatever the type says.
   } else if (type == "application/json") {
     Result<std::string> r = ReasonFromJson(req.body);

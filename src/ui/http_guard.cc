@@ -55,26 +55,28 @@ bool SplitHostPort(std::string_view text, std::string* name, int* port) {
 }
 
 // A socket read under one deadline for the whole request and written with
-// a bound on how long one write may stall. Reads are buffered: the library
-// reads the request line and headers a byte at a time.
+// a bound on how long one write may stall and one for the whole answer (a
+// client that reads a large answer a little at a time must not hold a
+// worker for minutes). Reads are buffered: the library reads the request
+// line and headers a byte at a time.
 class DeadlineStream : public httplib::Stream {
  public:
   // `stopping` is polled while waiting to read: once it is true, reads give
   // up, so stopping the server does not wait for idle clients.
   DeadlineStream(int sock, Steady::time_point read_deadline,
+                 Steady::time_point answer_deadline,
                  std::chrono::milliseconds write_stall,
                  std::function<bool()> stopping)
       : sock_(sock),
         read_deadline_(read_deadline),
+        answer_deadline_(answer_deadline),
         write_stall_(write_stall),
         stopping_(std::move(stopping)) {}
 
   bool is_readable() const override {
     return begin_ < end_ || Wait(POLLIN, read_deadline_);
   }
-  bool is_writable() const override {
-    return Wait(POLLOUT, Steady::now() + write_stall_);
-  }
+  bool is_writable() const override { return Wait(POLLOUT, WriteBy()); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (begin_ == end_) {
@@ -94,11 +96,15 @@ class DeadlineStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (!Wait(POLLOUT, Steady::now() + write_stall_)) return -1;
+    if (!Wait(POLLOUT, WriteBy())) return -1;
+    // Never blocking: a blocking send of a large answer would wait for the
+    // client to read all of it, past every deadline here. What fits goes;
+    // the library calls again with the rest.
     ssize_t n;
     do {
-      n = send(sock_, ptr, size, MSG_NOSIGNAL);
+      n = send(sock_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     return n;
   }
 
@@ -111,6 +117,11 @@ class DeadlineStream : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
+  // Until when the next write may wait for the client.
+  Steady::time_point WriteBy() const {
+    return std::min(Steady::now() + write_stall_, answer_deadline_);
+  }
+
   // Whether `events` became ready on the socket before `deadline`.
   bool Wait(short events, Steady::time_point deadline) const {
     constexpr std::chrono::milliseconds kStopCheck(100);
@@ -143,6 +154,7 @@ class DeadlineStream : public httplib::Stream {
 
   int sock_;
   Steady::time_point read_deadline_;
+  Steady::time_point answer_deadline_;
   std::chrono::milliseconds write_stall_;
   std::function<bool()> stopping_;
   char buffer_[4096];
@@ -191,7 +203,9 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   bool ok;
   {
     // stop() closes the listening socket first.
-    DeadlineStream stream(sock, Steady::now() + options_.read_deadline,
+    const Steady::time_point accepted = Steady::now();
+    DeadlineStream stream(sock, accepted + options_.read_deadline,
+                          accepted + options_.answer_deadline,
                           options_.write_stall,
                           [this] { return svr_sock_ == INVALID_SOCKET; });
     bool closed = false;

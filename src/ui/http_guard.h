@@ -40,7 +40,8 @@ class HostAllowList {
 // An httplib::Server that reads each connection's request under one
 // deadline and answers one request per connection (Connection: close), so
 // a connection holds a worker for at most `read_deadline` before its
-// request is complete, however slowly its bytes arrive.
+// request is complete, however slowly its bytes arrive, and for at most
+// `answer_deadline` in all, however slowly it reads the answer.
 class GuardedServer : public httplib::Server {
  public:
   struct Options {
@@ -50,6 +51,10 @@ class GuardedServer : public httplib::Server {
     // How long one write may wait for a client that does not read before
     // the connection is dropped. Default: 10 s.
     std::chrono::milliseconds write_stall{10000};
+    // From accept until the answer is written in full; a client still
+    // reading then is cut off, so clients that read slowly hold the
+    // workers for this long at most. Default: 20 s.
+    std::chrono::milliseconds answer_deadline{20000};
     // Worker threads: this many connections are served at once; more wait
     // in the accept queue. Default: 32.
     size_t threads = 32;

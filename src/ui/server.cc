@@ -50,6 +50,15 @@ void SendRefusal(httplib::Response& res, int status, const std::string& message,
                   "application/json");
 }
 
+// No page of another site may frame this one (a click on its Approve
+// button must be one the user meant), nor may a browser read an answer as
+// another type than it says.
+void SetSafetyHeaders(httplib::Response& res) {
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Content-Security-Policy", "frame-ancestors 'none'");
+  res.set_header("X-Content-Type-Options", "nosniff");
+}
+
 int HttpStatusFor(const Status& s) {
   return s.code() == StatusCode::kNotFound ? 404 : 500;
 }
@@ -132,10 +141,34 @@ class UiServer::Impl {
     return true;
   }
 
+  // Whether the request's body may be read: none is sent chunked (the
+  // library would read it whole, past any limit), and a POST comes from no
+  // page or this server's own, carries the token, and says its length. If
+  // not, `res` is the refusal (403, or 411).
+  bool AdmitBody(const httplib::Request& req, httplib::Response& res) const {
+    if (req.has_header("Transfer-Encoding")) {
+      SendRefusal(res, 411,
+                  "steps ui: a request body is sent with its Content-Length, "
+                  "not with a Transfer-Encoding",
+                  "bad_request");
+      return false;
+    }
+    if (req.method != "POST") return true;
+    if (!AdmitWrite(req, res)) return false;
+    if (!req.has_header("Content-Length")) {
+      SendRefusal(res, 411,
+                  "steps ui: a POST says its Content-Length (0 for no body: "
+                  "curl -d '')",
+                  "bad_request");
+      return false;
+    }
+    return true;
+  }
+
   // POST /api/runs/ID/gates/STEP/VERB, as its route matched it.
   void Decide(const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
-    if (!AdmitWrite(req, res)) return;
+    // AdmitBody has admitted the write before its body was read.
     Result<std::string> reason = DecisionReason(req);
     if (!reason.ok()) {
       SendRefusal(res, 400, reason.status().message(), "bad_request");
@@ -190,14 +223,12 @@ UiServer::UiServer(std::string state_dir)
   });
   s.set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) {
-        if (!impl_->AdmitHost(req, res)) {
+        SetSafetyHeaders(res);
+        // Before any body is read: who may not write is refused having
+        // sent nothing more than its headers.
+        if (!impl_->AdmitHost(req, res) || !impl_->AdmitBody(req, res)) {
           return httplib::Server::HandlerResponse::Handled;
         }
-        // No page of another site may frame this one (a click on its
-        // Approve button must be one the user meant).
-        res.set_header("X-Frame-Options", "DENY");
-        res.set_header("Content-Security-Policy", "frame-ancestors 'none'");
-        res.set_header("X-Content-Type-Options", "nosniff");
         if (req.path.rfind("/api/runs/", 0) == 0) impl_->NoteRunRequest();
         return httplib::Server::HandlerResponse::Unhandled;
       });
@@ -205,14 +236,17 @@ UiServer::UiServer(std::string state_dir)
   // a body over the limit, an unknown path) says what was wrong.
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& res) {
+        // Also on a request the library could not read, which no other
+        // handler saw.
+        SetSafetyHeaders(res);
         if (!res.body.empty())
           return httplib::Server::HandlerResponse::Unhandled;
         std::string what;
         switch (res.status) {
           case 400:
             what =
-                "the request could not be read (a request with a body needs "
-                "its Content-Length)";
+                "the request could not be read (a malformed request line or "
+                "header, or a body shorter than its Content-Length)";
             break;
           case 404:
             what = "no such page or API path";

@@ -65,7 +65,8 @@ class UiServer {
   // Draws the token, then binds `host:port` (port 0 picks a free one).
   // Returns once listening.
   // Each connection serves one request, which must arrive within 5 s of
-  // the connection (slow clients are cut off); 32 are served at once.
+  // the connection and be answered within 20 s of it (slow clients are cut
+  // off either way); 32 are served at once.
   Status Start(const std::string& host, int port);
   // The bound port (after Start).
   int port() const;

@@ -83,15 +83,7 @@ class GatedRun {
   }
   // The run's exit code once it ends (bounded at 60 s); -1 if it did not.
   int Wait() {
-    for (int i = 0; i < 1200 && pid_ > 0; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
+    return steps::test_support::WaitForExit(pid_, std::chrono::seconds(60));
   }
 
  private:

@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -114,6 +115,23 @@ inline pid_t SpawnSteps(const std::string& dir,
     pid = -1;
   posix_spawn_file_actions_destroy(&fa);
   return pid;
+}
+
+// The exit code of the child `pid` once it ends, looking every 50 ms for at
+// most `limit`; then `pid` is -1. -1 when it did not end in time (or was
+// killed by a signal), or `pid` is -1 already.
+inline int WaitForExit(pid_t& pid, std::chrono::milliseconds limit) {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (pid > 0) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      pid = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
 }
 
 }  // namespace steps::test_support

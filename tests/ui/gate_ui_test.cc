@@ -7,9 +7,13 @@
 //
 // Timing: every wait is for a condition (the gate showing in the API, the
 // run's exit), bounded far above what it needs.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +36,35 @@ namespace {
 using nlohmann::json;
 using test_support::Has;
 using test_support::TempDir;
+
+// Sends `request` as it is on a new connection to `port` and returns what
+// the server answers until it closes the connection (at most 10 s), with
+// nothing more sent: a server waiting for a body would answer nothing.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return answer;
+}
 
 constexpr const char* kOneGate = R"(jobs:
 - name: j
@@ -109,15 +142,7 @@ class GateUiTest : public ::testing::Test {
 
   // The run's exit code once it ends (bounded at 60 s); -1 if it did not.
   int WaitRun() {
-    for (int i = 0; i < 1200 && pid_ > 0; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
+    return test_support::WaitForExit(pid_, std::chrono::seconds(60));
   }
 
   TempDir dir_;
@@ -199,6 +224,40 @@ TEST_F(GateUiTest, ForgedDecisionsAreRefusedAndTheGateKeepsWaiting) {
                  "no token");
   EXPECT_TRUE(Has(ErrorOf(Post(path, body, "application/json", {}, false)),
                   "X-Steps-Token"));
+  // Refused from the headers alone, before any body is read: a chunked
+  // body (which the library would read whole, past the 64 KiB limit), a
+  // POST that does not say its length, and a POST without the token.
+  const std::string port = std::to_string(server_.port());
+  const std::string head = "POST " + path +
+                           " HTTP/1.1\r\nHost: 127.0.0.1:" + port +
+                           "\r\nContent-Type: application/json\r\n";
+  const std::string with_token =
+      std::string(kTokenHeader) + ": " + token_ + "\r\n";
+  std::string answer = RawExchange(
+      server_.port(), head + with_token + "Transfer-Encoding: chunked\r\n\r\n");
+  EXPECT_TRUE(Has(answer, "HTTP/1.1 411")) << answer;
+  EXPECT_TRUE(Has(answer, "not with a Transfer-Encoding")) << answer;
+  answer = RawExchange(server_.port(), head + with_token + "\r\n");
+  EXPECT_TRUE(Has(answer, "HTTP/1.1 411")) << answer;
+  EXPECT_TRUE(Has(answer, "a POST says its Content-Length")) << answer;
+  answer = RawExchange(server_.port(), head + "\r\n");
+  EXPECT_TRUE(Has(answer, "HTTP/1.1 403")) << answer;
+  EXPECT_FALSE(Has(answer, token_)) << answer;
+  answer =
+      RawExchange(server_.port(), head + "Content-Length: 1000000\r\n\r\n{");
+  EXPECT_TRUE(Has(answer, "HTTP/1.1 403")) << answer;
+  // Even the answers to requests no handler admits forbid framing.
+  for (const std::string& refused :
+       {std::string("GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n"),
+        std::string("GET / HTTP/1.1\r\n\r\n"),
+        std::string("GET / HTTP/1.1 extra\r\nHost: 127.0.0.1:" + port +
+                    "\r\n\r\n")}) {
+    answer = RawExchange(server_.port(), refused);
+    EXPECT_TRUE(Has(answer, "X-Frame-Options: DENY")) << answer;
+    EXPECT_TRUE(Has(answer, "frame-ancestors 'none'")) << answer;
+  }
+  EXPECT_EQ(FirstGate()["state"], "waiting");
+
   std::string wrong = token_;
   wrong.back() = wrong.back() == '0' ? '1' : '0';
   expect_refused(
@@ -282,6 +341,10 @@ TEST_F(GateUiTest, BadBodiesAreRefusedSayingWhatToSend) {
       Post(path,
            json{{"reason", std::string(kMaxReasonBytes + 1, 'r')}}.dump()),
       "is 2001 bytes long; a decision keeps at most 2000");
+  // The reason is in the body, once.
+  expect_400(Post(path + "?reason=lost", ""), "not in the address");
+  expect_400(Post(path, R"({"reason": "a", "reason": "b"})"),
+             "a decision takes one reason");
   // A form carries the reason alone, once; a multipart body (which the
   // server would read into parts, not a reason) is refused.
   expect_400(Post(path, "reason=a&also=b", "application/x-www-form-urlencoded"),

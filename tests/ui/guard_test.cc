@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -241,6 +242,69 @@ TEST_F(UiGuardTest, TricklingClientsDoNotBlockOthersAndAreCutOff) {
         << "slow client " << i << " was never cut off";
     close(slow[i]);
   }
+}
+
+// A client that reads a large answer a little at a time (so no single
+// write stalls for long) is cut off once the answer's deadline passes: it
+// cannot hold a worker for as long as it likes.
+TEST(GuardedServerTest, ASlowReaderIsCutOffAtTheAnswersDeadline) {
+  steps::ui::GuardedServer::Options options;
+  options.answer_deadline = std::chrono::milliseconds(1000);
+  options.write_stall = std::chrono::milliseconds(10000);
+  steps::ui::GuardedServer server(options);
+  const std::string big(8 << 20, 'a');
+  server.Get("/big", [&big](const httplib::Request&, httplib::Response& res) {
+    res.set_content(big, "text/plain");
+  });
+  // Small kernel buffers on both sides (accepted sockets inherit the
+  // listener's), so what they hold once the server cuts drains quickly.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1, buffer = 16384;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&server] { server.listen_after_bind(); });
+
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const Steady::time_point started = Steady::now();
+  const std::string ask = "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_EQ(send(fd, ask.data(), ask.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(ask.size()));
+  // 1 KiB every 20 ms (50 KiB/s) for 2 s: 8 MiB would take nearly three
+  // minutes at that pace. Then everything left, as fast as it comes: the
+  // rest of the answer if the server still sends it, or what the kernel
+  // held when the server cut the connection, then its end.
+  size_t got = 0;
+  std::optional<Steady::duration> ended;
+  while (!ended) {
+    const Steady::duration since = Steady::now() - started;
+    if (since > std::chrono::seconds(20)) break;
+    char buffer[1024];
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) {
+      ended = since;
+      break;
+    }
+    got += static_cast<size_t>(n);
+    if (since < std::chrono::seconds(2)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  close(fd);
+  server.stop();
+  serving.join();
+  ASSERT_TRUE(ended) << "the connection never ended";
+  EXPECT_GE(*ended, std::chrono::milliseconds(900)) << "cut before its time";
+  EXPECT_LT(got, big.size()) << "the whole answer was sent to a slow reader";
 }
 
 // A run whose task printed bytes that are not UTF-8 is served by every API
