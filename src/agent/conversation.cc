@@ -722,7 +722,7 @@ class Conversation {
     result_.error = std::move(error);
     Log(LogLevel::kWarn, "agent.conversation_failed",
         {{"agent", inv_.agent_name},
-         {"provider_requests", std::to_string(result_.provider_requests)},
+         {"provider_requests", result_.provider_requests},
          {"error", result_.error}});
     return true;
   }

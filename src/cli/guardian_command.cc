@@ -68,8 +68,8 @@ int RunGuardianCommand(int argc, char** argv) {
   if (end.groups_killed > 0 || end.escaped_killed > 0) {
     LogEvent(LogLevel::kWarn, "run.orphans_killed",
              {{"run", run_id},
-              {"groups", std::to_string(end.groups_killed)},
-              {"escaped", std::to_string(end.escaped_killed)}});
+              {"groups", end.groups_killed},
+              {"escaped", end.escaped_killed}});
   }
   // The run is over and nothing of it runs: its lock (descriptor 3) goes
   // when we exit. The lock file stays, free: it says the run died, also to

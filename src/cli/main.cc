@@ -1,6 +1,7 @@
 // `steps`: runs agent pipelines. See `steps --help`.
 #include <fcntl.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/log.h"
 #include "core/redact.h"
 #include "core/suggest.h"
 #include "pipeline/environment.h"
@@ -35,6 +37,21 @@ std::optional<int> RefuseUnknownCommand(int argc, char** argv,
   return kExitUsage;
 }
 
+// STEPS_LOG_FORMAT, read before any command (the guardian's included):
+// false, with the message said, when it names no format.
+bool LogFormatFromEnvironment() {
+  const char* name = std::getenv("STEPS_LOG_FORMAT");
+  if (name == nullptr || *name == '\0') return true;
+  std::optional<steps::LogFormat> format = steps::ParseLogFormat(name);
+  if (!format) {
+    std::cerr << "steps: STEPS_LOG_FORMAT=" << name
+              << " is not a log format: use text or json\n";
+    return false;
+  }
+  steps::SetLogFormat(*format);
+  return true;
+}
+
 }  // namespace
 
 // jemalloc's options, where it is linked (CMakeLists.txt, STEPS_JEMALLOC):
@@ -54,8 +71,10 @@ int main(int argc, char** argv) {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 70;
   }
+  const bool format_known = LogFormatFromEnvironment();
   if (argc >= 2 && std::string(argv[1]) == steps::kGuardianCommand)
     return RunGuardianCommand(argc, argv);
+  if (!format_known) return kExitUsage;
   const std::vector<Command> commands = {
       RunCommand(),     ResumeCommand(), TestCommand(),       ValidateCommand(),
       ExplainCommand(), ShowCommand(),   RunsCommand(),       CacheCommand(),
@@ -82,9 +101,16 @@ int main(int argc, char** argv) {
   // walk them all.
   const std::string_view named = argc >= 2 ? argv[1] : "";
   const bool all = named.empty() || named[0] == '-' || named == "completion";
+  std::string log_format;
   for (const Command& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     if (!all && named != c.name) continue;
+    sub->add_option("--log-format", log_format,
+                    "How log lines are written on stderr: text (the "
+                    "default) or json, one object per line "
+                    "(STEPS_LOG_FORMAT)")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->option_text("text|json");
     auto fn = c.setup(*sub);
     sub->callback([&run, fn] { run = fn; });
   }
@@ -112,6 +138,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
+  }
+  if (!log_format.empty()) {
+    steps::SetLogFormat(*steps::ParseLogFormat(log_format));
+    // The programs a run starts (the web UI, the guardian) log alike.
+    setenv("STEPS_LOG_FORMAT", log_format.c_str(), 1);
   }
   return run ? run() : kExitUsage;
 }

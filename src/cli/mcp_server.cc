@@ -304,8 +304,7 @@ void McpServer::Cancel(const nlohmann::json& request_id) {
     w->cancel.Cancel(CancelReason::kAbort);
   }
   LogEvent(LogLevel::kDebug, "mcp.cancelled",
-           {{"request", DumpJson(request_id)},
-            {"running", std::to_string(hit.size())}});
+           {{"request", DumpJson(request_id)}, {"running", hit.size()}});
 }
 
 size_t McpServer::ReapWorkers() {

@@ -326,7 +326,7 @@ void EndOrphanedRuns(store::Store& db, const std::string& state_dir,
     }
     if (killed > 0) {
       LogEvent(LogLevel::kWarn, "run.orphans_killed",
-               {{"run", run_id}, {"groups", std::to_string(killed)}});
+               {{"run", run_id}, {"groups", killed}});
     }
   }
 }

@@ -15,12 +15,14 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "core/log.h"
 #include "ui/server.h"
 
 namespace {
@@ -116,6 +118,10 @@ int main(int argc, char** argv) {
   }
   Options opts;
   if (!ParseOptions(argc, argv, opts)) return kExitUsage;
+  // Beside a run, it logs as the run does (`steps run --log-format`).
+  if (const char* name = std::getenv("STEPS_LOG_FORMAT")) {
+    if (auto format = steps::ParseLogFormat(name)) steps::SetLogFormat(*format);
+  }
   // Beside a run, the UI is in a process group of its own, in the
   // background of the run's terminal: under `stty tostop` its first word on
   // stderr (a port it cannot take) would stop it there.

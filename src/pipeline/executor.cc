@@ -524,8 +524,8 @@ static void RunWorkers(size_t n, const std::function<void()>& worker) {
         --running;
       }
       LogEvent(LogLevel::kWarn, "fanout.narrowed",
-               {{"in_flight", std::to_string(i)},
-                {"wanted", std::to_string(n)},
+               {{"in_flight", i},
+                {"wanted", n},
                 {"why", "no memory for more fiber stacks"}});
       break;
     }
@@ -683,8 +683,8 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     LogEvent(LogLevel::kWarn, "across.budget_spent",
              {{"job", job_.name},
               {"step", step.name},
-              {"admitted", std::to_string(cells.size() - not_admitted)},
-              {"not_admitted", std::to_string(not_admitted.load())},
+              {"admitted", cells.size() - not_admitted},
+              {"not_admitted", not_admitted.load()},
               {"budget", across_budget->DescribeSpent()}});
   }
   return r;

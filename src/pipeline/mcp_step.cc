@@ -144,7 +144,7 @@ Status StartMcpServers(const Pipeline& p, agent::AgentInvocation& inv,
       LogEvent(LogLevel::kDebug, "mcp.started",
                {{"server", grant->server->name},
                 {"protocol", client->protocol_version()},
-                {"tools", std::to_string(client->tools().size())}});
+                {"tools", client->tools().size()}});
     }
     auto granted = ToolsOfGrant(*grant, client);
     if (!granted.ok()) return granted.status();

@@ -613,7 +613,7 @@ void Circuit::Record(const CircuitSpec& spec, CircuitVerdict verdict,
   if (opened) {
     Log(context, LogLevel::kWarn, "provider.circuit_open",
         {{"host", host_},
-         {"failures", std::to_string(failures)},
+         {"failures", failures},
          {"probe_after", FormatDuration(spec.probe_after)}});
   }
   if (closed) {

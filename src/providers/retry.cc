@@ -23,7 +23,7 @@ ChatResult GiveUp(ProviderError error, int sent, const CallContext& context) {
   if (context.log_give_up && error.kind != ProviderErrorKind::kCancelled) {
     Log(context, LogLevel::kWarn, "agent.conversation_failed",
         {{"agent", context.agent},
-         {"provider_requests", std::to_string(context.prior_requests + sent)},
+         {"provider_requests", context.prior_requests + sent},
          {"error", error.message}});
   }
   return error;
@@ -92,10 +92,10 @@ bool RetryingProvider::BudgetAllows(const ChatRequest& request,
   Log(context, LogLevel::kWarn, "agent.retry_denied",
       {{"agent", context.agent},
        {"model", request.model},
-       {"attempt", std::to_string(attempt)},
+       {"attempt", attempt},
        {"host", policy_.host},
-       {"retries", std::to_string(retries)},
-       {"calls", std::to_string(calls)}});
+       {"retries", retries},
+       {"calls", calls}});
   error.retry_denied = true;
   error.message += "; not retried: the retry budget of " + policy_.host +
                    " is spent (" + std::to_string(retries) + " retries for " +
@@ -157,9 +157,11 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
     Log(context, LogLevel::kWarn, "agent.request_retry",
         {{"agent", context.agent},
          {"model", request.model},
-         {"attempt", std::to_string(attempt)},
-         {"attempts", std::to_string(attempts)},
-         {"status", error.StatusLabel()}});
+         {"attempt", attempt},
+         {"attempts", attempts},
+         error.kind == ProviderErrorKind::kHttpStatus
+             ? LogField("status", error.http_status)
+             : LogField("status", error.StatusLabel())});
     if (!context.clock->SleepFor(wait, context.cancel)) {
       ProviderError cancelled = MakeProviderError(
           ProviderErrorKind::kCancelled, "cancelled while waiting to retry");

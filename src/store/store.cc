@@ -702,8 +702,7 @@ void Store::EnterDiskFull(bool freed) {
   LogEvent(
       LogLevel::kWarn, "store.disk_full",
       {{"store", path_},
-       {"reserve_freed",
-        freed ? std::to_string(kReserveBytes) : std::string("0")},
+       {"reserve_freed", freed ? kReserveBytes : size_t{0}},
        {"dropping",
         "output lines and cache entries; the ends of attempts "
         "and steps keep the last " +

@@ -154,7 +154,7 @@ class HttpSession : public McpSession {
     HttpTransferResult r = RunHttpTransfer(request, clock_, deadline, cancel);
     LogEvent(LogLevel::kDebug, "mcp.http",
              {{"server", server_},
-              {"status", std::to_string(r.reply.status)},
+              {"status", r.reply.status},
               {"content_type", QuoteMcpText(r.reply.Header("content-type"))}});
     return r;
   }
@@ -419,7 +419,7 @@ void HttpSession::EndSession() {
       request, clock_, Deadline::After(clock_, options_.kill_grace),
       CancelToken());
   LogEvent(LogLevel::kDebug, "mcp.session_ended",
-           {{"server", server_}, {"status", std::to_string(r.reply.status)}});
+           {{"server", server_}, {"status", r.reply.status}});
 }
 
 }  // namespace
