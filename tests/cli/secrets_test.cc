@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/listening_child.h"
+
 extern char** environ;
 
 namespace {
@@ -42,51 +44,7 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// A long-running child (mock_provider, steps ui) whose first stdout line
-// says where it listens. Killed with SIGTERM and reaped on destruction.
-class Server {
- public:
-  explicit Server(const std::vector<std::string>& args) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<char*> argv;
-    for (const std::string& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, args[0].c_str(), &actions, nullptr,
-                          argv.data(), environ),
-              0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    out_ = out[0];
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status;
-      waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) close(out_);
-  }
-  // The port in the first line that says "http://127.0.0.1:PORT".
-  int Port() {
-    std::string line;
-    char c;
-    while (read(out_, &c, 1) == 1 && c != '\n') line += c;
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex(R"(127\.0\.0\.1:(\d+))")))
-      return 0;
-    return std::stoi(m[1]);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
+using Server = steps::test_support::ListeningChild;
 
 class SecretsTest : public ::testing::Test {
  protected:
