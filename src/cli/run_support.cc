@@ -9,6 +9,7 @@
 
 #include "agent/runner.h"
 #include "cli/commands.h"
+#include "cli/run_tracing.h"
 #include "cli/signals.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -237,6 +238,10 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   Recording recording =
       OpenRecording(plan, setup, opts.run_id, run_lock != nullptr, redactor);
   if (recording.recorder) observers.Add(recording.recorder.get());
+  // The run's trace, when the environment names a collector.
+  RunTracing tracing(opts.run_id);
+  if (tracing.observer()) observers.Add(tracing.observer());
+  opts.trace = tracing.run_context();
   // What a dead run left running ends before any step runs (again). Its
   // writes wait for a busy store as a reader's do.
   if (recording.db) {
@@ -267,6 +272,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
+  tracing.Finish(outcome.record.duration);
   if (guardian && guardian->Lost()) {
     LogEvent(LogLevel::kWarn, "run.guardian_lost",
              {{"run", opts.run_id},

@@ -149,10 +149,10 @@ Span Span::Start(std::string name, const SpanContext& parent, SpanKind kind,
   SpanData& d = *span.data_;
   d.name = std::move(name);
   d.kind = kind;
-  if (parent.valid()) {
+  if (!AllZero(parent.trace_id)) {
     d.context.trace_id = parent.trace_id;
     d.context.sampled = parent.sampled;
-    d.parent_span_id = parent.span_id;
+    d.parent_span_id = parent.span_id;  // All zero: a root.
   } else {
     d.context.trace_id = NewTraceId();
   }
@@ -189,6 +189,12 @@ Span& Span::Set(std::string key, AttributeValue value) {
 void Span::AddEvent(std::string name, std::vector<Attribute> attributes) {
   if (!data_) return;
   data_->events.push_back({std::move(name), NowNs(), std::move(attributes)});
+}
+
+void Span::AddEventAt(int64_t time_ns, std::string name,
+                      std::vector<Attribute> attributes) {
+  if (!data_) return;
+  data_->events.push_back({std::move(name), time_ns, std::move(attributes)});
 }
 
 void Span::SetError(std::string message) {

@@ -105,8 +105,10 @@ int64_t NowNs();
 class Span {
  public:
   Span() = default;
-  // Starts a span under `parent` (a new trace when `parent` is invalid).
-  // `id`: its span id, when it must be a known one (DerivedSpanId).
+  // Starts a span under `parent`: a child of its span in its trace; a root
+  // of its trace when only the trace id is set; a root of a new trace when
+  // neither is. `id`: its span id, when it must be a known one
+  // (DerivedSpanId). `start_ns`: when it began (Unix ns), if not now.
   static Span Start(std::string name, const SpanContext& parent,
                     SpanKind kind = SpanKind::kInternal,
                     std::optional<SpanId> id = std::nullopt,
@@ -132,6 +134,8 @@ class Span {
     return Set(std::move(key), AttributeValue(static_cast<int64_t>(value)));
   }
   void AddEvent(std::string name, std::vector<Attribute> attributes = {});
+  void AddEventAt(int64_t time_ns, std::string name,
+                  std::vector<Attribute> attributes = {});
   // Status error with `message`; a later call replaces it.
   void SetError(std::string message);
   void SetOk();

@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "core/cancel.h"
 #include "core/clock.h"
+#include "core/trace.h"
 #include "pipeline/environment.h"
 #include "pipeline/gate.h"
 #include "pipeline/observer.h"
@@ -70,6 +71,11 @@ struct ExecutorOptions {
   // already spent counts against deadlines (resume_state.h). Not owned.
   // Default: null, a fresh run.
   const ResumeState* resume = nullptr;
+  // The run's span when its trace is exported (docs/observability.md):
+  // each task attempt then gets TRACEPARENT naming its attempt's span
+  // (spans.h), and each agent conversation is a child of it. Invalid
+  // (the default): none is given.
+  trace::SpanContext trace;
 };
 
 class Executor {

@@ -9,6 +9,7 @@
 #include "core/json_text.h"
 #include "core/log.h"
 #include "pipeline/executor_internal.h"
+#include "pipeline/spans.h"
 #include "pipeline/template.h"
 #include "pipeline/workspace.h"
 #include "process/limits.h"
@@ -790,6 +791,12 @@ std::map<std::string, std::string> JobRunner::AttemptEnv(const Step& step,
   env["STEPS_JOB"] = job_.name;
   env["STEPS_STEP"] = step.name;
   env["STEPS_ATTEMPT"] = std::to_string(attempt);
+  // A task's own spans go under its attempt's.
+  if (ex_.opts.trace.valid()) {
+    env["TRACEPARENT"] =
+        AttemptSpan(ex_.opts.trace, ex_.opts.run_id, ref.id, attempt)
+            .Traceparent();
+  }
   // The job's shared workspace: artifacts, and what agent steps wrote.
   env["STEPS_ARTIFACTS"] =
       fs::absolute(fs::path(job_dir_) / "artifacts").string();

@@ -395,7 +395,14 @@ void OtlpExporter::Send(std::vector<trace::SpanData> batch, SteadyTime limit) {
       stats_.exported += static_cast<int64_t>(batch.size());
     }
   }
-  if (warn) {
+  if (warn && abort_.load()) {
+    LogEvent(LogLevel::kWarn, "telemetry.export_abandoned",
+             {{"endpoint", config_.endpoint},
+              {"spans", batch.size()},
+              {"why",
+               "the collector had not answered when the run's grace for it "
+               "ended; its last spans are dropped"}});
+  } else if (warn) {
     LogEvent(LogLevel::kWarn, "telemetry.export_failed",
              {{"endpoint", config_.endpoint},
               {"error", r.error},

@@ -1,0 +1,306 @@
+// A run's trace through the binary, received by a collector on loopback
+// that decodes it with the official OTLP definitions (otlp_receiver.mjs):
+// the span tree of a pipeline, TRACEPARENT in and out; and a collector that
+// is down, slow or failing costs the run nothing but one warning.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/listening_child.h"
+#include "common/steps_cli.h"
+#include "common/temp_dir.h"
+
+namespace steps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test_support::CliResult;
+using test_support::ListeningChild;
+using test_support::RunSteps;
+using test_support::StepsOptions;
+using test_support::TempDir;
+
+const std::string kModules =
+    std::string(STEPS_SOURCE_DIR) + "/tests/telemetry/node_modules";
+const std::string kReceiver =
+    std::string(STEPS_SOURCE_DIR) + "/tests/telemetry/otlp_receiver.mjs";
+constexpr const char* kParent =
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+class TraceCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kModules + "/@opentelemetry/otlp-transformer")) {
+      GTEST_SKIP() << "the OTLP definitions are not installed: run "
+                      "scripts/install-deps (npm ci in tests/telemetry)";
+    }
+  }
+
+  // A collector writing what it decodes to `out`; `mode` as the receiver's.
+  std::unique_ptr<ListeningChild> Collector(const std::string& out,
+                                            const std::string& mode = "ok") {
+    auto c = std::make_unique<ListeningChild>(
+        std::vector<std::string>{"/usr/bin/env", "node", kReceiver, "--out",
+                                 out, "--mode", mode, "--delay-ms", "20000"});
+    port_ = c->Port();
+    return c;
+  }
+
+  std::string Endpoint() const {
+    return "http://127.0.0.1:" + std::to_string(port_);
+  }
+
+  // Every span the collector decoded, by name (the last of a name wins;
+  // `all` keeps every one in order).
+  std::vector<json> Spans(const std::string& out) {
+    std::vector<json> all;
+    std::ifstream in(out);
+    for (std::string l; std::getline(in, l);) {
+      json j = json::parse(l);
+      EXPECT_FALSE(j.contains("error")) << l;
+      for (const json& s : j["spans"]) all.push_back(s);
+    }
+    return all;
+  }
+
+  int port_ = 0;
+};
+
+const json* Named(const std::vector<json>& spans, const std::string& name) {
+  for (const json& s : spans)
+    if (s["name"] == name) return &s;
+  return nullptr;
+}
+
+std::vector<const json*> ChildrenOf(const std::vector<json>& spans,
+                                    const json& parent) {
+  std::vector<const json*> out;
+  for (const json& s : spans)
+    if (s["parentSpanId"] == parent["spanId"]) out.push_back(&s);
+  return out;
+}
+
+constexpr const char* kPipeline = R"(jobs:
+- name: build
+  plan:
+  - task: compile
+    run: echo "traceparent=$TRACEPARENT"
+  - task: flaky
+    timeout: 30s
+    retry: {max_attempts: 2, backoff: fixed, base_delay_ms: 300}
+    run: exit 3
+    on_failure:
+      task: page
+      run: echo paged
+)";
+
+TEST_F(TraceCliTest, ARunIsATreeOfJobStepsAttemptsWaitsAndHooks) {
+  TempDir dir;
+  dir.Write("p.yaml", kPipeline);
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  ASSERT_GT(port_, 0);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " OTEL_SERVICE_NAME=ci-pipelines TRACEPARENT=" + kParent +
+                " STEPS_TRACE_END_GRACE=10s";
+  opts.kill_after = std::chrono::seconds(60);
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.find("telemetry."), std::string::npos) << r.out;
+
+  std::vector<json> spans = Spans(out);
+  ASSERT_EQ(spans.size(), 10u);  // run, job, 3 steps, 4 attempts, 1 wait.
+  const json* run = Named(spans, "run p.yaml");
+  ASSERT_NE(run, nullptr);
+  // A child of the CI job's span, in its trace.
+  EXPECT_EQ((*run)["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ((*run)["parentSpanId"], "00f067aa0ba902b7");
+  for (const json& s : spans)
+    EXPECT_EQ(s["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736") << s;
+  EXPECT_EQ((*run)["attributes"]["steps.outcome"], "failed");
+  EXPECT_EQ((*run)["status"]["code"], 2);
+
+  const json* job = Named(spans, "job build");
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ((*job)["parentSpanId"], (*run)["spanId"]);
+  auto steps = ChildrenOf(spans, *job);
+  ASSERT_EQ(steps.size(), 3u);
+
+  const json* compile = Named(spans, "task compile");
+  ASSERT_NE(compile, nullptr);
+  EXPECT_EQ((*compile)["parentSpanId"], (*job)["spanId"]);
+  auto compile_attempts = ChildrenOf(spans, *compile);
+  ASSERT_EQ(compile_attempts.size(), 1u);
+  // The task's TRACEPARENT names its attempt's span.
+  const std::string told = "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-" +
+                           (*compile_attempts[0])["spanId"].get<std::string>() +
+                           "-01";
+  EXPECT_NE(r.out.find(told), std::string::npos) << r.out;
+
+  const json* flaky = Named(spans, "task flaky");
+  ASSERT_NE(flaky, nullptr);
+  EXPECT_EQ((*flaky)["status"]["code"], 2);
+  EXPECT_NE((*flaky)["status"]["message"].get<std::string>().find(
+                "failed after 2 attempts"),
+            std::string::npos);
+  auto flaky_children = ChildrenOf(spans, *flaky);
+  ASSERT_EQ(flaky_children.size(), 3u);  // attempt 1, the wait, attempt 2.
+  std::map<std::string, const json*> by_name;
+  for (const json* c : flaky_children) by_name[(*c)["name"]] = c;
+  ASSERT_TRUE(by_name.count("attempt 1") && by_name.count("attempt 2") &&
+              by_name.count("retry wait"));
+  const json& a1 = *by_name["attempt 1"];
+  const json& wait = *by_name["retry wait"];
+  const json& a2 = *by_name["attempt 2"];
+  EXPECT_EQ(a1["attributes"]["process.exit.code"], 3);
+  EXPECT_EQ(a1["attributes"]["steps.attempts"], 2);
+  EXPECT_EQ(a2["attributes"]["steps.attempt"], 2);
+  EXPECT_EQ(a2["status"]["message"], "exited with code 3");
+  // The wait lies between the attempts and lasts the backoff (300 ms; at
+  // most 2 s more on a loaded machine).
+  auto ns = [](const json& v) { return std::stoll(v.get<std::string>()); };
+  EXPECT_EQ(ns(wait["start"]), ns(a1["end"]));
+  EXPECT_EQ(ns(wait["end"]), ns(a2["start"]));
+  const int64_t waited_ms = (ns(wait["end"]) - ns(wait["start"])) / 1000000;
+  EXPECT_GE(waited_ms, 290);
+  EXPECT_LT(waited_ms, 2300);
+
+  const json* hook = Named(spans, "on_failure page");
+  ASSERT_NE(hook, nullptr);
+  EXPECT_EQ((*hook)["attributes"]["steps.hook"], "on_failure");
+  EXPECT_EQ((*hook)["attributes"]["steps.outcome"], "succeeded");
+  // Every span starts before it ends, inside the run.
+  for (const json& s : spans) {
+    EXPECT_LE(ns(s["start"]), ns(s["end"])) << s;
+    EXPECT_GE(ns(s["start"]), ns((*run)["start"])) << s;
+    EXPECT_LE(ns(s["end"]), ns((*run)["end"])) << s;
+  }
+}
+
+// Wall time of one run of `steps ARGS` with `prefix` in its environment.
+struct Timed {
+  CliResult result;
+  double seconds;
+};
+Timed TimeRun(const TempDir& dir, const std::string& prefix) {
+  StepsOptions opts;
+  opts.prefix = prefix;
+  opts.kill_after = std::chrono::seconds(60);
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain --no-cache", opts);
+  return {r,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count()};
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+// Down (nothing listens), slow (answers after 20 s) or failing (500): the
+// outcome is the same, the run takes no longer than without a collector
+// by more than 5% or 100 ms (whichever is larger; the fastest of three runs
+// of each, against load on the machine), and one warning says so.
+TEST_F(TraceCliTest, ACollectorDownSlowOrFailingCostsTheRunNothing) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: work\n    run: sleep 1; "
+            "echo done\n  - task: more\n    run: exit 4\n");
+  auto slow = Collector(dir.path() + "/slow.jsonl", "slow");
+  const std::string slow_endpoint = Endpoint();
+  auto fail = Collector(dir.path() + "/fail.jsonl", "fail");
+  const std::string fail_endpoint = Endpoint();
+  const std::map<std::string, std::string> prefixes = {
+      {"none", ""},
+      {"down", "http://127.0.0.1:9"},  // discard: nothing listens.
+      {"slow", slow_endpoint},
+      {"failing", fail_endpoint}};
+  // Rounds of one run each, so that load on the machine falls on all alike.
+  std::map<std::string, double> fastest;
+  std::map<std::string, CliResult> last;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& [what, endpoint] : prefixes) {
+      Timed t = TimeRun(dir, endpoint.empty()
+                                 ? ""
+                                 : "OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint +
+                                       " OTEL_BSP_SCHEDULE_DELAY=100");
+      if (!fastest.count(what) || t.seconds < fastest[what])
+        fastest[what] = t.seconds;
+      last[what] = t.result;
+    }
+  }
+  const CliResult& plain = last["none"];
+  EXPECT_EQ(plain.exit_code, 1) << plain.out;
+  const double base = fastest["none"];
+  const double allowed = std::max(0.1, base * 0.05);
+  for (const char* what : {"down", "slow", "failing"}) {
+    const CliResult& traced = last[what];
+    EXPECT_EQ(traced.exit_code, plain.exit_code) << what << "\n" << traced.out;
+    EXPECT_NE(traced.out.find("work | done"), std::string::npos) << what;
+    EXPECT_LE(fastest[what], base + allowed)
+        << what << ": " << fastest[what] << " s against " << base << " s";
+    EXPECT_EQ(Count(traced.out, "WRN telemetry."), 1) << what << "\n"
+                                                      << traced.out;
+  }
+}
+
+TEST_F(TraceCliTest, WithoutACollectorTasksKeepTheTraceparentTheyWereGiven) {
+  TempDir dir;
+  dir.Write("p.yaml", kPipeline);
+  StepsOptions opts;
+  opts.prefix = std::string("TRACEPARENT=") + kParent;
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_NE(r.out.find(std::string("traceparent=") + kParent),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(TraceCliTest, BadVariablesAreSaidAndTheRunGoesOn) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n    run: "
+            "echo \"tp=$TRACEPARENT\"\n");
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " TRACEPARENT=not-a-traceparent STEPS_TRACE_END_GRACE=10s";
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("TRACEPARENT=not-a-traceparent is not a W3C "
+                       "traceparent; the run starts a trace of its own"),
+            std::string::npos)
+      << r.out;
+  std::vector<json> spans = Spans(out);
+  const json* run = Named(spans, "run p.yaml");
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ((*run)["parentSpanId"], "");
+  // The task is told its own attempt's span, in the run's new trace.
+  EXPECT_NE(r.out.find("tp=00-" + (*run)["traceId"].get<std::string>()),
+            std::string::npos)
+      << r.out;
+
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " OTEL_EXPORTER_OTLP_PROTOCOL=grpc";
+  r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: steps speaks "
+                       "http/protobuf and http/json; no traces are exported"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace steps
