@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/duration.h"
 #include "core/outcome.h"
+#include "core/trace.h"
 #include "process/sandbox_bwrap.h"
 #include "providers/chat.h"
 #include "providers/limits.h"
@@ -274,6 +275,9 @@ struct AgentContext {
   // Shared caps (job budget, across budget) charged besides the step's own.
   std::vector<std::shared_ptr<BudgetMeter>> shared_budgets;
   AgentEvents events;
+  // The span the conversation's spans go under (its step's attempt) when
+  // the run's trace is exported; invalid otherwise.
+  trace::SpanContext trace_parent;
 };
 
 // Runs conversations. Thread-safe: many steps may run at once.

@@ -14,6 +14,7 @@
 #include "agent/turn_record.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "process/local_launcher.h"
 #include "tools/text.h"
 
@@ -54,11 +55,16 @@ class Conversation {
         spending_(invocation.budget, context.shared_budgets) {}
 
   AgentResult Run() {
+    span_ = trace::Span::Start("invoke_agent " + inv_.agent_name,
+                               ctx_.trace_parent);
+    span_.Set("gen_ai.operation.name", "invoke_agent")
+        .Set("gen_ai.agent.name", inv_.agent_name);
     if (!Prepare() && !ContinueResumed()) {
       while (!Step()) {
       }
     }
     Flush();  // What the conversation ended on is stored before it returns.
+    EndSpan();
     return std::move(result_);
   }
 
@@ -242,6 +248,8 @@ class Conversation {
     call.prior_requests = result_.provider_requests;
     call.log_give_up = false;  // One conversation_failed line, from here.
     call.on_log = ctx_.events.on_log;
+    call.trace_parent = span_.context();
+    call.provider_name = source.model.substr(0, source.model.find('/'));
 
     ConversationCheckpoint request = NewCheckpoint(
         ConversationCheckpoint::Kind::kRequest, result_.turns + 1);
@@ -456,7 +464,7 @@ class Conversation {
                                 "finish: pass your final answer as "
                                 "{\"answer\": \"...\"}");
       } else {
-        result = RunTool(tool, call);
+        result = TracedTool(tool, call);
       }
       recorded.result = CutToolText(result.content, recorded.result_truncated);
       recorded.result_bytes = static_cast<int64_t>(result.content.size());
@@ -484,6 +492,46 @@ class Conversation {
     auto it = std::find_if(granted_.begin(), granted_.end(),
                            [&](const Tool* t) { return t->name() == name; });
     return it == granted_.end() ? nullptr : *it;
+  }
+
+  // RunTool inside its span (gen_ai "execute_tool"), under the
+  // conversation's.
+  ToolResult TracedTool(const Tool* tool, const ToolCall& call) {
+    trace::Span span =
+        trace::Span::Start("execute_tool " + call.name, span_.context());
+    span.Set("gen_ai.operation.name", "execute_tool")
+        .Set("gen_ai.tool.name", call.name)
+        .Set("gen_ai.tool.call.id", call.id)
+        .Set("gen_ai.tool.type", "function");
+    const bool content = span.recording() && trace::CaptureContent();
+    if (content) span.Set("gen_ai.tool.call.arguments", call.arguments);
+    ToolResult result = RunTool(tool, call);
+    if (content)
+      span.Set("gen_ai.tool.call.result", CutText(result.content, 65536));
+    if (result.is_error) {
+      span.Set("error.type", "tool_error");
+      span.SetError(CutText(result.content, 1000));
+    }
+    return result;
+  }
+
+  // The conversation's span ends with what it did and spent.
+  void EndSpan() {
+    if (!span_.recording()) return;
+    span_.Set("gen_ai.usage.input_tokens", result_.prompt_tokens)
+        .Set("gen_ai.usage.output_tokens", result_.completion_tokens)
+        .Set("steps.turns", result_.turns)
+        .Set("steps.provider_requests", result_.provider_requests)
+        .Set("steps.retries", result_.retries)
+        .Set("steps.outcome", std::string(OutcomeName(result_.outcome)));
+    if (result_.usd > 0) span_.Set("steps.cost_usd", result_.usd);
+    if (result_.retries_denied > 0)
+      span_.Set("steps.retries_denied", result_.retries_denied);
+    if (result_.outcome != Outcome::kSucceeded) {
+      span_.Set("error.type", std::string(OutcomeName(result_.outcome)));
+      span_.SetError(result_.error);
+    }
+    span_.End();
   }
 
   ToolResult RunTool(const Tool* tool, const ToolCall& call) {
@@ -733,6 +781,10 @@ class Conversation {
       ctx_.events.on_log(FormatLogEvent(level, event, fields));
     }
     LogEvent(level, event, fields);
+    // Each of the conversation's log events (a nudge, a fallback, its
+    // failure) is an event of its span, its fields typed.
+    if (span_.recording())
+      span_.AddEvent(std::string(event), trace::LogAttributes(fields));
   }
 
   const AgentInvocation& inv_;
@@ -758,6 +810,7 @@ class Conversation {
   std::unique_ptr<LocalProcessLauncher> own_launcher_;
   std::unique_ptr<ToolContext> tool_context_;
   AgentResult result_;
+  trace::Span span_;  // invoke_agent, when the run's trace is exported.
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "pipeline/environment.h"
 #include "process/guardian.h"
 #include "process/limits.h"
+#include "telemetry/otlp_exporter.h"
 
 namespace {
 
@@ -38,18 +39,17 @@ std::optional<int> RefuseUnknownCommand(int argc, char** argv,
 }
 
 // STEPS_LOG_FORMAT, read before any command (the guardian's included):
-// false, with the message said, when it names no format.
-bool LogFormatFromEnvironment() {
+// what is wrong with it, or "" when it names a format or is unset.
+std::string LogFormatFromEnvironment() {
   const char* name = std::getenv("STEPS_LOG_FORMAT");
-  if (name == nullptr || *name == '\0') return true;
+  if (name == nullptr || *name == '\0') return "";
   std::optional<steps::LogFormat> format = steps::ParseLogFormat(name);
   if (!format) {
-    std::cerr << "steps: STEPS_LOG_FORMAT=" << name
-              << " is not a log format: use text or json\n";
-    return false;
+    return "steps: STEPS_LOG_FORMAT=" + std::string(name) +
+           " is not a log format: use text or json (or --log-format)\n";
   }
   steps::SetLogFormat(*format);
-  return true;
+  return "";
 }
 
 }  // namespace
@@ -71,10 +71,9 @@ int main(int argc, char** argv) {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 70;
   }
-  const bool format_known = LogFormatFromEnvironment();
+  const std::string format_problem = LogFormatFromEnvironment();
   if (argc >= 2 && std::string(argv[1]) == steps::kGuardianCommand)
     return RunGuardianCommand(argc, argv);
-  if (!format_known) return kExitUsage;
   const std::vector<Command> commands = {
       RunCommand(),     ResumeCommand(), TestCommand(),       ValidateCommand(),
       ExplainCommand(), ShowCommand(),   RunsCommand(),       CacheCommand(),
@@ -127,6 +126,9 @@ int main(int argc, char** argv) {
   // before any pipeline is read.
   steps::AddProcessSecretsFromEnvironment(
       steps::pipeline::BuiltinProviderKeyVariables());
+  // So are the credentials an OpenTelemetry collector is given.
+  steps::AddProcessSecrets(steps::telemetry::OtlpSecretsFromEnvironment(
+      [](const char* name) { return std::getenv(name); }));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return kExitUsage;
+  }
+  // A bad STEPS_LOG_FORMAT stops a command only when no flag overrides it.
+  if (!format_problem.empty() && log_format.empty()) {
+    std::cerr << format_problem;
     return kExitUsage;
   }
   if (!log_format.empty()) {

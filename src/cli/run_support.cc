@@ -272,7 +272,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
-  tracing.Finish(outcome.record.duration);
+  tracing.Finish(outcome.record.duration, opts.abort);
   if (guardian && guardian->Lost()) {
     LogEvent(LogLevel::kWarn, "run.guardian_lost",
              {{"run", opts.run_id},

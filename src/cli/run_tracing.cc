@@ -35,7 +35,9 @@ RunTracing::RunTracing(const std::string& run_id) {
     }
   }
   if (const char* g = std::getenv("STEPS_TRACE_END_GRACE"); g && *g) {
-    Result<Millis> grace = ParseDuration(g);
+    Result<Millis> grace = std::string_view(g) == "0"
+                               ? Result<Millis>(Millis(0))
+                               : ParseDuration(g);
     if (grace.ok() && grace->count() >= 0) {
       end_grace_ = *grace;
     } else {
@@ -49,16 +51,29 @@ RunTracing::RunTracing(const std::string& run_id) {
   exporter_ = std::make_shared<telemetry::OtlpExporter>(*setup.config);
   spans_ = std::make_unique<telemetry::RunSpans>(run_, parent, run_id);
   previous_ = trace::SetSpanExporter(exporter_);
+  trace::SetCaptureContent(setup.config->capture_content);
 }
 
 RunTracing::~RunTracing() { Finish(Millis(0)); }
 
 pipeline::RunObserver* RunTracing::observer() { return spans_.get(); }
 
-void RunTracing::Finish(Millis run_duration) {
+void RunTracing::Finish(Millis run_duration, const CancelToken& abort) {
   if (!exporter_) return;
   trace::SetSpanExporter(previous_);
-  exporter_->Shutdown(end_grace_ ? *end_grace_ : TraceFlushGrace(run_duration));
+  trace::SetCaptureContent(false);
+  exporter_->Shutdown(end_grace_ ? *end_grace_ : TraceFlushGrace(run_duration),
+                      abort);
+  // Spans lost without a failed export (a full queue) are said too.
+  if (auto stats = exporter_->stats();
+      stats.dropped > 0 && stats.batches_failed == 0) {
+    LogEvent(LogLevel::kWarn, "telemetry.spans_dropped",
+             {{"spans", stats.dropped},
+              {"exported", stats.exported},
+              {"why",
+               "more spans ended at once than the queue holds "
+               "(OTEL_BSP_MAX_QUEUE_SIZE)"}});
+  }
   exporter_.reset();
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "core/cancel.h"
 #include "core/duration.h"
 #include "core/trace.h"
 #include "pipeline/observer.h"
@@ -37,7 +38,8 @@ class RunTracing {
   // or 50 ms, whichever is longer (STEPS_TRACE_END_GRACE sets it; never
   // past the export timeout), so a slow or dead collector costs a run next
   // to nothing. Again: a no-op.
-  void Finish(Millis run_duration);
+  // A cancelled `abort` (a signal) ends the wait at once.
+  void Finish(Millis run_duration, const CancelToken& abort = CancelToken());
 
  private:
   std::shared_ptr<telemetry::OtlpExporter> exporter_;

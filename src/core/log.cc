@@ -33,8 +33,9 @@ spdlog::logger& StderrLogger() {
 bool NeedsQuotes(std::string_view v) {
   if (v.empty()) return true;
   for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || c == '\n' ||
-        c == '\t' || c == '\r') {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || u < 0x20 ||
+        u == 0x7f) {
       return true;
     }
   }
@@ -65,7 +66,17 @@ void AppendValue(std::string& out, std::string_view v) {
         out += "\\t";
         break;
       default:
-        out += c;
+        // No other control byte reaches a terminal: an escape sequence in
+        // a server's answer is shown, not obeyed.
+        if (static_cast<unsigned char>(c) < 0x20 ||
+            static_cast<unsigned char>(c) == 0x7f) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += "\\x";
+          out += kHex[static_cast<unsigned char>(c) >> 4];
+          out += kHex[static_cast<unsigned char>(c) & 15];
+        } else {
+          out += c;
+        }
     }
   }
   out += '"';

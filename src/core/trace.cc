@@ -1,7 +1,9 @@
 #include "core/trace.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/clock.h"
@@ -14,6 +16,7 @@ namespace {
 std::mutex g_mu;
 std::shared_ptr<SpanExporter> g_exporter;
 std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_capture{false};
 
 std::shared_ptr<SpanExporter> CurrentExporter() {
   if (!g_enabled.load(std::memory_order_relaxed)) return nullptr;
@@ -129,6 +132,37 @@ std::shared_ptr<SpanExporter> SetSpanExporter(
   std::swap(g_exporter, exporter);
   return exporter;
 }
+
+std::vector<Attribute> LogAttributes(const std::vector<LogField>& fields) {
+  std::vector<Attribute> out;
+  out.reserve(fields.size());
+  for (const LogField& f : fields) {
+    switch (f.kind) {
+      case LogField::Kind::kInteger: {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(f.value.c_str(), &end, 10);
+        if (errno == 0 && end != nullptr && *end == '\0') {
+          out.push_back({f.key, static_cast<int64_t>(v)});
+        } else {  // Past int64 (an unsigned count): as text.
+          out.push_back({f.key, f.value});
+        }
+        break;
+      }
+      case LogField::Kind::kBool:
+        out.push_back({f.key, f.value == "true"});
+        break;
+      case LogField::Kind::kText:
+        out.push_back({f.key, f.value});
+        break;
+    }
+  }
+  return out;
+}
+
+void SetCaptureContent(bool on) { g_capture = on; }
+
+bool CaptureContent() { return g_capture.load(std::memory_order_relaxed); }
 
 bool Enabled() { return g_enabled.load(std::memory_order_relaxed); }
 

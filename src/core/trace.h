@@ -22,6 +22,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/log.h"
+
 namespace steps::trace {
 
 using TraceId = std::array<uint8_t, 16>;
@@ -95,6 +97,15 @@ class SpanExporter {
 std::shared_ptr<SpanExporter> SetSpanExporter(
     std::shared_ptr<SpanExporter> exporter);
 bool Enabled();
+
+// Whether spans carry message contents, tool arguments and results
+// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; off by default).
+// Masked like everything else an exporter sends.
+void SetCaptureContent(bool on);
+bool CaptureContent();
+
+// A log event's fields as span attributes, typed as LogField says.
+std::vector<Attribute> LogAttributes(const std::vector<LogField>& fields);
 
 // Unix time now, in nanoseconds, as RealClock().WallNow() reads it.
 int64_t NowNs();

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "pipeline/executor_internal.h"
 #include "pipeline/mcp_step.h"
+#include "pipeline/spans.h"
 #include "pipeline/template.h"
 #include "process/limits.h"
 #include "process/local_launcher.h"
@@ -195,6 +196,16 @@ agent::AgentResult JobRunner::Converse(const agent::AgentInvocation& inv,
   ctx.cancel = scope.token;
   ctx.launcher = ex_.opts.launcher;
   ctx.shared_budgets = scope.budgets;
+  // An agent step's conversation goes under its attempt's span; a fixer's
+  // or a judge's (no attempts of their own) under its step's.
+  if (ex_.opts.trace.valid()) {
+    ctx.trace_parent = ex_.opts.trace;
+    ctx.trace_parent.span_id =
+        ref.fixer || ref.judge
+            ? StepSpanId(ex_.opts.trace.trace_id, ex_.opts.run_id, ref.id)
+            : AttemptSpanId(ex_.opts.trace.trace_id, ex_.opts.run_id, ref.id,
+                            1);
+  }
   ctx.events.on_turn = [&](const agent::AgentTurnRecord& t) {
     ex_.observer().OnAgentTurn(ref, t);
   };

@@ -13,6 +13,7 @@
 #include "core/cancel.h"
 #include "core/clock.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "providers/chat.h"
 #include "providers/http.h"
 
@@ -136,6 +137,10 @@ struct CallContext {
   // Receives the headers of every HTTP answer (any status), before it is
   // read: how a rate limiter learns the server's limits. Optional.
   std::function<void(const HttpHeaders& headers)> on_response_headers;
+  // The span each request's span goes under (the conversation's), and the
+  // provider's name for gen_ai.provider.name ("openai", "anthropic").
+  trace::SpanContext trace_parent;
+  std::string provider_name;
 
   // The time limit of one request made now: min(llm_timeout, time left),
   // or nullopt when neither applies. Zero when the deadline has passed.

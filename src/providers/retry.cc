@@ -4,8 +4,11 @@
 #include <cmath>
 #include <exception>
 
+#include "core/json_text.h"
 #include "core/log.h"
 #include "core/random.h"
+#include "core/trace.h"
+#include "core/utf8.h"
 #include "providers/exchange.h"
 #include "providers/wire_json.h"
 
@@ -47,6 +50,84 @@ ChatResult SendGuarded(Provider& inner, const ChatRequest& request,
     what = "an exception that is not a std::exception";
   }
   return MalformedAnswer("the provider adapter failed: " + what);
+}
+
+// `text` cut to at most `max` bytes on a UTF-8 boundary, "..." after.
+std::string CutText(std::string text, size_t max) {
+  if (text.size() <= max) return text;
+  text.resize(Utf8PrefixLength(text, max));
+  return text + "...";
+}
+
+// One message in the GenAI conventions' shape: {role, parts: [...]}.
+nlohmann::json MessageParts(const Message& m) {
+  nlohmann::json parts = nlohmann::json::array();
+  if (m.role == Role::kTool) {
+    parts.push_back({{"type", "tool_call_response"},
+                     {"id", m.tool_call_id},
+                     {"response", m.content}});
+  } else if (!m.content.empty()) {
+    parts.push_back({{"type", "text"}, {"content", m.content}});
+  }
+  for (const ToolCall& c : m.tool_calls) {
+    parts.push_back({{"type", "tool_call"},
+                     {"id", c.id},
+                     {"name", c.name},
+                     {"arguments", c.arguments}});
+  }
+  return {{"role", RoleName(m.role)}, {"parts", std::move(parts)}};
+}
+
+std::string MessagesJson(const ChatRequest& request) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const Message& m : request.messages) all.push_back(MessageParts(m));
+  return DumpJson(all);
+}
+
+std::string AnswerJson(const ChatAnswer& a) {
+  nlohmann::json m = MessageParts(Message::Assistant(a.text, a.tool_calls));
+  m["finish_reason"] = a.finish_reason;
+  return DumpJson(nlohmann::json::array({std::move(m)}));
+}
+
+// The span of one request (gen_ai "chat"), under the conversation's.
+trace::Span StartRequestSpan(const ChatRequest& request,
+                             const CallContext& context, int attempt) {
+  trace::Span span = trace::Span::Start(
+      "chat " + request.model, context.trace_parent, trace::SpanKind::kClient);
+  if (!span.recording()) return span;
+  span.Set("gen_ai.operation.name", "chat")
+      .Set("gen_ai.provider.name", context.provider_name)
+      .Set("gen_ai.request.model", request.model)
+      .Set("steps.request.attempt", attempt);
+  if (trace::CaptureContent()) {
+    span.Set("gen_ai.input.messages", CutText(MessagesJson(request), 65536));
+  }
+  return span;
+}
+
+void EndRequestSpan(trace::Span& span, const ChatResult& result) {
+  if (!span.recording()) return;
+  if (result.ok()) {
+    const ChatAnswer& a = result.answer();
+    span.Set("gen_ai.response.model", a.model)
+        .Set("gen_ai.response.id", a.id)
+        .Set("gen_ai.usage.input_tokens", a.usage.prompt_tokens)
+        .Set("gen_ai.usage.output_tokens", a.usage.completion_tokens)
+        .Set("gen_ai.response.finish_reasons",
+             std::vector<std::string>{a.finish_reason});
+    if (a.usage.cost_usd) span.Set("steps.cost_usd", *a.usage.cost_usd);
+    if (trace::CaptureContent()) {
+      span.Set("gen_ai.output.messages", CutText(AnswerJson(a), 65536));
+    }
+  } else {
+    const ProviderError& e = result.error();
+    span.Set("error.type", e.StatusLabel());
+    if (e.kind == ProviderErrorKind::kHttpStatus)
+      span.Set("http.response.status_code", e.http_status);
+    span.SetError(e.message);
+  }
+  span.End();
 }
 
 }  // namespace
@@ -120,7 +201,9 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
     return result;
   };
   for (int attempt = 1;; ++attempt) {
+    trace::Span span = StartRequestSpan(request, context, attempt);
     ChatResult result = SendGuarded(inner_, request, context);
+    EndRequestSpan(span, result);
     if (result.ok()) {
       result.answer().requests = sent + 1;
       waited += result.answer().waited;
@@ -162,7 +245,14 @@ ChatResult RetryingProvider::Send(const ChatRequest& request,
          error.kind == ProviderErrorKind::kHttpStatus
              ? LogField("status", error.http_status)
              : LogField("status", error.StatusLabel())});
-    if (!context.clock->SleepFor(wait, context.cancel)) {
+    trace::Span waiting =
+        trace::Span::Start("retry wait", context.trace_parent);
+    waiting.Set("steps.wait_ms", wait.count())
+        .Set("steps.server_asked", server_asked)
+        .Set("error.type", error.StatusLabel());
+    const bool waited_out = context.clock->SleepFor(wait, context.cancel);
+    waiting.End();
+    if (!waited_out) {
       ProviderError cancelled = MakeProviderError(
           ProviderErrorKind::kCancelled, "cancelled while waiting to retry");
       return done(GiveUp(std::move(cancelled), sent, context));

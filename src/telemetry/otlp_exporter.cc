@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/libcurl.h"
 #include "core/log.h"
@@ -123,14 +124,161 @@ size_t KeepBody(char* data, size_t size, size_t n, void* user) {
   return bytes;
 }
 
+void MaskValue(const Redactor& r, trace::AttributeValue& v) {
+  if (auto* text = std::get_if<std::string>(&v)) {
+    *text = r.Redact(*text);
+  } else if (auto* list = std::get_if<std::vector<std::string>>(&v)) {
+    for (std::string& t : *list) t = r.Redact(t);
+  }
+}
+
+// Secrets masked as `***` in every text a span carries, as in every other
+// output (docs/secrets.md): on the exporter's thread, off the run's path.
+void Mask(std::vector<trace::SpanData>& batch) {
+  std::shared_ptr<const Redactor> r = ProcessRedactor();
+  if (r->empty()) return;
+  for (trace::SpanData& s : batch) {
+    s.name = r->Redact(s.name);
+    s.status_message = r->Redact(s.status_message);
+    for (trace::Attribute& a : s.attributes) MaskValue(*r, a.value);
+    for (trace::SpanEvent& e : s.events) {
+      e.name = r->Redact(e.name);
+      for (trace::Attribute& a : e.attributes) MaskValue(*r, a.value);
+    }
+  }
+}
+
+// "" when `url` is an http(s) URL with a host and a port that can be one;
+// else what is wrong, after the URL in a sentence. The scheme may be in
+// any case (it is written in lower case).
+std::string CheckEndpoint(std::string& url) {
+  size_t colon = url.find("://");
+  if (colon == std::string::npos) return "is not an http:// or https:// URL";
+  std::string scheme = url.substr(0, colon);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (scheme != "http" && scheme != "https")
+    return "is not an http:// or https:// URL";
+  url = scheme + url.substr(colon);
+  const size_t from = colon + 3;
+  size_t end = url.find_first_of("/?#", from);
+  std::string authority =
+      url.substr(from, end == std::string::npos ? end : end - from);
+  if (size_t at = authority.rfind('@'); at != std::string::npos)
+    authority = authority.substr(at + 1);
+  std::string port;
+  if (!authority.empty() && authority[0] == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string::npos) return "has an IPv6 address without ']'";
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return "has no port after its address";
+      port = authority.substr(close + 2);
+    }
+    authority = authority.substr(0, close + 1);
+  } else if (size_t c = authority.rfind(':'); c != std::string::npos) {
+    port = authority.substr(c + 1);
+    authority = authority.substr(0, c);
+  }
+  if (authority.empty() || authority == "[]") return "has no host";
+  if (!port.empty()) {
+    if (port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      return "has a port that is not one (1 to 65535)";
+  }
+  return "";
+}
+
+// "" when `name: value` may be sent; else why not. The framing of the
+// request is the exporter's own.
+std::string CheckHeader(const std::string& name, const std::string& value) {
+  static const char* const kOwn[] = {"content-length",
+                                     "transfer-encoding",
+                                     "host",
+                                     "content-type",
+                                     "connection",
+                                     "expect",
+                                     "te",
+                                     "upgrade"};
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  for (const char* own : kOwn) {
+    if (lower == own) return "the header " + name + " is the exporter's own";
+  }
+  for (unsigned char c : name) {
+    if (c <= 0x20 || c >= 0x7f || std::strchr("\"(),/:;<=>?@[\\]{}", c))
+      return "a header name holds a character a header name cannot (" +
+             std::to_string(name.size()) + " bytes)";
+  }
+  for (unsigned char c : value) {
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+      return "the value of the header " + name + " holds a control character";
+  }
+  return "";
+}
+
 }  // namespace
+
+std::vector<std::string> OtlpSecretsFromEnvironment(
+    const std::function<const char*(const char*)>& getenv) {
+  std::vector<std::string> out;
+  for (const char* name :
+       {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
+    const char* v = getenv(name);
+    if (v == nullptr) continue;
+    std::string_view text = v;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t comma = text.find(',', start);
+      std::string_view item = text.substr(
+          start, comma == std::string_view::npos ? comma : comma - start);
+      if (size_t eq = item.find('='); eq != std::string_view::npos) {
+        std::string raw = Trim(item.substr(eq + 1));
+        out.push_back(raw);
+        out.push_back(PercentDecode(raw));
+      }
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+  }
+  for (const char* name :
+       {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}) {
+    const char* v = getenv(name);
+    if (v == nullptr) continue;
+    std::string_view url = v;
+    size_t scheme = url.find("://");
+    size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
+    size_t end = url.find_first_of("/?#", from);
+    std::string_view authority =
+        url.substr(from, end == std::string_view::npos ? end : end - from);
+    size_t at = authority.rfind('@');
+    if (at == std::string_view::npos) continue;
+    std::string_view userinfo = authority.substr(0, at);
+    size_t colon = userinfo.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string password(userinfo.substr(colon + 1));
+    out.push_back(password);
+    out.push_back(PercentDecode(password));
+  }
+  return out;
+}
 
 OtlpSetup OtlpConfigFromEnvironment(
     const std::function<const char*(const char*)>& getenv,
     const std::string& version) {
   OtlpSetup setup;
   std::vector<std::string>& problems = setup.problems;
-  if (IsTrue(getenv("OTEL_SDK_DISABLED"))) return setup;
+  if (const char* d = getenv("OTEL_SDK_DISABLED"); d != nullptr && *d) {
+    if (IsTrue(d)) return setup;
+    std::string v = Trim(d);
+    std::transform(v.begin(), v.end(), v.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (v != "false") {
+      problems.push_back("OTEL_SDK_DISABLED=" + std::string(d) +
+                         " is neither true nor false; traces stay on");
+    }
+  }
   if (const char* e = getenv("OTEL_TRACES_EXPORTER")) {
     std::string names = e;
     if (Trim(names) == "none") return setup;
@@ -154,11 +302,9 @@ OtlpSetup OtlpConfigFromEnvironment(
   } else {
     return setup;
   }
-  if (c.endpoint.rfind("http://", 0) != 0 &&
-      c.endpoint.rfind("https://", 0) != 0) {
-    problems.push_back("the OTLP endpoint " + c.endpoint +
-                       " is not an http:// or https:// URL; no traces are "
-                       "exported");
+  if (std::string why = CheckEndpoint(c.endpoint); !why.empty()) {
+    problems.push_back("the OTLP endpoint " + c.endpoint + " " + why +
+                       "; no traces are exported");
     return setup;
   }
   if (const char* p = Either(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
@@ -178,9 +324,9 @@ OtlpSetup OtlpConfigFromEnvironment(
     std::vector<std::string> bad;
     std::vector<std::string> secrets;
     for (auto& [k, v] : KeyValueList(h, bad)) {
-      if (k.find_first_of(":\r\n") != std::string::npos ||
-          v.find_first_of("\r\n") != std::string::npos) {
-        bad.push_back(k);
+      if (std::string why = CheckHeader(k, v); !why.empty()) {
+        problems.push_back(std::string(which) + ": " + why +
+                           "; it is left out");
         continue;
       }
       c.headers.push_back(k + ": " + v);
@@ -320,91 +466,42 @@ PostResult CurlPost(const PostRequest& request, SteadyTime limit,
   return result;
 }
 
-OtlpExporter::OtlpExporter(OtlpConfig config, PostTransport transport)
-    : config_(std::move(config)), transport_(std::move(transport)) {
-  worker_ = std::thread([this] { Work(); });
-}
+// What the exporter and its worker share. The worker holds it too, so an
+// exporter that leaves a worker stuck (a name lookup libcurl cannot cut)
+// leaves it nothing freed to touch.
+struct OtlpExporter::Shared {
+  Shared(OtlpConfig c, PostTransport t)
+      : config(std::move(c)), transport(std::move(t)) {}
+  const OtlpConfig config;
+  const PostTransport transport;
+  std::mutex mu;
+  std::condition_variable wake;
+  std::condition_variable done;
+  std::deque<trace::SpanData> queue;
+  bool closing = false;
+  bool finished = false;
+  std::optional<SteadyTime> close_limit;
+  bool failed = false;  // An export failed: at the end it is not waited for.
+  bool warned = false;
+  Stats stats;
+  std::atomic<bool> abort{false};
+};
 
-OtlpExporter::~OtlpExporter() { Shutdown(Millis(0)); }
+namespace {
 
-void OtlpExporter::Export(trace::SpanData span) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closing_ || queue_.size() >= config_.max_queue) {
-      ++stats_.dropped;
-      return;
-    }
-    queue_.push_back(std::move(span));
-    if (queue_.size() < config_.max_batch) return;
-  }
-  wake_.notify_one();
-}
+using Shared = OtlpExporter::Shared;
 
-void OtlpExporter::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    wake_.wait_for(lock, config_.schedule_delay, [&] {
-      return closing_ || queue_.size() >= config_.max_batch;
-    });
-    if (queue_.empty()) {
-      if (closing_) break;
-      continue;
-    }
-    if (closing_ &&
-        (failing_ || std::chrono::steady_clock::now() >= *close_limit_)) {
-      stats_.dropped += static_cast<int64_t>(queue_.size());
-      queue_.clear();
-      break;
-    }
-    const size_t n = std::min(queue_.size(), config_.max_batch);
-    std::vector<trace::SpanData> batch(
-        std::make_move_iterator(queue_.begin()),
-        std::make_move_iterator(queue_.begin() + n));
-    queue_.erase(queue_.begin(), queue_.begin() + n);
-    const SteadyTime limit =
-        closing_ ? *close_limit_
-                 : std::chrono::steady_clock::now() + config_.timeout;
-    lock.unlock();
-    Send(std::move(batch), limit);
-    lock.lock();
-  }
-  finished_ = true;
-  done_.notify_all();
-}
-
-void OtlpExporter::Send(std::vector<trace::SpanData> batch, SteadyTime limit) {
-  PostRequest request;
-  request.url = config_.endpoint;
-  request.headers = config_.headers;
-  request.headers.push_back(config_.json
-                                ? "Content-Type: application/json"
-                                : "Content-Type: application/x-protobuf");
-  request.body = config_.json ? EncodeJson(config_.resource, batch)
-                              : EncodeProtobuf(config_.resource, batch);
-  PostResult r = transport_(request, limit, abort_);
-  bool warn = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    failing_ = !r.error.empty();
-    if (failing_) {
-      stats_.dropped += static_cast<int64_t>(batch.size());
-      ++stats_.batches_failed;
-      warn = !warned_;
-      warned_ = true;
-    } else {
-      stats_.exported += static_cast<int64_t>(batch.size());
-    }
-  }
-  if (warn && abort_.load()) {
+void Warn(Shared& s, const PostResult& r, size_t spans, bool abandoned) {
+  if (abandoned) {
     LogEvent(LogLevel::kWarn, "telemetry.export_abandoned",
-             {{"endpoint", config_.endpoint},
-              {"spans", batch.size()},
+             {{"endpoint", s.config.endpoint},
+              {"spans", spans},
               {"why",
                "the collector had not answered when the run's grace for it "
-               "ended; its last spans are dropped"}});
-  } else if (warn) {
+               "ended; the spans not sent are dropped"}});
+  } else {
     LogEvent(LogLevel::kWarn, "telemetry.export_failed",
-             {{"endpoint", config_.endpoint},
+             {{"endpoint", s.config.endpoint},
               {"error", r.error},
               {"then",
                "spans are dropped while the collector fails; the run goes "
@@ -412,29 +509,135 @@ void OtlpExporter::Send(std::vector<trace::SpanData> batch, SteadyTime limit) {
   }
 }
 
-void OtlpExporter::Shutdown(Millis grace) {
+void Send(Shared& s, std::vector<trace::SpanData> batch, SteadyTime limit) {
+  Mask(batch);
+  PostRequest request;
+  request.url = s.config.endpoint;
+  request.headers = s.config.headers;
+  request.headers.push_back(s.config.json
+                                ? "Content-Type: application/json"
+                                : "Content-Type: application/x-protobuf");
+  request.body = s.config.json ? EncodeJson(s.config.resource, batch)
+                               : EncodeProtobuf(s.config.resource, batch);
+  PostResult r = s.transport(request, limit, s.abort);
+  bool warn = false;
+  size_t lost = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!worker_.joinable()) return;
-    if (!closing_) {
-      closing_ = true;
-      close_limit_ =
-          std::chrono::steady_clock::now() + std::min(grace, config_.timeout);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!r.error.empty()) {
+      s.failed = true;
+      s.stats.dropped += static_cast<int64_t>(batch.size());
+      ++s.stats.batches_failed;
+      warn = !s.warned;
+      s.warned = true;
+      lost = batch.size() + s.queue.size();
+    } else {
+      s.stats.exported += static_cast<int64_t>(batch.size());
     }
-    wake_.notify_all();
-    // A collector answering within the grace gets the last spans; one that
-    // does not is abandoned (CurlPost returns within 20 ms of abort_).
-    done_.wait_until(lock, *close_limit_ + Millis(5),
-                     [&] { return finished_; });
   }
-  abort_ = true;
-  wake_.notify_all();
-  worker_.join();
+  if (warn) Warn(s, r, lost, s.abort.load());
+}
+
+void Work(const std::shared_ptr<Shared>& shared) {
+  Shared& s = *shared;
+  (void)libcurl::Loaded();  // Now, not in the grace at the end of a run.
+  std::unique_lock<std::mutex> lock(s.mu);
+  while (true) {
+    s.wake.wait_for(lock, s.config.schedule_delay, [&] {
+      return s.closing || s.queue.size() >= s.config.max_batch;
+    });
+    if (s.queue.empty()) {
+      if (s.closing) break;
+      continue;
+    }
+    if (s.closing && (s.failed || s.abort.load() ||
+                      std::chrono::steady_clock::now() >= *s.close_limit)) {
+      s.stats.dropped += static_cast<int64_t>(s.queue.size());
+      s.queue.clear();
+      break;
+    }
+    const size_t n = std::min(s.queue.size(), s.config.max_batch);
+    std::vector<trace::SpanData> batch(
+        std::make_move_iterator(s.queue.begin()),
+        std::make_move_iterator(s.queue.begin() + n));
+    s.queue.erase(s.queue.begin(), s.queue.begin() + n);
+    const SteadyTime limit =
+        s.closing ? *s.close_limit
+                  : std::chrono::steady_clock::now() + s.config.timeout;
+    lock.unlock();
+    Send(s, std::move(batch), limit);
+    lock.lock();
+  }
+  s.finished = true;
+  s.done.notify_all();
+}
+
+}  // namespace
+
+OtlpExporter::OtlpExporter(OtlpConfig config, PostTransport transport)
+    : shared_(
+          std::make_shared<Shared>(std::move(config), std::move(transport))) {
+  worker_ = std::thread([shared = shared_] { Work(shared); });
+}
+
+OtlpExporter::~OtlpExporter() { Shutdown(Millis(0)); }
+
+const OtlpConfig& OtlpExporter::config() const { return shared_->config; }
+
+void OtlpExporter::Export(trace::SpanData span) {
+  Shared& s = *shared_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.closing || s.queue.size() >= s.config.max_queue) {
+      ++s.stats.dropped;
+      return;
+    }
+    s.queue.push_back(std::move(span));
+    if (s.queue.size() < s.config.max_batch) return;
+  }
+  s.wake.notify_one();
+}
+
+void OtlpExporter::Shutdown(Millis grace, const CancelToken& cancel) {
+  if (!worker_.joinable()) return;
+  Shared& s = *shared_;
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    if (!s.closing) {
+      s.closing = true;
+      // A collector that failed already is not waited for.
+      s.close_limit =
+          std::chrono::steady_clock::now() +
+          (s.failed ? Millis(0) : std::min(grace, s.config.timeout));
+    }
+    s.wake.notify_all();
+    // A collector answering within the grace gets the last spans; a signal
+    // ends the wait at once. Waits in slices to see the signal.
+    while (!s.finished && !cancel.cancelled() &&
+           std::chrono::steady_clock::now() < *s.close_limit) {
+      s.done.wait_until(
+          lock, std::min(*s.close_limit,
+                         std::chrono::steady_clock::now() + Millis(10)));
+    }
+  }
+  s.abort = true;
+  s.wake.notify_all();
+  // CurlPost returns within 20 ms of abort; a name lookup may not (libcurl
+  // waits for its resolver): a worker still busy after that is left to the
+  // process's exit, holding what it shares.
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.done.wait_for(lock, Millis(40), [&] { return s.finished; })) {
+    lock.unlock();
+    worker_.join();
+  } else {
+    lock.unlock();
+    worker_.detach();
+  }
 }
 
 OtlpExporter::Stats OtlpExporter::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->stats;
 }
 
 }  // namespace steps::telemetry

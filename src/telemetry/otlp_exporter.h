@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/cancel.h"
 #include "core/clock.h"
 #include "core/trace.h"
 #include "telemetry/otlp_encode.h"
@@ -51,6 +53,12 @@ OtlpSetup OtlpConfigFromEnvironment(
     const std::function<const char*(const char*)>& getenv,
     const std::string& version);
 
+// What the OTEL_* variables hold that is a credential: the header values
+// (as written and decoded) and a password in an endpoint's URL. `steps`
+// masks them everywhere from its start (docs/secrets.md).
+std::vector<std::string> OtlpSecretsFromEnvironment(
+    const std::function<const char*(const char*)>& getenv);
+
 // One POST. The transport returns within ~20 ms of `abort` becoming true
 // and never after `limit`.
 struct PostRequest {
@@ -81,9 +89,10 @@ class OtlpExporter : public trace::SpanExporter {
   void Export(trace::SpanData span) override;
 
   // Sends what is queued and stops the worker, waiting at most `grace`
-  // (and not at all once the collector has failed: its spans are
-  // dropped). Again is a no-op.
-  void Shutdown(Millis grace);
+  // (not at all once an export has failed, nor once `cancel` is: a signal
+  // ends the wait). A worker still stuck 40 ms after that is left behind
+  // (detached) rather than waited for. Again is a no-op.
+  void Shutdown(Millis grace, const CancelToken& cancel = CancelToken());
 
   struct Stats {
     int64_t exported = 0;  // Spans a collector took.
@@ -91,26 +100,12 @@ class OtlpExporter : public trace::SpanExporter {
     int64_t batches_failed = 0;
   };
   Stats stats() const;
-  const OtlpConfig& config() const { return config_; }
+  const OtlpConfig& config() const;
+
+  struct Shared;
 
  private:
-  void Work();
-  void Send(std::vector<trace::SpanData> batch, SteadyTime limit);
-
-  const OtlpConfig config_;
-  PostTransport transport_;
-
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::deque<trace::SpanData> queue_;
-  bool closing_ = false;
-  bool finished_ = false;
-  std::optional<SteadyTime> close_limit_;
-  bool failing_ = false;  // The last export failed.
-  bool warned_ = false;
-  Stats stats_;
-  std::atomic<bool> abort_{false};
+  std::shared_ptr<Shared> shared_;
   std::thread worker_;
 };
 

@@ -98,7 +98,7 @@ void RunSpans::OnStepEnd(const pipeline::StepRecord& step) {
       .Set("steps.step.kind", pipeline::StepKindName(step.ref.kind))
       .Set("steps.job", step.ref.job)
       .Set("steps.step.line", step.ref.line)
-      .Set("steps.attempts", step.attempts.size());
+      .Set("steps.attempts", step.cached ? size_t{0} : step.attempts.size());
   if (step.ref.hook)
     span.Set("steps.hook", pipeline::HookKindName(*step.ref.hook));
   if (!step.ref.cell.empty()) span.Set("steps.cell", step.ref.cell);
@@ -109,7 +109,10 @@ void RunSpans::OnStepEnd(const pipeline::StepRecord& step) {
   SetOutcome(span, step.outcome, step.error);
 
   const pipeline::AttemptRecord* previous = nullptr;
-  for (const pipeline::AttemptRecord& a : step.attempts) {
+  // A step from the cache ran nothing here: its record's attempts are the
+  // run's it came from.
+  static const std::vector<pipeline::AttemptRecord> kNone;
+  for (const pipeline::AttemptRecord& a : step.cached ? kNone : step.attempts) {
     const int64_t start = Ns(a.started);
     const int64_t end = EndNs(a.started, a.duration);
     if (previous != nullptr) {
@@ -131,7 +134,9 @@ void RunSpans::OnStepEnd(const pipeline::StepRecord& step) {
     if (!a.exhausted_by.empty())
       attempt.Set("steps.exhausted_by", a.exhausted_by);
     for (auto it = events.begin(); it != events.end();) {
-      if (it->time_ns >= start && it->time_ns <= end) {
+      // Durations are whole milliseconds: an event of the attempt's last
+      // millisecond is still the attempt's.
+      if (it->time_ns >= start && it->time_ns < end + 1000000) {
         attempt.AddEventAt(it->time_ns, it->name, std::move(it->attributes));
         it = events.erase(it);
       } else {

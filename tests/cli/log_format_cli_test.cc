@@ -171,6 +171,14 @@ TEST(LogFormatCliTest, AFormatThatIsNotOneIsRefusedWithTheChoices) {
                          "text or json"),
             std::string::npos)
       << env.out;
+  // The flag wins over a bad variable; --help is not stopped by one.
+  CliResult wins = Stderr(dir, "run p.yaml --mock --no-cache --log-format json",
+                          "STEPS_LOG_FORMAT=yaml");
+  EXPECT_EQ(wins.exit_code, 2) << wins.out;
+  EXPECT_NE(wins.out.find("{\"time\":"), std::string::npos) << wins.out;
+  EXPECT_EQ(wins.out.find("is not a log format"), std::string::npos);
+  CliResult help = Stderr(dir, "run --help", "STEPS_LOG_FORMAT=yaml");
+  EXPECT_EQ(help.exit_code, 0) << help.out;
   CliResult flag = Stderr(dir, "run p.yaml --mock --log-format xml");
   EXPECT_EQ(flag.exit_code, 64) << flag.out;
   EXPECT_NE(flag.out.find("--log-format"), std::string::npos) << flag.out;

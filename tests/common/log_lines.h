@@ -37,7 +37,11 @@ inline PlainLogLine ParsePlainLogLine(const std::string& line) {
     i = eq + 1;
     if (i < line.size() && line[i] == '"') {
       for (++i; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] == '\\' && i + 1 < line.size()) {
+        if (line[i] == '\\' && i + 3 < line.size() && line[i + 1] == 'x') {
+          value +=
+              static_cast<char>(std::stoi(line.substr(i + 2, 2), nullptr, 16));
+          i += 3;
+        } else if (line[i] == '\\' && i + 1 < line.size()) {
           char c = line[++i];
           value += c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c;
         } else {

@@ -27,6 +27,14 @@ TEST(LogTest, FormatsTheContractLines) {
             "error=\"HTTP 500: \\\"oops\\\"\"");
 }
 
+// A server's answer in a field cannot drive the terminal: control bytes
+// other than the named ones are written as \xNN.
+TEST(LogTest, ControlBytesAreShownNotObeyed) {
+  EXPECT_EQ(FormatLogEvent(LogLevel::kWarn, "e",
+                           {{"error", "a\x1b[31mb\x7f\x01"}, {"n", "x\ty"}}),
+            "WRN e error=\"a\\x1b[31mb\\x7f\\x01\" n=\"x\\ty\"");
+}
+
 TEST(LogTest, SinkCapturesAndMinLevelFilters) {
   std::vector<std::string> lines;
   LogSink old =
@@ -143,6 +151,9 @@ TEST(LogJsonTest, CarriesThePlainLinesFields) {
        {{"host", "h"}, {"failures", 5}, {"probe_after", "10s"}}},
       {LogLevel::kWarn, "store.disk_full", {{"reserve_freed", size_t{0}}}},
       {LogLevel::kWarn, "e", {{"empty", ""}, {"eq", "a=b c"}}},
+      {LogLevel::kWarn,
+       "telemetry.export_failed",
+       {{"error", "HTTP 500: \x1b[31mred\x1b[0m \x7f\x01"}}},
   };
   for (const Event& e : events) {
     std::string plain = FormatLogEvent(e.level, e.name, e.fields);

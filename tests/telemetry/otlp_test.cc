@@ -4,6 +4,7 @@
 // W3C traceparent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "common/listening_child.h"
 #include "common/log_capture.h"
 #include "common/temp_dir.h"
+#include "core/cancel.h"
 #include "core/trace.h"
 #include "telemetry/otlp_exporter.h"
 
@@ -218,6 +220,51 @@ TEST(OtlpExporterTest, AtTheEndASlowCollectorIsAbandonedAfterTheGrace) {
   (void)saw_abort;
 }
 
+TEST(OtlpExporterTest, ASignalEndsTheGraceAtOnce) {
+  OtlpConfig config = JsonConfig();
+  OtlpExporter exporter(config, [&](const PostRequest&, SteadyTime limit,
+                                    const std::atomic<bool>& abort) {
+    while (!abort.load() && std::chrono::steady_clock::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return PostResult{0, "timed out"};
+  });
+  exporter.Export(Data("s"));
+  CancelToken signal;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    signal.Cancel(CancelReason::kAbort);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  exporter.Shutdown(Millis(8000), signal);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  sender.join();
+  // The grace was 8 s; the signal came at 100 ms (generous bound: 2 s).
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_EQ(exporter.stats().dropped, 1);
+}
+
+TEST(OtlpExporterTest, AWorkerThatCannotBeCutIsLeftBehind) {
+  // A transport that does not heed the abort (libcurl waiting for a name
+  // lookup does not): Shutdown returns anyway.
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  OtlpConfig config = JsonConfig();
+  {
+    OtlpExporter exporter(config, [released](const PostRequest&, SteadyTime,
+                                             const std::atomic<bool>&) {
+      released.wait_for(std::chrono::seconds(5));
+      return PostResult{0, "resolver timed out"};
+    });
+    exporter.Export(Data("s"));
+    const auto t0 = std::chrono::steady_clock::now();
+    exporter.Shutdown(Millis(100));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    // 100 ms of grace and 40 ms more (generous bound: 1 s), not 5 s.
+    EXPECT_LT(took, std::chrono::seconds(1));
+  }
+  release->set_value();  // The left worker ends on its own.
+}
+
 // ---- the OTEL_* variables ----
 
 OtlpSetup FromEnv(const std::map<std::string, std::string>& env) {
@@ -270,6 +317,26 @@ TEST(OtlpConfigTest, TheStandardVariablesSayWhereAndHow) {
             std::string::npos);
 }
 
+TEST(OtlpConfigTest, CredentialsAreSecrets) {
+  std::map<std::string, std::string> env = {
+      {"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20tok-123,x=y"},
+      {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+       "https://admin:pa%24ss@collector:4318/v1/traces"}};
+  std::vector<std::string> secrets =
+      OtlpSecretsFromEnvironment([&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      });
+  auto has = [&](const std::string& v) {
+    return std::find(secrets.begin(), secrets.end(), v) != secrets.end();
+  };
+  EXPECT_TRUE(has("Bearer%20tok-123"));
+  EXPECT_TRUE(has("Bearer tok-123"));
+  EXPECT_TRUE(has("pa%24ss"));
+  EXPECT_TRUE(has("pa$ss"));
+  EXPECT_FALSE(has("admin"));
+}
+
 TEST(OtlpConfigTest, ExportIsOffWhenTheVariablesSaySoOrCannotBeMet) {
   const std::string url = "http://127.0.0.1:4318";
   EXPECT_FALSE(FromEnv({{"OTEL_EXPORTER_OTLP_ENDPOINT", url},
@@ -284,6 +351,29 @@ TEST(OtlpConfigTest, ExportIsOffWhenTheVariablesSaySoOrCannotBeMet) {
   ASSERT_EQ(grpc.problems.size(), 1u);
   EXPECT_NE(grpc.problems[0].find("http/protobuf and http/json"),
             std::string::npos);
+  for (const char* bad : {"http://", "http://:4318", "http://h:99999",
+                          "http://h:0", "http://h:x", "http://[::1"}) {
+    auto s = FromEnv({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", bad}});
+    EXPECT_FALSE(s.config) << bad;
+    EXPECT_EQ(s.problems.size(), 1u) << bad;
+  }
+  auto upper = FromEnv(
+      {{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "HTTP://[::1]:4318/v1/traces"}});
+  ASSERT_TRUE(upper.config);
+  EXPECT_EQ(upper.config->endpoint, "http://[::1]:4318/v1/traces");
+  auto disabled = FromEnv(
+      {{"OTEL_EXPORTER_OTLP_ENDPOINT", url}, {"OTEL_SDK_DISABLED", "1"}});
+  EXPECT_TRUE(disabled.config);  // Only "true" disables; "1" is said.
+  EXPECT_EQ(disabled.problems.size(), 1u);
+  // The exporter frames its requests itself; names and values that are
+  // not header text are refused.
+  auto headers = FromEnv(
+      {{"OTEL_EXPORTER_OTLP_ENDPOINT", url},
+       {"OTEL_EXPORTER_OTLP_HEADERS",
+        "Content-Length=5,Host=evil,X Y=1,ok=1,crlf=a%0d%0aX-Evil: 1"}});
+  ASSERT_TRUE(headers.config);
+  EXPECT_EQ(headers.config->headers, (std::vector<std::string>{"ok: 1"}));
+  EXPECT_EQ(headers.problems.size(), 4u);
   auto ftp = FromEnv({{"OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x"}});
   EXPECT_FALSE(ftp.config);
   ASSERT_EQ(ftp.problems.size(), 1u);

@@ -185,6 +185,197 @@ TEST_F(TraceCliTest, ARunIsATreeOfJobStepsAttemptsWaitsAndHooks) {
   }
 }
 
+// An agent whose first request is answered 500 (retried after the 100 ms
+// the server asks for), which then calls a tool (its answer comes 4.3 s
+// in: less than a fifth of the 5 s deadline is left) and is nudged, and
+// answers; an agent whose primary source is
+// down and whose fallback answers; a task that fails. The GenAI spans hang
+// under the attempts of their steps.
+constexpr const char* kAgentPipeline = R"(agents:
+- name: coder
+  source: { model: openai/gpt-test }
+  tools: [read_file]
+  timeout: 5s
+- name: down
+  source: { model: openai/first }
+  fallback: [{ model: openai/second }]
+jobs:
+- name: j
+  plan:
+  - task: prepare
+    run: echo data > "$STEPS_ARTIFACTS/notes.txt"
+  - agent: coder
+    messages: [go]
+    attempts: 2
+  - agent: down
+    messages: [go]
+    attempts: 1
+  - task: broken
+    run: exit 5
+mock:
+  coder:
+  - status: 500
+    headers: {retry-after-ms: "100"}
+  - call: {name: read_file, arguments: {path: notes.txt}}
+    delay: 4300ms
+  - say: done
+  first:
+  - status: 503
+  second:
+  - say: from the fallback
+    usage: {prompt_tokens: 11, completion_tokens: 7}
+)";
+
+TEST_F(TraceCliTest, AgentsAreGenAiSpansUnderTheirAttempts) {
+  TempDir dir;
+  dir.Write("p.yaml", kAgentPipeline);
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  ASSERT_GT(port_, 0);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " STEPS_TRACE_END_GRACE=10s";
+  opts.kill_after = std::chrono::seconds(60);
+  CliResult r = RunSteps(dir.path(), "run p.yaml --mock --plain", opts);
+  EXPECT_EQ(r.exit_code, 1) << r.out;  // The broken task.
+  std::vector<json> spans = Spans(out);
+
+  // The coder: its conversation under its attempt, two chat spans (the
+  // 500, then the answer with a tool call), the wait between them, the
+  // tool, and the last chat; the nudge an event of the conversation.
+  const json* coder_step = Named(spans, "agent coder");
+  ASSERT_NE(coder_step, nullptr);
+  auto coder_attempts = ChildrenOf(spans, *coder_step);
+  ASSERT_EQ(coder_attempts.size(), 1u);
+  auto under_attempt = ChildrenOf(spans, *coder_attempts[0]);
+  ASSERT_EQ(under_attempt.size(), 1u);
+  const json& conv = *under_attempt[0];
+  EXPECT_EQ(conv["name"], "invoke_agent coder");
+  EXPECT_EQ(conv["attributes"]["gen_ai.operation.name"], "invoke_agent");
+  EXPECT_EQ(conv["attributes"]["gen_ai.agent.name"], "coder");
+  EXPECT_EQ(conv["attributes"]["steps.turns"], 2);
+  EXPECT_EQ(conv["attributes"]["steps.provider_requests"], 3);
+  EXPECT_EQ(conv["attributes"]["steps.retries"], 1);
+  bool nudged = false;
+  for (const json& e : conv["events"])
+    if (e["name"] == "agent.nudge") nudged = true;
+  EXPECT_TRUE(nudged) << conv.dump();
+
+  std::vector<const json*> chats, tools, waits;
+  for (const json* c : ChildrenOf(spans, conv)) {
+    const std::string name = (*c)["name"];
+    if (name == "chat gpt-test") chats.push_back(c);
+    if (name == "execute_tool read_file") tools.push_back(c);
+    if (name == "retry wait") waits.push_back(c);
+  }
+  ASSERT_EQ(chats.size(), 3u);
+  ASSERT_EQ(tools.size(), 1u);
+  ASSERT_EQ(waits.size(), 1u);
+  auto ns = [](const json& v) { return std::stoll(v.get<std::string>()); };
+  std::sort(chats.begin(), chats.end(), [&](const json* a, const json* b) {
+    return ns((*a)["start"]) < ns((*b)["start"]);
+  });
+  const json& failed = *chats[0];
+  EXPECT_EQ(failed["kind"], 3);  // CLIENT.
+  EXPECT_EQ(failed["attributes"]["gen_ai.operation.name"], "chat");
+  EXPECT_EQ(failed["attributes"]["gen_ai.provider.name"], "openai");
+  EXPECT_EQ(failed["attributes"]["gen_ai.request.model"], "gpt-test");
+  EXPECT_EQ(failed["attributes"]["error.type"], "500");
+  EXPECT_EQ(failed["attributes"]["http.response.status_code"], 500);
+  EXPECT_EQ(failed["status"]["code"], 2);
+  const json& called = *chats[1];
+  EXPECT_EQ(called["attributes"]["steps.request.attempt"], 2);
+  EXPECT_EQ(called["attributes"]["gen_ai.response.finish_reasons"],
+            json::array({"tool_calls"}));
+  EXPECT_TRUE(called["attributes"]["gen_ai.usage.input_tokens"].is_number());
+  EXPECT_FALSE(called["attributes"].contains("gen_ai.input.messages"));
+  EXPECT_GE(ns((*waits[0])["start"]), ns(failed["end"]));
+  EXPECT_LE(ns((*waits[0])["end"]), ns(called["start"]));
+  const json& tool = *tools[0];
+  EXPECT_EQ(tool["attributes"]["gen_ai.operation.name"], "execute_tool");
+  EXPECT_EQ(tool["attributes"]["gen_ai.tool.name"], "read_file");
+  EXPECT_TRUE(tool["attributes"].contains("gen_ai.tool.call.id"));
+  EXPECT_FALSE(tool["attributes"].contains("gen_ai.tool.call.arguments"));
+  EXPECT_GE(ns(tool["start"]), ns(called["end"]));
+  EXPECT_LE(ns(tool["end"]), ns((*chats[2])["start"]));
+  EXPECT_EQ((*chats[2])["attributes"]["gen_ai.response.finish_reasons"],
+            json::array({"stop"}));
+
+  // The fallback: a chat to the primary that failed, the fallback event,
+  // a chat to the fallback that answered, with the usage it reported.
+  const json* down_step = Named(spans, "agent down");
+  ASSERT_NE(down_step, nullptr);
+  auto down_attempts = ChildrenOf(spans, *down_step);
+  ASSERT_EQ(down_attempts.size(), 1u);
+  auto down_conv = ChildrenOf(spans, *down_attempts[0]);
+  ASSERT_EQ(down_conv.size(), 1u);
+  bool fell_back = false;
+  for (const json& e : (*down_conv[0])["events"]) {
+    if (e["name"] == "agent.fallback") {
+      fell_back = true;
+      EXPECT_EQ(e["attributes"]["to"], "openai/second");
+    }
+  }
+  EXPECT_TRUE(fell_back) << down_conv[0]->dump();
+  const json* second = Named(spans, "chat second");
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ((*second)["parentSpanId"], (*down_conv[0])["spanId"]);
+  EXPECT_EQ((*second)["attributes"]["gen_ai.usage.input_tokens"], 11);
+  EXPECT_EQ((*second)["attributes"]["gen_ai.usage.output_tokens"], 7);
+  const json* first = Named(spans, "chat first");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ((*first)["attributes"]["error.type"], "503");
+
+  // The failed task.
+  const json* broken = Named(spans, "task broken");
+  ASSERT_NE(broken, nullptr);
+  EXPECT_EQ((*broken)["status"]["code"], 2);
+  auto broken_attempts = ChildrenOf(spans, *broken);
+  ASSERT_EQ(broken_attempts.size(), 1u);
+  EXPECT_EQ((*broken_attempts[0])["attributes"]["process.exit.code"], 5);
+}
+
+TEST_F(TraceCliTest, MessageContentsOnlyWhenAskedForAndMasked) {
+  TempDir dir;
+  dir.Write("p.yaml", R"(secrets: [DEPLOY_TOKEN]
+agents:
+- name: a
+  source: { model: openai/m }
+  tools: [read_file]
+jobs:
+- name: j
+  plan:
+  - agent: a
+    messages: ["the token is deploy-SECRETVALUE-42"]
+mock:
+  a:
+  - call: {name: read_file, arguments: {path: nothing.txt}}
+  - say: done with deploy-SECRETVALUE-42
+)");
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true"
+                " DEPLOY_TOKEN=deploy-SECRETVALUE-42 STEPS_TRACE_END_GRACE=10s";
+  CliResult r = RunSteps(dir.path(), "run p.yaml --mock --plain", opts);
+  std::ifstream in(out);
+  std::stringstream all;
+  all << in.rdbuf();
+  std::vector<json> spans = Spans(out);
+  const json* chat = Named(spans, "chat m");
+  ASSERT_NE(chat, nullptr) << r.out;
+  EXPECT_TRUE((*chat)["attributes"].contains("gen_ai.input.messages"));
+  EXPECT_TRUE((*chat)["attributes"].contains("gen_ai.output.messages"));
+  const json* tool = Named(spans, "execute_tool read_file");
+  ASSERT_NE(tool, nullptr);
+  EXPECT_EQ((*tool)["attributes"]["gen_ai.tool.call.arguments"],
+            "{\"path\":\"nothing.txt\"}");
+  EXPECT_EQ((*tool)["attributes"]["error.type"], "tool_error");
+  EXPECT_EQ(all.str().find("SECRETVALUE"), std::string::npos) << all.str();
+  EXPECT_NE(all.str().find("***"), std::string::npos);
+}
+
 // Wall time of one run of `steps ARGS` with `prefix` in its environment.
 struct Timed {
   CliResult result;
@@ -265,6 +456,28 @@ TEST_F(TraceCliTest, WithoutACollectorTasksKeepTheTraceparentTheyWereGiven) {
   EXPECT_NE(r.out.find(std::string("traceparent=") + kParent),
             std::string::npos)
       << r.out;
+}
+
+// The collector's credentials (header values, a password in the URL) are
+// masked in everything a run writes, a task's output included.
+TEST_F(TraceCliTest, TheCollectorsCredentialsAreMaskedEverywhere) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n    run: echo "
+            "\"h=$OTEL_EXPORTER_OTLP_HEADERS\"\n");
+  StepsOptions opts;
+  opts.prefix =
+      "OTEL_EXPORTER_OTLP_ENDPOINT=http://admin:pw-SECRETVALUE@127.0.0.1:9 "
+      "OTEL_EXPORTER_OTLP_HEADERS=api-key=hdr-SECRETVALUE%21";
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("telemetry.export_failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("http://admin:***@127.0.0.1:9"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("h=api-key=***"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("SECRETVALUE"), std::string::npos) << r.out;
+  CliResult show = RunSteps(dir.path(), "show --json");
+  EXPECT_EQ(show.out.find("SECRETVALUE"), std::string::npos) << show.out;
 }
 
 TEST_F(TraceCliTest, BadVariablesAreSaidAndTheRunGoesOn) {
