@@ -540,7 +540,6 @@ void Send(Shared& s, std::vector<trace::SpanData> batch, SteadyTime limit) {
 
 void Work(const std::shared_ptr<Shared>& shared) {
   Shared& s = *shared;
-  (void)libcurl::Loaded();  // Now, not in the grace at the end of a run.
   std::unique_lock<std::mutex> lock(s.mu);
   while (true) {
     s.wake.wait_for(lock, s.config.schedule_delay, [&] {
@@ -577,6 +576,11 @@ void Work(const std::shared_ptr<Shared>& shared) {
 OtlpExporter::OtlpExporter(OtlpConfig config, PostTransport transport)
     : shared_(
           std::make_shared<Shared>(std::move(config), std::move(transport))) {
+  // libcurl is loaded now, on the caller's thread, not in the grace at the
+  // end of a run (loading it took a short run's whole grace).
+  using Post = decltype(&CurlPost);
+  if (const Post* f = shared_->transport.target<Post>(); f && *f == &CurlPost)
+    (void)libcurl::Loaded();
   worker_ = std::thread([shared = shared_] { Work(shared); });
 }
 
