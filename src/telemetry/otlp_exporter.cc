@@ -576,12 +576,16 @@ void Work(const std::shared_ptr<Shared>& shared) {
 OtlpExporter::OtlpExporter(OtlpConfig config, PostTransport transport)
     : shared_(
           std::make_shared<Shared>(std::move(config), std::move(transport))) {
-  // libcurl is loaded now, on the caller's thread, not in the grace at the
-  // end of a run (loading it took a short run's whole grace).
+  // libcurl is loaded by the worker as it starts, beside the run rather
+  // than in the grace at its end (loading it took a short run's whole
+  // grace), and only for the libcurl transport.
   using Post = decltype(&CurlPost);
-  if (const Post* f = shared_->transport.target<Post>(); f && *f == &CurlPost)
-    (void)libcurl::Loaded();
-  worker_ = std::thread([shared = shared_] { Work(shared); });
+  const Post* f = shared_->transport.target<Post>();
+  const bool curl = f != nullptr && *f == &CurlPost;
+  worker_ = std::thread([shared = shared_, curl] {
+    if (curl) (void)libcurl::Loaded();
+    Work(shared);
+  });
 }
 
 OtlpExporter::~OtlpExporter() { Shutdown(Millis(0)); }

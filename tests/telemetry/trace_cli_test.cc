@@ -402,7 +402,7 @@ int Count(const std::string& text, const std::string& what) {
 
 // Down (nothing listens), slow (answers after 20 s) or failing (500): the
 // outcome is the same, the run takes no longer than without a collector
-// by more than 5% or 100 ms (whichever is larger; the fastest of three runs
+// by more than 5% or 100 ms (whichever is larger; the fastest of five runs
 // of each, against load on the machine), and one warning says so.
 TEST_F(TraceCliTest, ACollectorDownSlowOrFailingCostsTheRunNothing) {
   TempDir dir;
@@ -421,7 +421,7 @@ TEST_F(TraceCliTest, ACollectorDownSlowOrFailingCostsTheRunNothing) {
   // Rounds of one run each, so that load on the machine falls on all alike.
   std::map<std::string, double> fastest;
   std::map<std::string, CliResult> last;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 5; ++round) {
     for (const auto& [what, endpoint] : prefixes) {
       Timed t = TimeRun(dir, endpoint.empty()
                                  ? ""
