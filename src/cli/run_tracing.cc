@@ -11,7 +11,7 @@
 namespace steps::cli {
 
 Millis TraceFlushGrace(Millis run_duration) {
-  return std::max(Millis(50), Millis(run_duration.count() / 40));
+  return std::max(Millis(20), Millis(run_duration.count() / 40));
 }
 
 RunTracing::RunTracing(const std::string& run_id) {

@@ -35,7 +35,7 @@ class RunTracing {
   // Invalid when no trace is exported.
   trace::SpanContext run_context() const { return run_; }
   // Gives the collector what is left: at most 2.5% of the run's duration
-  // or 50 ms, whichever is longer (STEPS_TRACE_END_GRACE sets it; never
+  // or 20 ms, whichever is longer (STEPS_TRACE_END_GRACE sets it; never
   // past the export timeout), so a slow or dead collector costs a run next
   // to nothing. Again: a no-op.
   // A cancelled `abort` (a signal) ends the wait at once.
@@ -49,7 +49,7 @@ class RunTracing {
   std::optional<Millis> end_grace_;  // STEPS_TRACE_END_GRACE.
 };
 
-// The grace Finish gives by default: max(50 ms, 2.5% of `run_duration`).
+// The grace Finish gives by default: max(20 ms, 2.5% of `run_duration`).
 Millis TraceFlushGrace(Millis run_duration);
 
 }  // namespace steps::cli

@@ -446,7 +446,7 @@ PostResult CurlPost(const PostRequest& request, SteadyTime limit,
       break;
     }
     int ready = 0;
-    libcurl::multi_poll(multi, nullptr, 0, 20, &ready);
+    libcurl::multi_poll(multi, nullptr, 0, 5, &ready);
   }
   if (finished) {
     long status = 0;
@@ -630,7 +630,7 @@ void OtlpExporter::Shutdown(Millis grace, const CancelToken& cancel) {
   }
   s.abort = true;
   s.wake.notify_all();
-  // CurlPost returns within 20 ms of abort; a name lookup may not (libcurl
+  // CurlPost returns within 5 ms of abort; a name lookup may not (libcurl
   // waits for its resolver): a worker still busy after that is left to the
   // process's exit, holding what it shares.
   std::unique_lock<std::mutex> lock(s.mu);

@@ -59,7 +59,7 @@ OtlpSetup OtlpConfigFromEnvironment(
 std::vector<std::string> OtlpSecretsFromEnvironment(
     const std::function<const char*(const char*)>& getenv);
 
-// One POST. The transport returns within ~20 ms of `abort` becoming true
+// One POST. The transport returns within ~5 ms of `abort` becoming true
 // and never after `limit`.
 struct PostRequest {
   std::string url;
@@ -73,7 +73,7 @@ struct PostResult {
 using PostTransport = std::function<PostResult(
     const PostRequest&, SteadyTime limit, const std::atomic<bool>& abort)>;
 
-// libcurl's multi interface, polled every 20 ms for `abort`.
+// libcurl's multi interface, polled every 5 ms for `abort`.
 PostResult CurlPost(const PostRequest& request, SteadyTime limit,
                     const std::atomic<bool>& abort);
 
