@@ -376,7 +376,9 @@ class Conversation {
     record.source = SourceLabel(source);
     record.prompt_tokens = answer.usage.prompt_tokens;
     record.completion_tokens = answer.usage.completion_tokens;
-    record.usd = AnswerUsd(answer.usage, source.price);
+    record.usd = AnswerUsd(
+        answer.usage, source.price,
+        setup_.prices ? setup_.prices->Find(source.model) : std::nullopt);
     record.text = CutText(answer.text, kRecordTextBytes);
     result_.prompt_tokens += record.prompt_tokens;
     result_.completion_tokens += record.completion_tokens;

@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "agent/exchanges.h"
+#include "agent/prices.h"
 #include "agent/sources.h"
 #include "providers/retry.h"
 #include "tools/registry.h"
@@ -49,6 +50,9 @@ struct ConversationSetup {
   // The run's rate limiters, retry budgets and circuits; null: none are
   // enforced.
   HostGuards* guards = nullptr;
+  // Prices answers no `price:` and no reported cost price (--prices);
+  // null: none.
+  const PriceTable* prices = nullptr;
 };
 
 // Runs one conversation to its end on the calling thread. Never throws.

@@ -42,6 +42,7 @@ AgentResult ConversationRunner::Run(const AgentInvocation& invocation,
   setup.tool_limits = options_.tool_limits;
   setup.exchanges = options_.exchanges;
   setup.guards = &guards_;
+  setup.prices = options_.prices.get();
   return RunConversation(invocation, context, setup);
 }
 

@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/exchanges.h"
+#include "agent/prices.h"
 #include "mock_provider/engine.h"
 #include "providers/guard.h"
 #include "providers/registry.h"
@@ -57,6 +58,9 @@ struct AgentRunnerOptions {
   // included (agent/exchanges.h); `steps run --record` gives a
   // MockRecorder. Not owned; must outlive the runner. Default: none.
   ExchangeObserver* exchanges = nullptr;
+  // Prices the answers of sources without `price:` whose provider reports
+  // no cost (`--prices FILE`, agent/prices.h). Default: none.
+  std::shared_ptr<const PriceTable> prices;
 };
 
 // Thread-safe: any number of Runs at once, each blocking its own thread.

@@ -10,14 +10,23 @@ std::string Named(const BudgetMeter& meter, const std::string& what) {
 
 }  // namespace
 
-double AnswerUsd(const Usage& usage, const std::optional<SourcePrice>& price) {
-  if (price) {
-    return (static_cast<double>(usage.prompt_tokens) * price->input_per_mtok +
-            static_cast<double>(usage.completion_tokens) *
-                price->output_per_mtok) /
-           1e6;
-  }
-  return usage.cost_usd.value_or(0.0);
+namespace {
+
+double Priced(const Usage& usage, const SourcePrice& price) {
+  return (static_cast<double>(usage.prompt_tokens) * price.input_per_mtok +
+          static_cast<double>(usage.completion_tokens) *
+              price.output_per_mtok) /
+         1e6;
+}
+
+}  // namespace
+
+double AnswerUsd(const Usage& usage, const std::optional<SourcePrice>& price,
+                 const std::optional<SourcePrice>& listed) {
+  if (price) return Priced(usage, *price);
+  if (usage.cost_usd) return *usage.cost_usd;
+  if (listed) return Priced(usage, *listed);
+  return 0.0;
 }
 
 Spending::Spending(const std::optional<BudgetLimit>& own,

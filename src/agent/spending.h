@@ -14,9 +14,11 @@
 
 namespace steps::agent {
 
-// The USD cost of one answer: from the source's price when it has one,
-// otherwise the cost the provider reported, otherwise 0.
-double AnswerUsd(const Usage& usage, const std::optional<SourcePrice>& price);
+// The USD cost of one answer: from the source's `price:` when it has one,
+// otherwise the cost the provider reported, otherwise the prices table's
+// (`listed`, --prices), otherwise 0.
+double AnswerUsd(const Usage& usage, const std::optional<SourcePrice>& price,
+                 const std::optional<SourcePrice>& listed = std::nullopt);
 
 // The meters one conversation charges. Not thread-safe itself; the meters
 // are (shared meters are charged by many conversations at once).

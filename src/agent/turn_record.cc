@@ -4,11 +4,6 @@
 
 namespace steps::agent {
 
-std::string CutText(const std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  return text.substr(0, Utf8PrefixLength(text, max_bytes)) + "...";
-}
-
 std::string CutToolText(const std::string& text, bool& truncated) {
   constexpr size_t kMax = ToolCallRecord::kRecordToolBytes;
   truncated = text.size() > kMax;

@@ -7,14 +7,12 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "core/utf8.h"  // CutText
 
 namespace steps::agent {
 
 // Bound on what a turn record keeps of an answer's text.
 inline constexpr size_t kRecordTextBytes = 4000;
-
-// `text` cut to `max_bytes` with "..." when it was longer.
-std::string CutText(const std::string& text, size_t max_bytes);
 
 // An answer's text as a turn record keeps it.
 inline std::string RecordedText(const std::string& text) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/prices.h"
 #include "cli/exit_codes.h"
 #include "core/status.h"
 
@@ -35,6 +36,7 @@ Command RunCommand();
 Command TestCommand();
 Command ShowCommand();
 Command RunsCommand();
+Command CostCommand();
 Command CacheCommand();
 Command UiCommand();
 Command InitCommand();
@@ -100,6 +102,9 @@ struct ResumeOptions {
   bool fresh_deadlines = false;  // Deadlines not carried over.
   bool mock = false;             // Agents served from the mock: block.
   bool plain = false;
+  std::string prices;  // --prices FILE (STEPS_PRICES); empty: none.
+  // Read from it before the run is looked for (LoadPrices); null: none.
+  std::shared_ptr<const agent::PriceTable> price_table;
 };
 
 // The run `run` of the store under `state_dir` (empty: the newest

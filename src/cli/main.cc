@@ -75,10 +75,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == steps::kGuardianCommand)
     return RunGuardianCommand(argc, argv);
   const std::vector<Command> commands = {
-      RunCommand(),     ResumeCommand(), TestCommand(),       ValidateCommand(),
-      ExplainCommand(), ShowCommand(),   RunsCommand(),       CacheCommand(),
-      UiCommand(),      McpCommand(),    ProvidersCommand(),  InitCommand(),
-      ApproveCommand(), RejectCommand(), CompletionCommand(),
+      RunCommand(),     ResumeCommand(),  TestCommand(),   ValidateCommand(),
+      ExplainCommand(), ShowCommand(),    RunsCommand(),   CostCommand(),
+      CacheCommand(),   UiCommand(),      McpCommand(),    ProvidersCommand(),
+      InitCommand(),    ApproveCommand(), RejectCommand(), CompletionCommand(),
   };
   CLI::App app{
       "steps runs agent pipelines: YAML files of jobs whose steps are shell "

@@ -8,11 +8,12 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/prices_file.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
-#include "pipeline/loader.h"
 #include "core/clock.h"
 #include "core/duration.h"
+#include "pipeline/loader.h"
 #include "store/resume.h"
 #include "store/run_lock.h"
 #include "store/store.h"
@@ -116,6 +117,7 @@ int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
   TerminalStyle style = StyleFor(STDOUT_FILENO, opts.plain);
   TerminalPrinter printer(stdout, style.live, RealClock(), style.color);
   RunSetup setup;
+  setup.prices = opts.price_table;
   setup.state_dir = opts.state_dir;
   setup.mock = opts.mock;
   setup.jobs = point.jobs;
@@ -137,7 +139,14 @@ int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
 
 namespace {
 
-int RunResume(const ResumeOptions& opts, const std::string& run) {
+int RunResume(ResumeOptions opts, const std::string& run) {
+  Result<std::shared_ptr<const agent::PriceTable>> prices =
+      LoadPrices(opts.prices);
+  if (!prices.ok()) {
+    std::cerr << "steps resume: --prices " << prices.status().message() << "\n";
+    return kExitUsage;
+  }
+  opts.price_table = *prices;
   Result<store::ResumePoint> point =
       FindResumePoint(opts.state_dir, run, "", opts.fresh_deadlines);
   if (!point.ok()) {
@@ -170,6 +179,9 @@ Command ResumeCommand() {
                      "Serve every agent source from the file's mock: block, "
                      "in-process (as `steps run --mock`)");
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        app.add_option("--prices", opts->prices, kPricesHelp)
+            ->envname("STEPS_PRICES")
+            ->type_name("FILE");
         app.footer(
             "The run continues under its own id: steps that ended are not "
             "run again, a\n"

@@ -10,6 +10,7 @@
 
 #include "cli/ci_report.h"
 #include "cli/commands.h"
+#include "cli/prices_file.h"
 #include "cli/run_support.h"
 #include "cli/run_ui.h"
 #include "cli/terminal_printer.h"
@@ -44,11 +45,14 @@ struct RunOptions {
   // --resume-if-interrupted: continue the newest interrupted or aborted run
   // of the same file instead of starting a new one.
   bool resume_if_interrupted = false;
+  std::string prices;  // --prices FILE (STEPS_PRICES); empty: none.
 };
 
 // --resume-if-interrupted: the exit code of resuming the newest interrupted
 // or aborted run of FILE, or nullopt when there is none to resume.
-std::optional<int> ResumeIfInterrupted(const RunOptions& opts) {
+std::optional<int> ResumeIfInterrupted(
+    const RunOptions& opts,
+    const std::shared_ptr<const agent::PriceTable>& prices) {
   if (!opts.resume_if_interrupted) return std::nullopt;
   Result<store::ResumePoint> point =
       FindResumePoint(opts.state_dir, "", opts.file, false);
@@ -65,6 +69,7 @@ std::optional<int> ResumeIfInterrupted(const RunOptions& opts) {
   resume.state_dir = opts.state_dir;
   resume.mock = opts.mock;
   resume.plain = opts.plain;
+  resume.price_table = prices;
   return ResumeRun(resume, *point);
 }
 
@@ -224,7 +229,14 @@ bool StartRunUi(const RunOptions& opts, std::unique_ptr<RunUi>& ui,
 }
 
 int RunRun(const RunOptions& opts) {
-  if (std::optional<int> resumed = ResumeIfInterrupted(opts)) return *resumed;
+  Result<std::shared_ptr<const agent::PriceTable>> prices =
+      LoadPrices(opts.prices);
+  if (!prices.ok()) {
+    std::cerr << "steps run: --prices " << prices.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (std::optional<int> resumed = ResumeIfInterrupted(opts, *prices))
+    return *resumed;
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
   std::cerr << r.diagnostics.FormatAll();
   CiReport report("steps run " + opts.file);
@@ -241,6 +253,7 @@ int RunRun(const RunOptions& opts) {
   if (!opts.mock && !SourcesServable(opts, plan, r.diagnostics))
     return kExitRefused;
   RunSetup setup;
+  setup.prices = *prices;
   setup.run_id = opts.run_id;
   setup.via = opts.via;
   std::unique_ptr<RunUi> ui;
@@ -310,6 +323,9 @@ Command RunCommand() {
             ->envname("STEPS_STATE_DIR")
             ->capture_default_str();
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        app.add_option("--prices", opts->prices, kPricesHelp)
+            ->envname("STEPS_PRICES")
+            ->type_name("FILE");
         app.add_option("--summary", opts->summary,
                        "Also write a Markdown summary of the run to this file "
                        "(under GitHub Actions it also goes to "

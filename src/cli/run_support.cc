@@ -180,9 +180,13 @@ std::unique_ptr<agent::ConversationRunner> MakeAgents(
     const std::shared_ptr<const Redactor>& redactor, RunOutcome& outcome) {
   if (setup.mock && plan.pipeline().mock) {
     Result<MockScript> script = ParseMockScript(*plan.pipeline().mock);
-    if (script.ok()) return agent::MakeMockAgentRunner(std::move(*script));
+    agent::AgentRunnerOptions options;
+    options.prices = setup.prices;
+    if (script.ok())
+      return agent::MakeMockAgentRunner(std::move(*script), std::move(options));
   }
   agent::AgentRunnerOptions options;
+  options.prices = setup.prices;
   if (setup.record) {
     outcome.recording = std::make_shared<agent::MockRecorder>(redactor);
     options.exchanges = outcome.recording.get();
@@ -202,6 +206,15 @@ void CollectMockFindings(const agent::ConversationRunner& agents,
            redactor.Redact(f + " (" + DescribeRequest(request) + ")")});
     }
   }
+}
+
+// What of steps' environment its tasks do not get: provider keys, and a
+// TRACESTATE that belongs to no trace of the run.
+std::vector<std::string> WithheldVariables(const pipeline::Pipeline& pipeline,
+                                           const RunTracing& tracing) {
+  std::vector<std::string> withheld = pipeline::ProviderKeyVariables(pipeline);
+  if (tracing.started_own_trace()) withheld.push_back("TRACESTATE");
+  return withheld;
 }
 
 }  // namespace
@@ -262,7 +275,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   launcher_options.groups = recording.groups.get();
   LocalProcessLauncher launcher(
       RealClock(),
-      CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)),
+      CurrentEnvironmentWithout(WithheldVariables(pipeline, tracing)),
       launcher_options);
   opts.launcher = &launcher;
   RunOutcome outcome;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/prices.h"
 #include "agent/recording.h"
 #include "pipeline/executor.h"
 #include "pipeline/resolve.h"
@@ -40,6 +41,9 @@ struct RunSetup {
   // The run's lock when the caller holds it already (a resume takes it
   // before it reads the run); null: RunPlan takes it.
   std::shared_ptr<store::RunLock> lock;
+  // Prices answers that no `price:` and no reported cost price
+  // (`--prices FILE`, cli/prices_file.h); null: none.
+  std::shared_ptr<const agent::PriceTable> prices;
 };
 
 struct RunOutcome {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 
 #include "core/duration.h"
 #include "core/log.h"
@@ -9,6 +11,23 @@
 #include "telemetry/run_spans.h"
 
 namespace steps::cli {
+
+namespace {
+
+// The collectors that failed an export in this process: a later run's
+// failures there are not said again.
+std::mutex failed_mu;
+std::set<std::string>& FailedEndpoints() {
+  static auto* endpoints = new std::set<std::string>();  // Never destroyed.
+  return *endpoints;
+}
+
+bool FailedBefore(const std::string& endpoint) {
+  std::lock_guard<std::mutex> lock(failed_mu);
+  return FailedEndpoints().count(endpoint) > 0;
+}
+
+}  // namespace
 
 Millis TraceFlushGrace(Millis run_duration) {
   return std::max(Millis(20), Millis(run_duration.count() / 40));
@@ -22,11 +41,13 @@ RunTracing::RunTracing(const std::string& run_id) {
   if (!setup.config) return;
   trace::SpanId parent{};
   run_.trace_id = trace::NewTraceId();
+  own_trace_ = true;
   if (const char* tp = std::getenv("TRACEPARENT"); tp != nullptr && *tp) {
     if (std::optional<trace::SpanContext> c = trace::ParseTraceparent(tp)) {
       run_.trace_id = c->trace_id;
       run_.sampled = c->sampled;
       parent = c->span_id;
+      own_trace_ = false;
     } else {
       LogEvent(LogLevel::kWarn, "telemetry.config",
                {{"problem", "TRACEPARENT=" + std::string(tp) +
@@ -48,6 +69,10 @@ RunTracing::RunTracing(const std::string& run_id) {
     }
   }
   run_.span_id = trace::NewSpanId();
+  // A parent not sampled: none of its trace is recorded, this run's
+  // neither (as OpenTelemetry's parent-based sampler does).
+  if (!run_.sampled) return;
+  setup.config->say_failures = !FailedBefore(setup.config->endpoint);
   exporter_ = std::make_shared<telemetry::OtlpExporter>(*setup.config);
   spans_ = std::make_unique<telemetry::RunSpans>(run_, parent, run_id);
   previous_ = trace::SetSpanExporter(exporter_);
@@ -64,9 +89,13 @@ void RunTracing::Finish(Millis run_duration, const CancelToken& abort) {
   trace::SetCaptureContent(false);
   exporter_->Shutdown(end_grace_ ? *end_grace_ : TraceFlushGrace(run_duration),
                       abort);
+  const auto stats = exporter_->stats();
+  if (stats.batches_failed > 0) {
+    std::lock_guard<std::mutex> lock(failed_mu);
+    FailedEndpoints().insert(exporter_->config().endpoint);
+  }
   // Spans lost without a failed export (a full queue) are said too.
-  if (auto stats = exporter_->stats();
-      stats.dropped > 0 && stats.batches_failed == 0) {
+  if (stats.dropped > 0 && stats.batches_failed == 0) {
     LogEvent(LogLevel::kWarn, "telemetry.spans_dropped",
              {{"spans", stats.dropped},
               {"exported", stats.exported},

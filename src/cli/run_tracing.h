@@ -32,8 +32,14 @@ class RunTracing {
 
   // Null when no trace is exported.
   pipeline::RunObserver* observer();
-  // Invalid when no trace is exported.
+  // Invalid when no trace is exported. Not sampled when TRACEPARENT's
+  // parent is not: then nothing is exported (the parent's sampling is
+  // followed), and tasks still get TRACEPARENT, flagged 00.
   trace::SpanContext run_context() const { return run_; }
+  // Whether the run started a trace of its own (no TRACEPARENT, or one
+  // that is not W3C): then an inherited TRACESTATE belongs to no trace of
+  // this run and is withheld from its tasks.
+  bool started_own_trace() const { return own_trace_; }
   // Gives the collector what is left: at most 2.5% of the run's duration
   // or 20 ms, whichever is longer (STEPS_TRACE_END_GRACE sets it; never
   // past the export timeout), so a slow or dead collector costs a run next
@@ -46,6 +52,7 @@ class RunTracing {
   std::unique_ptr<telemetry::RunSpans> spans_;
   std::shared_ptr<trace::SpanExporter> previous_;
   trace::SpanContext run_;
+  bool own_trace_ = false;
   std::optional<Millis> end_grace_;  // STEPS_TRACE_END_GRACE.
 };
 

@@ -13,11 +13,12 @@
 
 #include "cli/ci_report.h"
 #include "cli/commands.h"
+#include "cli/prices_file.h"
 #include "cli/run_support.h"
 #include "cli/terminal_printer.h"
 #include "cli/test_report.h"
-#include "core/utf8.h"
 #include "core/redact.h"
+#include "core/utf8.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader.h"
 #include "pipeline/source_check.h"
@@ -38,6 +39,8 @@ struct TestOptions {
   // --min-pass-rate as written ("0.7", "70%"); empty: every run must pass.
   std::string min_pass_rate_text;
   std::optional<double> min_pass_rate;  // Parsed, 0..1.
+  std::string prices_path;              // --prices FILE (STEPS_PRICES).
+  std::shared_ptr<const agent::PriceTable> prices;  // Loaded from it.
 };
 
 // The value of a "# KEY: value" comment line at the top of a fixture.
@@ -194,7 +197,9 @@ int FirstErrorLine(const pipeline::Diagnostics& d) {
 
 // Runs every job of `plan` once; `log` gets what the terminal printer wrote.
 RunOutcome RunOnce(const pipeline::ResolvedPlan& plan, bool mock,
-                   const std::string& state_dir, std::string& log) {
+                   const std::string& state_dir,
+                   const std::shared_ptr<const agent::PriceTable>& prices,
+                   std::string& log) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* mem = open_memstream(&buf, &len);
@@ -204,6 +209,7 @@ RunOutcome RunOnce(const pipeline::ResolvedPlan& plan, bool mock,
     RunSetup setup;
     setup.state_dir = state_dir;
     setup.mock = mock;
+    setup.prices = prices;
     setup.observer = &printer;
     outcome = RunPlan(plan, setup);
   }
@@ -247,7 +253,7 @@ void RunJobs(const std::string& file, const pipeline::Pipeline& pipeline,
   for (int run = 0; run < opts.repeat; ++run) {
     std::string log;
     RunOutcome outcome =
-        RunOnce(plan, pipeline.mock.has_value(), state_dir, log);
+        RunOnce(plan, pipeline.mock.has_value(), state_dir, opts.prices, log);
     report.AddRun(pipeline, outcome.record);
     const std::vector<std::string> misses =
         AttributeMockMisses(outcome.record.jobs, outcome.mock_misses);
@@ -427,6 +433,14 @@ int RunTest(TestOptions opts) {
       return kExitUsage;
     }
   }
+  if (Result<std::shared_ptr<const agent::PriceTable>> prices =
+          LoadPrices(opts.prices_path);
+      prices.ok()) {
+    opts.prices = *prices;
+  } else {
+    std::cerr << "steps test: --prices " << prices.status().message() << "\n";
+    return kExitUsage;
+  }
   std::vector<std::string> paths = opts.paths;
   if (paths.empty()) {
     std::error_code ec;
@@ -508,6 +522,9 @@ Command TestCommand() {
         app.add_option("paths", opts->paths,
                        "Files or folders (default: fixtures); in a folder, "
                        "every *.yaml but *.mock.yaml (mock scripts)");
+        app.add_option("--prices", opts->prices_path, kPricesHelp)
+            ->envname("STEPS_PRICES")
+            ->type_name("FILE");
         app.add_option("--junit", opts->junit,
                        "Also write JUnit XML to this file");
         app.add_option("--summary", opts->summary,

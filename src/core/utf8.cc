@@ -162,4 +162,9 @@ std::string FitTerminalColumns(std::string_view text, size_t columns) {
   return std::string(text.substr(0, end)) + "…";
 }
 
+std::string CutText(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return std::string(text.substr(0, Utf8PrefixLength(text, max_bytes))) + "...";
+}
+
 }  // namespace steps

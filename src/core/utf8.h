@@ -22,6 +22,10 @@ bool IsValidUtf8(std::string_view text);
 // the middle of a multi-byte sequence.
 size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);
 
+// `text` cut to at most `max_bytes` at a character boundary, with "..."
+// after it when it was longer.
+std::string CutText(std::string_view text, size_t max_bytes);
+
 // Columns `text` takes on a terminal: East Asian wide characters and emoji
 // take two, combining marks and zero-width characters none, everything else
 // (a byte that starts no well-formed sequence included) one. It errs wide,

@@ -251,6 +251,7 @@ AssertionResult JobRunner::RunJudge(const Step& step, const Scope& scope,
   ref.id = step_ref.id + "/judge";
   ref.job = job_.name;
   ref.name = judge.agent;
+  ref.agent = judge.agent;
   ref.kind = StepKind::kAgent;
   ref.judge = true;
   ref.line = judge.line;
@@ -345,6 +346,7 @@ StepRef JobRunner::FixerRef(const Step& task, const StepRef& task_ref) const {
   ref.id = task_ref.id + "/fix";
   ref.job = job_.name;
   ref.name = task.fix->agent;
+  ref.agent = task.fix->agent;
   ref.kind = StepKind::kAgent;
   ref.fixer = true;
   ref.line = task.fix->line;

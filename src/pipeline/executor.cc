@@ -263,6 +263,7 @@ StepRef JobRunner::MakeRef(const Step& step, const std::string& id,
   ref.job = job_.name;
   ref.name = step.name;
   ref.kind = step.kind;
+  if (step.kind == StepKind::kAgent) ref.agent = step.agent;
   ref.hook = hook;
   ref.line = step.line;
   ref.cell = cell;

@@ -67,6 +67,9 @@ struct StepRef {
   std::optional<HookKind> hook;  // Set for hook steps.
   bool fixer = false;            // A `fix:` agent run.
   bool judge = false;            // An `assert: {judge}` agent run.
+  // The agent entry an agent step, fixer or judge talks to; empty for
+  // other steps. (A step's `name:` may differ from it.)
+  std::string agent;
   int line = 0;
   // In an across cell: the cell's values, "os=linux arch=arm"; else empty.
   std::string cell;

@@ -53,12 +53,6 @@ ChatResult SendGuarded(Provider& inner, const ChatRequest& request,
 }
 
 // `text` cut to at most `max` bytes on a UTF-8 boundary, "..." after.
-std::string CutText(std::string text, size_t max) {
-  if (text.size() <= max) return text;
-  text.resize(Utf8PrefixLength(text, max));
-  return text + "...";
-}
-
 // One message in the GenAI conventions' shape: {role, parts: [...]}.
 nlohmann::json MessageParts(const Message& m) {
   nlohmann::json parts = nlohmann::json::array();

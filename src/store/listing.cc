@@ -21,6 +21,40 @@ std::string Usd(double usd) {
   return buf;
 }
 
+// What something spent: "1234 tokens (1000 prompt, 234 completion), $0.0123".
+struct Spent {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+
+  void Add(const Spent& o) {
+    prompt_tokens += o.prompt_tokens;
+    completion_tokens += o.completion_tokens;
+    usd += o.usd;
+  }
+  bool any() const { return prompt_tokens + completion_tokens > 0 || usd > 0; }
+  std::string Text() const;
+};
+
+std::string Spent::Text() const {
+  return std::to_string(prompt_tokens + completion_tokens) + " tokens (" +
+         std::to_string(prompt_tokens) + " prompt, " +
+         std::to_string(completion_tokens) + " completion), " + Usd(usd);
+}
+
+// A step's spend: its totals once it ended, else its turns so far. A
+// cached step spent nothing in this run.
+Spent StepSpent(const StoredStep& s) {
+  Spent spent;
+  if (s.cached) return spent;
+  if (s.agent) {
+    return {s.agent->prompt_tokens, s.agent->completion_tokens, s.agent->usd};
+  }
+  for (const StoredTurn& t : s.turns)
+    spent.Add({t.prompt_tokens, t.completion_tokens, t.usd});
+  return spent;
+}
+
 std::string Join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
@@ -172,9 +206,19 @@ std::string FormatRun(const StoredRun& run) {
         << "), resumed " << FormatTimestamp(i.resumed_ms) << " by "
         << i.taken_by << "\n";
   }
+  Spent run_spent;
+  for (const StoredJob& job : run.jobs) {
+    Spent job_spent;
+    for (const StoredStep& s : job.steps) job_spent.Add(StepSpent(s));
+    run_spent.Add(job_spent);
+  }
+  if (run_spent.any()) out << "Spent: " << run_spent.Text() << "\n";
   for (const StoredJob& job : run.jobs) {
     out << "\nJob " << job.name << "  " << job.status << "  "
         << Ms(job.duration_ms) << "\n";
+    Spent job_spent;
+    for (const StoredStep& s : job.steps) job_spent.Add(StepSpent(s));
+    if (job_spent.any()) out << "Spent: " << job_spent.Text() << "\n";
     int number = 0;
     for (const StoredStep& s : job.steps) FormatStep(out, s, ++number);
     // The job's own error, unless it is its last step's, already shown.
@@ -191,14 +235,17 @@ std::string FormatRun(const StoredRun& run) {
 std::string FormatRunList(const std::vector<StoredRun>& runs) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-22s  %-11s  %-24s  %9s  %s\n", "RUN",
-                "OUTCOME", "STARTED", "DURATION", "FILE");
+  std::snprintf(line, sizeof line, "%-22s  %-11s  %-24s  %9s  %9s  %10s  %s\n",
+                "RUN", "OUTCOME", "STARTED", "DURATION", "TOKENS", "COST",
+                "FILE");
   out << line;
   for (const StoredRun& r : runs) {
-    std::snprintf(line, sizeof line, "%-22s  %-11s  %-24s  %9s  %s\n",
-                  r.id.c_str(), r.status.c_str(),
-                  FormatTimestamp(r.started_ms).c_str(),
-                  Ms(r.duration_ms).c_str(), r.file.c_str());
+    std::snprintf(line, sizeof line,
+                  "%-22s  %-11s  %-24s  %9s  %9lld  %10s  %s\n", r.id.c_str(),
+                  r.status.c_str(), FormatTimestamp(r.started_ms).c_str(),
+                  Ms(r.duration_ms).c_str(),
+                  static_cast<long long>(r.prompt_tokens + r.completion_tokens),
+                  Usd(r.usd).c_str(), r.file.c_str());
     out << line;
   }
   return out.str();

@@ -390,9 +390,9 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
                     deadline_ms = WallMs(deadline), seq](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "INSERT INTO steps (run_id, step_id, job, name, kind, hook,"
-        " fixer, line, status, started_ms, deadline_ms, start_seq, cell)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10,"
-        " ?11, ?12) ON CONFLICT (run_id, step_id) DO UPDATE SET"
+        " fixer, line, status, started_ms, deadline_ms, start_seq, cell,"
+        " agent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10,"
+        " ?11, ?12, ?13) ON CONFLICT (run_id, step_id) DO UPDATE SET"
         " status = 'running', error = '', deadline_ms = ?10,"
         " end_seq = NULL, duration_ms = NULL");
     if (!st.ok()) return st.status();
@@ -409,6 +409,7 @@ void RunRecorder::OnStepStart(const pipeline::StepRef& step,
     s.Bind(10, deadline_ms);
     s.Bind(11, seq);
     s.Bind(12, step.cell);
+    s.Bind(13, step.agent);
     return s.Run();
   });
 }
@@ -679,10 +680,10 @@ Status RunRecorder::WriteStepEnd(Db& db, const WriteContext& c,
       " cached, start_seq, end_seq, agent_turns, provider_requests,"
       " prompt_tokens, completion_tokens, usd, nudge_sent,"
       " deadline_disclosed, fallbacks_taken, cached_from_run,"
-      " cached_from_step, cell, retries, retries_denied, rate_wait_ms)"
-      " VALUES (?1, ?2, ?3, ?4, ?5,"
+      " cached_from_step, cell, retries, retries_denied, rate_wait_ms,"
+      " agent) VALUES (?1, ?2, ?3, ?4, ?5,"
       " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17, ?18,"
-      " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
+      " ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)"
       " ON CONFLICT (run_id, step_id) DO UPDATE SET status = ?9,"
       " error = ?10, output = ?11, started_ms = ?12, duration_ms = ?13,"
       " identity = ?14, cached = ?15, end_seq = ?16, agent_turns = ?17,"
@@ -711,6 +712,7 @@ Status RunRecorder::WriteStepEnd(Db& db, const WriteContext& c,
   s.Bind(15, int64_t{step.cached});
   s.Bind(16, seq);
   s.Bind(27, ref.cell);
+  s.Bind(31, ref.agent);
   if (const auto& a = step.agent) {
     s.Bind(17, int64_t{a->turns});
     s.Bind(18, int64_t{a->provider_requests});

@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS steps (
   cached_from_step TEXT,
   nudge_ms INTEGER,
   cell TEXT NOT NULL DEFAULT '',
+  agent TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (run_id, step_id)
 );
 CREATE VIEW IF NOT EXISTS hooks AS SELECT * FROM steps WHERE hook IS NOT NULL;
@@ -205,6 +206,9 @@ CREATE TABLE IF NOT EXISTS cache (
 // recorded before, which `steps resume` refuses) and the interruptions of a
 // resumed run (run_interruptions).
 // Version 7 keeps gate steps and their decisions (gates, store/gates.h).
+// Version 9 keeps the agent entry an agent step, fixer or judge talked to
+// (steps.agent; '' for steps recorded before, which `steps cost` takes by
+// their name).
 struct AddedColumn {
   const char* table;
   const char* column;
@@ -222,6 +226,7 @@ constexpr AddedColumn kAddedColumns[] = {
     {"agent_turns", "at_ms", "INTEGER"},
     {"steps", "nudge_ms", "INTEGER"},
     {"steps", "cell", "TEXT NOT NULL DEFAULT ''"},
+    {"steps", "agent", "TEXT NOT NULL DEFAULT ''"},
     {"runs", "file_hash", "TEXT NOT NULL DEFAULT ''"},
     {"runs", "file_text", "TEXT"},
     {"steps", "retries", "INTEGER"},

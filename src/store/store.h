@@ -28,8 +28,9 @@ namespace steps::store {
 // run's pipeline file (runs.file_hash, runs.file_text) and
 // run_interruptions (store/resume.h); version 7 gates (store/gates.h);
 // version 8 an agent step's retries, retries denied and rate-limit waits
-// (steps.retries, retries_denied, rate_wait_ms).
-inline constexpr int kSchemaVersion = 8;
+// (steps.retries, retries_denied, rate_wait_ms); version 9 the agent entry
+// of an agent step (steps.agent).
+inline constexpr int kSchemaVersion = 9;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

@@ -8,16 +8,13 @@
 #include "core/libcurl.h"
 #include "core/log.h"
 #include "core/redact.h"
+#include "core/trim.h"
 
 namespace steps::telemetry {
 namespace {
 
-std::string Trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
-  return std::string(s.substr(b, e - b));
-}
+// Without HTTP's optional whitespace (spaces, tabs) at either end.
+std::string Trim(std::string_view s) { return std::string(TrimBlanks(s)); }
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -535,7 +532,7 @@ void Send(Shared& s, std::vector<trace::SpanData> batch, SteadyTime limit) {
       s.stats.exported += static_cast<int64_t>(batch.size());
     }
   }
-  if (warn) Warn(s, r, lost, s.abort.load());
+  if (warn && s.config.say_failures) Warn(s, r, lost, s.abort.load());
 }
 
 void Work(const std::shared_ptr<Shared>& shared) {

@@ -37,6 +37,10 @@ struct OtlpConfig {
   ExportResource resource;
   // gen_ai message contents on spans (masked): off unless asked for.
   bool capture_content = false;
+  // Whether the first failed export is said (telemetry.export_failed,
+  // export_abandoned). Off for a process's later runs to a collector that
+  // failed already (`steps test` of several files says it once).
+  bool say_failures = true;
 };
 
 // The configuration the OTEL_* variables make (docs/observability.md):

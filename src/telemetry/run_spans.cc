@@ -1,5 +1,6 @@
 #include "telemetry/run_spans.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/outcome.h"
@@ -18,6 +19,23 @@ int64_t Ns(WallTime t) {
 int64_t EndNs(WallTime started, Millis duration) {
   return Ns(started) +
          std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count();
+}
+
+// How a gate ended, as the log line gate.ended says it: when it was
+// decided (else at the step's end), how, by whom and through what.
+trace::SpanEvent GateEnded(const pipeline::GateVerdict& v, int64_t end_ns) {
+  using How = pipeline::GateVerdict::How;
+  std::vector<trace::Attribute> attributes = {
+      {"steps.gate.how",
+       std::string(v.how == How::kDecided
+                       ? pipeline::GateDecisionName(v.decision)
+                   : v.how == How::kExpired ? "expired"
+                   : v.how == How::kCut     ? "cut"
+                                            : "aborted")}};
+  if (!v.by.empty()) attributes.push_back({"steps.gate.by", v.by});
+  if (!v.via.empty()) attributes.push_back({"steps.gate.via", v.via});
+  const int64_t at = v.at == WallTime{} ? end_ns : std::min(Ns(v.at), end_ns);
+  return {"gate.ended", at, std::move(attributes)};
 }
 
 // Failed, errored or aborted: the span's status says so with the error.
@@ -87,6 +105,8 @@ void RunSpans::OnStepEnd(const pipeline::StepRecord& step) {
       events_.erase(it);
     }
   }
+  if (step.gate)
+    events.push_back(GateEnded(*step.gate, EndNs(step.started, step.duration)));
   const trace::TraceId& t = run_.trace_id;
   const trace::SpanId step_id = pipeline::StepSpanId(t, run_id_, step.ref.id);
   trace::Span span =

@@ -134,6 +134,22 @@ TEST(SpendingTest, UsdFromPriceElseReportedCost) {
   EXPECT_DOUBLE_EQ(AnswerUsd(usage, std::nullopt), 0.0);
 }
 
+// price: > the provider's reported cost > the prices table > nothing.
+TEST(SpendingTest, ThePricesTableComesLast) {
+  Usage usage;
+  usage.prompt_tokens = 1000;
+  usage.completion_tokens = 500;
+  const SourcePrice listed{1.0, 4.0};
+  EXPECT_DOUBLE_EQ(AnswerUsd(usage, std::nullopt, listed),
+                   (1000 * 1.0 + 500 * 4.0) / 1e6);
+  EXPECT_DOUBLE_EQ(AnswerUsd(usage, SourcePrice{2.0, 10.0}, listed),
+                   (1000 * 2.0 + 500 * 10.0) / 1e6);
+  usage.cost_usd = 0.0;  // Reported as free: free, whatever the table says.
+  EXPECT_DOUBLE_EQ(AnswerUsd(usage, std::nullopt, listed), 0.0);
+  usage.cost_usd = 0.25;
+  EXPECT_DOUBLE_EQ(AnswerUsd(usage, std::nullopt, listed), 0.25);
+}
+
 TEST(ContextFilesTest, WholeWhenUnbounded) {
   TempDir dir;
   dir.Write("a.txt", "alpha");

@@ -460,6 +460,106 @@ TEST_F(TraceCliTest, WithoutACollectorTasksKeepTheTraceparentTheyWereGiven) {
       << r.out;
 }
 
+// A parent that is not sampled: nothing of the run is exported (the
+// parent's sampling is followed), and tasks still get the trace, flagged 00.
+TEST_F(TraceCliTest, AParentNotSampledIsFollowed) {
+  TempDir dir;
+  dir.Write("p.yaml", kPipeline);
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                "00f067aa0ba902b7-00 STEPS_TRACE_END_GRACE=10s";
+  opts.kill_after = std::chrono::seconds(60);
+  CliResult r = RunSteps(dir.path(), "run p.yaml --plain", opts);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+            std::string::npos)
+      << r.out;
+  const size_t at = r.out.find("traceparent=00-");
+  ASSERT_NE(at, std::string::npos);
+  // "traceparent=" + 55 characters: the flags are its last two.
+  EXPECT_EQ(r.out.substr(at + 12 + 53, 2), "00") << r.out;
+  EXPECT_EQ(r.out.find("00f067aa0ba902b7"), std::string::npos)
+      << "the task's parent is its attempt's span\n"
+      << r.out;
+  EXPECT_TRUE(Spans(out).empty());
+}
+
+// TRACESTATE goes with the trace it came with: tasks get it when the run
+// joined TRACEPARENT's trace, not when the run started one of its own.
+TEST_F(TraceCliTest, TraceStateGoesOnlyWithTheTraceItBelongsTo) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - task: t\n    run: echo "
+            "\"tracestate=${TRACESTATE:-none}\"\n");
+  StepsOptions opts;
+  opts.kill_after = std::chrono::seconds(60);
+  const std::string base =
+      "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 TRACESTATE=vendor=abc ";
+  opts.prefix = base;
+  CliResult own = RunSteps(dir.path(), "run p.yaml --plain --no-cache", opts);
+  EXPECT_NE(own.out.find("tracestate=none"), std::string::npos) << own.out;
+  opts.prefix = base + "TRACEPARENT=" + kParent;
+  CliResult joined =
+      RunSteps(dir.path(), "run p.yaml --plain --no-cache", opts);
+  EXPECT_NE(joined.out.find("tracestate=vendor=abc"), std::string::npos)
+      << joined.out;
+  // Without a collector nothing of the environment is touched.
+  opts.prefix = "TRACESTATE=vendor=abc";
+  CliResult plain = RunSteps(dir.path(), "run p.yaml --plain --no-cache", opts);
+  EXPECT_NE(plain.out.find("tracestate=vendor=abc"), std::string::npos)
+      << plain.out;
+}
+
+// `steps test` of several files to a collector that fails: said once.
+TEST_F(TraceCliTest, ACollectorFailingIsSaidOncePerProcess) {
+  TempDir dir;
+  const char* file =
+      "jobs:\n- name: j\n  plan:\n  - task: t\n    run: "
+      "echo hi\n";
+  dir.Write("a.yaml", file);
+  dir.Write("b.yaml", file);
+  auto fail = Collector(dir.path() + "/fail.jsonl", "fail");
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " STEPS_TRACE_END_GRACE=10s";
+  opts.kill_after = std::chrono::seconds(60);
+  CliResult r = RunSteps(dir.path(), "test a.yaml b.yaml --repeat 2", opts);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "WRN telemetry.export_failed"), 1) << r.out;
+}
+
+// A gate's end is an event of its step, as the log line gate.ended.
+TEST_F(TraceCliTest, AGatesDecisionIsAnEventOfItsStep) {
+  TempDir dir;
+  dir.Write("p.yaml",
+            "jobs:\n- name: j\n  plan:\n  - gate: ship\n    message: "
+            "Ship it?\nmock:\n  gates: {ship: approve}\n");
+  const std::string out = dir.path() + "/spans.jsonl";
+  auto collector = Collector(out);
+  StepsOptions opts;
+  opts.prefix = "OTEL_EXPORTER_OTLP_ENDPOINT=" + Endpoint() +
+                " STEPS_TRACE_END_GRACE=10s";
+  opts.kill_after = std::chrono::seconds(60);
+  CliResult r = RunSteps(dir.path(), "run p.yaml --mock --plain", opts);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::vector<json> spans = Spans(out);
+  std::vector<std::string> names;
+  json ended;
+  for (const json& s : spans) {
+    for (const json& e : s["events"]) {
+      names.push_back(e["name"]);
+      if (e["name"] == "gate.ended") ended = e;
+    }
+  }
+  ASSERT_FALSE(ended.is_null()) << r.out;
+  EXPECT_EQ(ended["attributes"]["steps.gate.how"], "approve") << ended.dump();
+  EXPECT_EQ(ended["attributes"]["steps.gate.via"], "mock");
+  EXPECT_NE(std::find(names.begin(), names.end(), "gate.waiting"), names.end());
+}
+
 // The collector's credentials (header values, a password in the URL) are
 // masked in everything a run writes, a task's output included.
 TEST_F(TraceCliTest, TheCollectorsCredentialsAreMaskedEverywhere) {
