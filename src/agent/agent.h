@@ -33,6 +33,10 @@ class ProcessLauncher;
 
 namespace steps::agent {
 
+// The most a price may say per million tokens: $1 a token, far above any
+// model's, so that no answer's cost overflows (nor a budget's sum).
+inline constexpr double kMaxPricePerMtok = 1e6;
+
 // Price per million tokens, in USD.
 struct SourcePrice {
   double input_per_mtok = 0;

@@ -368,6 +368,27 @@ class Conversation {
     return true;
   }
 
+  // The prices table's price for `source`, when the answer needs one (no
+  // `price:`, no reported cost); a model the table lacks is said once.
+  std::optional<SourcePrice> ListedPrice(const AgentSource& source,
+                                         const ChatAnswer& answer) {
+    if (setup_.prices == nullptr || source.price || answer.usage.cost_usd ||
+        source.is_cli()) {
+      return std::nullopt;
+    }
+    std::optional<SourcePrice> listed = setup_.prices->Find(source.model);
+    if (!listed && setup_.prices->FirstMiss(source.model)) {
+      Log(LogLevel::kWarn, "agent.unpriced",
+          {{"agent", inv_.agent_name},
+           {"model", source.model},
+           {"why",
+            "the --prices table has no entry for it, and neither the "
+            "source's price: nor the provider gave a cost; its answers count "
+            "$0"}});
+    }
+    return listed;
+  }
+
   bool HandleAnswer(const AgentSource& source, ChatAnswer& answer) {
     AgentTurnRecord record;
     record.turn = ++result_.turns;
@@ -376,9 +397,8 @@ class Conversation {
     record.source = SourceLabel(source);
     record.prompt_tokens = answer.usage.prompt_tokens;
     record.completion_tokens = answer.usage.completion_tokens;
-    record.usd = AnswerUsd(
-        answer.usage, source.price,
-        setup_.prices ? setup_.prices->Find(source.model) : std::nullopt);
+    record.usd =
+        AnswerUsd(answer.usage, source.price, ListedPrice(source, answer));
     record.text = CutText(answer.text, kRecordTextBytes);
     result_.prompt_tokens += record.prompt_tokens;
     result_.completion_tokens += record.completion_tokens;

@@ -23,9 +23,10 @@ Result<std::optional<double>> PerMillion(const json& entry, const char* key,
                            "; it is a number of USD per token (0.0000025)");
   }
   const double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0) {
+  if (!std::isfinite(v) || v < 0 || v * 1e6 > kMaxPricePerMtok) {
     return InvalidArgument(where + ": " + key + " is " + it->dump() +
-                           "; a cost is a number of USD >= 0");
+                           "; a cost is a number of USD per token from 0 "
+                           "to 1");
   }
   return std::optional<double>(v * 1e6);
 }
@@ -37,7 +38,8 @@ Result<PriceTable> PriceTable::Parse(std::string_view text,
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return InvalidArgument(origin +
-                           ": not JSON (a prices table in LiteLLM's format: "
+                           ": not JSON, or a number out of range (a prices "
+                           "table in LiteLLM's format: "
                            "{\"MODEL\": {\"input_cost_per_token\": ..., "
                            "\"output_cost_per_token\": ...}})");
   }
@@ -50,8 +52,17 @@ Result<PriceTable> PriceTable::Parse(std::string_view text,
   PriceTable table;
   for (const auto& [name, entry] : doc.items()) {
     // LiteLLM's own example entry, with descriptions for values.
-    if (name == "sample_spec" || !entry.is_object()) continue;
-    const std::string where = origin + ": " + name;
+    // Keys are shown as JSON strings: a control byte in one is escaped.
+    const std::string where =
+        origin + ": " +
+        json(name).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (name == "sample_spec") continue;
+    if (!entry.is_object()) {
+      return InvalidArgument(where + " is " + std::string(entry.type_name()) +
+                             "; an entry is an object such as "
+                             "{\"input_cost_per_token\": 2.5e-06, "
+                             "\"output_cost_per_token\": 1e-05}");
+    }
     Result<std::optional<double>> in = PerMillion(entry, kInput, where);
     if (!in.ok()) return in.status();
     Result<std::optional<double>> out = PerMillion(entry, kOutput, where);
@@ -60,6 +71,11 @@ Result<PriceTable> PriceTable::Parse(std::string_view text,
     table.prices_[name] = SourcePrice{in->value_or(0), out->value_or(0)};
   }
   return table;
+}
+
+bool PriceTable::FirstMiss(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(missed_->mu);
+  return missed_->models.insert(model).second;
 }
 
 std::optional<SourcePrice> PriceTable::Find(const std::string& model) const {

@@ -12,7 +12,10 @@
 #define STEPS_AGENT_PRICES_H_
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -38,8 +41,17 @@ class PriceTable {
 
   size_t size() const { return prices_.size(); }
 
+  // True the first time it is asked of `model` (a model the table does not
+  // price, said once per run). Thread-safe.
+  bool FirstMiss(const std::string& model) const;
+
  private:
   std::map<std::string, SourcePrice, std::less<>> prices_;
+  struct Misses {
+    std::mutex mu;
+    std::set<std::string> models;
+  };
+  std::unique_ptr<Misses> missed_ = std::make_unique<Misses>();
 };
 
 }  // namespace steps::agent

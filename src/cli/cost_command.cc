@@ -1,5 +1,6 @@
 // `steps cost [--since DATE] [--by agent|model|job|run] [--json]`: what the
 // recorded runs' agents spent, summed (store/cost.h).
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -18,7 +19,9 @@ namespace {
 struct CostOptions {
   std::string state_dir = ".steps";
   std::string since;
+  bool since_given = false;  // --since "" is refused, not taken as none.
   std::string by;
+  bool by_given = false;
   bool json = false;
 };
 
@@ -65,7 +68,14 @@ std::optional<int64_t> ParseUtcDate(const std::string& text) {
 
 // --since: a date (UTC) or how long ago ("7d", "12h", "30m").
 Result<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
-  if (std::optional<int64_t> at = ParseUtcDate(text)) return *at;
+  const Status bad = InvalidArgument(
+      "--since " + text +
+      ": a date (2026-12-01, 2026-12-01T09:30:00Z, UTC) or how long ago "
+      "(7d, 12h, 1d12h)");
+  if (text.empty()) return bad;
+  if (std::optional<int64_t> at = ParseUtcDate(text)) {
+    return std::max<int64_t>(0, *at);
+  }
   std::string duration = text;
   int64_t days = 0;
   if (size_t d = text.find('d'); d != std::string::npos && d > 0) {
@@ -79,20 +89,16 @@ Result<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
   Millis ago{days * 86400000};
   if (!duration.empty()) {
     Result<Millis> rest = ParseDuration(duration);
-    if (!rest.ok() || rest->count() < 0) {
-      return InvalidArgument(
-          "--since " + text +
-          ": a date (2026-12-01, 2026-12-01T09:30:00Z, UTC) or how long ago "
-          "(7d, 12h, 1d12h)");
-    }
+    if (!rest.ok() || rest->count() < 0) return bad;
     ago += *rest;
   }
-  return now_ms - ago.count();
+  // Before 1970 nothing was recorded: from then on is every run.
+  return std::max<int64_t>(0, now_ms - ago.count());
 }
 
 int RunCost(const CostOptions& opts) {
   store::CostBy by = store::CostBy::kTotal;
-  if (!opts.by.empty()) {
+  if (opts.by_given) {
     std::optional<store::CostBy> parsed = store::ParseCostBy(opts.by);
     if (!parsed) {
       std::cerr << "steps cost: --by " << opts.by
@@ -102,7 +108,7 @@ int RunCost(const CostOptions& opts) {
     by = *parsed;
   }
   std::optional<int64_t> since;
-  if (!opts.since.empty()) {
+  if (opts.since_given) {
     const int64_t now_ms = std::chrono::duration_cast<Millis>(
                                RealClock().WallNow().time_since_epoch())
                                .count();
@@ -144,17 +150,20 @@ Command CostCommand() {
                    "Only runs started at or after this: a date "
                    "(2026-12-01, 2026-12-01T09:30:00Z; UTC) or how long "
                    "ago (7d, 12h)")
-                ->type_name("DATE");
+                ->type_name("DATE")
+                ->each(
+                    [opts](const std::string&) { opts->since_given = true; });
             app.add_option("--by", opts->by,
                            "One line per agent entry, model, job or run, most "
                            "expensive first; default: the total only")
-                ->type_name("agent|model|job|run");
+                ->type_name("agent|model|job|run")
+                ->each([opts](const std::string&) { opts->by_given = true; });
             app.add_option("--state-dir", opts->state_dir,
                            "Where runs are recorded (STATE_DIR/steps.db)")
                 ->envname("STEPS_STATE_DIR")
                 ->capture_default_str();
             app.add_flag("--json", opts->json,
-                         "Print the sums as JSON (docs/json.md)");
+                         "Print the sums as JSON (docs/observability.md)");
             app.footer(
                 "A turn costs what its source's price: says, else what the "
                 "provider reported,\n"

@@ -88,8 +88,10 @@ RunRecord Executor::Impl::Run(const std::vector<std::string>& jobs) {
   RunRecord run;
   run.id = opts.run_id;
   run.file = opts.file;
-  run.started = opts.resume ? opts.resume->run_started : opts.clock->WallNow();
+  // Before the clocks are read: the user lookup may take a while, and the
+  // start read on the wall clock is the one measured on the steady one.
   run.taken_by = TakenBy(opts.via);
+  run.started = opts.resume ? opts.resume->run_started : opts.clock->WallNow();
   SteadyTime start = opts.clock->Now();
   observer().OnRunStart(run);
   for (const Job& job : plan.pipeline().jobs) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "agent/agent.h"
 #include "core/yaml_limits.h"
 #include "pipeline/job_assert.h"
 #include "pipeline/loader_internal.h"
@@ -45,6 +46,13 @@ std::optional<Price> ReadPrice(const YAML::Node& price, const std::string& key,
     d.Error(LineOf(price), "'" + key +
                                ".price' needs both 'input' and 'output' "
                                "(USD per million tokens)");
+  }
+  for (auto [v, side] : {std::pair{in, "input"}, std::pair{out, "output"}}) {
+    if (v && *v > agent::kMaxPricePerMtok) {
+      d.Error(LineOf(price), "'" + key + ".price." + side +
+                                 "' is USD per million tokens: at most " +
+                                 "1000000 ($1 a token)");
+    }
   }
   if (in) p.input_per_mtok = *in;
   if (out) p.output_per_mtok = *out;

@@ -82,10 +82,19 @@ TEST(PriceTableTest, RefusesWhatIsNotAPricesTable) {
       {"{\"gpt-4o\": ", "prices.json: not JSON"},
       {"[1, 2]", "one JSON object of models, not array"},
       {"{\"m\": {\"input_cost_per_token\": \"0.1\"}}",
-       "prices.json: m: input_cost_per_token is string"},
+       "prices.json: \"m\": input_cost_per_token is string"},
       {"{\"m\": {\"output_cost_per_token\": -1e-06}}",
-       "prices.json: m: output_cost_per_token is -1e-06; a cost is a number "
-       "of USD >= 0"},
+       "prices.json: \"m\": output_cost_per_token is -1e-06; a cost is a "
+       "number of USD per token from 0 to 1"},
+      // Finite, but priced so that an answer's cost would overflow.
+      {"{\"m\": {\"input_cost_per_token\": 1.7e308}}",
+       "input_cost_per_token is 1.7e+308"},
+      {"{\"m\": {\"input_cost_per_token\": 1.5}}",
+       "input_cost_per_token is 1.5"},
+      {"{\"gpt-4o\": 5}", "prices.json: \"gpt-4o\" is number; an entry is"},
+      {"{\"gpt-4o\": null}", "\"gpt-4o\" is null"},
+      // A control byte in a key is shown escaped.
+      {"{\"a\\u001b[31mb\": 1}", "prices.json: \"a\\u001b[31mb\" is number"},
       {"{\"m\": {\"input_cost_per_token\": true}}",
        "input_cost_per_token is boolean"},
       {"{\"m\": {\"input_cost_per_token\": 1e999}}", "prices.json: not JSON"},
@@ -103,11 +112,15 @@ TEST(PriceTableTest, AnEmptyTableAndNullCostsPriceNothing) {
   Result<PriceTable> t = PriceTable::Parse("{}", "p");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->size(), 0u);
-  t = PriceTable::Parse("{\"m\": {\"input_cost_per_token\": null}, \"n\": 3}",
+  t = PriceTable::Parse("{\"m\": {\"input_cost_per_token\": null}, \"n\": {}}",
                         "p");
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->size(), 0u);
   EXPECT_FALSE(t->Find("x/m").has_value());
+  // $1 a token is the most a table may say.
+  t = PriceTable::Parse("{\"m\": {\"output_cost_per_token\": 1}}", "p");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_DOUBLE_EQ(t->Find("m")->output_per_mtok, kMaxPricePerMtok);
 }
 
 }  // namespace

@@ -144,6 +144,24 @@ TEST_F(CostCliTest, EachAnswerIsPricedByItsSourceThenItsProviderThenTheTable) {
   EXPECT_NE(list.out.find("TOKENS        COST"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("3311     $0.5055  a.yaml"), std::string::npos)
       << list.out;
+  // Nothing was said of a.yaml's models: each was priced.
+  EXPECT_EQ(Steps("run a.yaml --mock --plain --no-cache --prices prices.json")
+                .out.find("agent.unpriced"),
+            std::string::npos);
+  // A model the table lacks is said, once however many answers it gives.
+  dir_.Write("c.yaml",
+             "agents:\n- name: scout\n  source: { model: "
+             "openai/unlisted-model }\njobs:\n- name: other\n  plan:\n"
+             "  - agent: scout\n    messages: [look]\n"
+             "  - agent: scout\n    name: again\n    messages: [look]\n"
+             "mock:\n  scout:\n  - say: seen\n  - say: again\n");
+  CliResult other = Steps(
+      "run c.yaml --mock --plain --prices prices.json; "
+      "\"$STEPS\" run c.yaml --mock --plain --no-cache");
+  const std::string said =
+      "WRN agent.unpriced agent=scout model=openai/unlisted-model";
+  EXPECT_NE(other.out.find(said), std::string::npos) << other.out;
+  EXPECT_EQ(other.out.find(said), other.out.rfind(said)) << other.out;
 }
 
 TEST_F(CostCliTest, CostSumsRecordedRunsByModelAgentJobAndRun) {
@@ -215,10 +233,17 @@ TEST_F(CostCliTest, SinceCountsRunsStartedFromADateOrSoLongAgo) {
   EXPECT_EQ(later["total"]["usd"], 0.0);
   for (const char* bad :
        {"--since yesterday", "--since 2026-02-30", "--since 2026-12-01T25:00",
-        "--since -1h", "--since 7d3", "--by step", "--by"}) {
+        "--since -1h", "--since 7d3", "--since ''", "--by step", "--by",
+        "--by ''"}) {
     CliResult r = Steps(std::string("cost ") + bad);
     EXPECT_EQ(r.exit_code, 64) << bad << "\n" << r.out;
   }
+  // Before 1970 is every run, said as 1970.
+  const json all = Json("cost --since 99999999h --json");
+  EXPECT_EQ(all["since"], "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(all["total"]["turns"], 7);
+  EXPECT_EQ(Json("cost --since 1900-01-01 --json")["since"],
+            "1970-01-01T00:00:00.000Z");
   CliResult r = Steps("cost --since 7x");
   EXPECT_NE(r.out.find("a date (2026-12-01"), std::string::npos) << r.out;
 }
@@ -227,8 +252,8 @@ TEST_F(CostCliTest, ABadPricesFileIsRefusedBeforeAnythingRuns) {
   dir_.Write("bad.json", "{\"gpt-4o\": {\"input_cost_per_token\": \"cheap\"}}");
   CliResult r = Steps("run a.yaml --mock --plain --prices bad.json");
   EXPECT_EQ(r.exit_code, 64) << r.out;
-  EXPECT_NE(r.out.find("--prices bad.json: gpt-4o: input_cost_per_token is "
-                       "string"),
+  EXPECT_NE(r.out.find("--prices bad.json: \"gpt-4o\": input_cost_per_token "
+                       "is string"),
             std::string::npos)
       << r.out;
   r = Steps("run a.yaml --mock --plain", "STEPS_PRICES=missing.json");

@@ -758,5 +758,26 @@ TEST(LoaderTest, SeveralDocumentsAreRefused) {
              "more than one YAML document");
 }
 
+// A price is USD per million tokens: up to $1 a token, so that no
+// answer's cost overflows; 1000000 itself is allowed.
+TEST(LoaderTest, APriceAboveADollarATokenIsRefused) {
+  const char* text = R"(agents:
+- name: a
+  source: { model: openai/m, price: { input: 1000000, output: 1.7e308 } }
+jobs:
+- name: j
+  plan:
+  - agent: a
+    messages: [go]
+)";
+  LoadResult r = LoadPipelineText(text, "t.yaml");
+  EXPECT_FALSE(r.pipeline);
+  const Diagnostic* d = Find(r.diagnostics, "'source.price.output' is USD");
+  ASSERT_NE(d, nullptr) << r.diagnostics.FormatAll();
+  EXPECT_EQ(d->line, 3);
+  EXPECT_EQ(Find(r.diagnostics, "'source.price.input'"), nullptr)
+      << r.diagnostics.FormatAll();
+}
+
 }  // namespace
 }  // namespace steps::pipeline
