@@ -51,12 +51,6 @@ const char* ByName(CostBy by) {
   return "total";
 }
 
-std::string Usd(double usd) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "$%.4f", usd);
-  return buf;
-}
-
 nlohmann::json GroupJson(const CostGroup& g) {
   return {{"key", g.key},
           {"runs", g.runs},
@@ -165,7 +159,7 @@ std::string FormatCost(const CostReport& report) {
   auto group = [&](const CostGroup& g, const std::string& key) {
     row(key, std::to_string(g.runs), std::to_string(g.turns),
         std::to_string(g.prompt_tokens), std::to_string(g.completion_tokens),
-        Usd(g.usd));
+        FormatUsd(g.usd));
   };
   if (report.by == CostBy::kTotal) {
     row("", "RUNS", "TURNS", "PROMPT", "COMPLETION", "COST");

@@ -15,44 +15,14 @@ std::string Ms(const std::optional<int64_t>& ms) {
 
 std::string ShortHash(const std::string& hex) { return hex.substr(0, 8); }
 
-std::string Usd(double usd) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "$%.4f", usd);
-  return buf;
-}
-
-// What something spent: "1234 tokens (1000 prompt, 234 completion), $0.0123".
-struct Spent {
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  double usd = 0;
-
-  void Add(const Spent& o) {
-    prompt_tokens += o.prompt_tokens;
-    completion_tokens += o.completion_tokens;
-    usd += o.usd;
-  }
-  bool any() const { return prompt_tokens + completion_tokens > 0 || usd > 0; }
-  std::string Text() const;
-};
-
-std::string Spent::Text() const {
-  return std::to_string(prompt_tokens + completion_tokens) + " tokens (" +
-         std::to_string(prompt_tokens) + " prompt, " +
-         std::to_string(completion_tokens) + " completion), " + Usd(usd);
-}
-
-// A step's spend: its totals once it ended, else its turns so far. A
-// cached step spent nothing in this run.
-Spent StepSpent(const StoredStep& s) {
-  Spent spent;
-  if (s.cached) return spent;
-  if (s.agent) {
-    return {s.agent->prompt_tokens, s.agent->completion_tokens, s.agent->usd};
-  }
-  for (const StoredTurn& t : s.turns)
-    spent.Add({t.prompt_tokens, t.completion_tokens, t.usd});
-  return spent;
+// "Spent: 1234 tokens (1000 prompt, 234 completion), $0.0123\n"; empty when
+// nothing was.
+std::string SpentLine(const StoredSpend& s) {
+  if (s.prompt_tokens + s.completion_tokens == 0 && s.usd <= 0) return "";
+  return "Spent: " + std::to_string(s.prompt_tokens + s.completion_tokens) +
+         " tokens (" + std::to_string(s.prompt_tokens) + " prompt, " +
+         std::to_string(s.completion_tokens) + " completion), " +
+         FormatUsd(s.usd) + "\n";
 }
 
 std::string Join(const std::vector<std::string>& items, const char* sep) {
@@ -89,7 +59,7 @@ void FormatAgent(std::ostringstream& out, const StoredStep& s) {
         << (a.provider_requests == 1 ? " request, " : " requests, ")
         << a.prompt_tokens + a.completion_tokens << " tokens ("
         << a.prompt_tokens << " prompt, " << a.completion_tokens
-        << " completion), " << Usd(a.usd) << "\n";
+        << " completion), " << FormatUsd(a.usd) << "\n";
     if (a.retries || a.retries_denied || a.rate_wait_ms) {
       out << "       Provider: " << a.retries
           << (a.retries == 1 ? " retry, " : " retries, ") << a.retries_denied
@@ -183,6 +153,12 @@ void FormatStep(std::ostringstream& out, const StoredStep& s, int number) {
 
 }  // namespace
 
+std::string FormatUsd(double usd) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "$%.4f", usd);
+  return buf;
+}
+
 std::string FormatTimestamp(int64_t epoch_ms) {
   std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
   std::tm tm{};
@@ -206,19 +182,19 @@ std::string FormatRun(const StoredRun& run) {
         << "), resumed " << FormatTimestamp(i.resumed_ms) << " by "
         << i.taken_by << "\n";
   }
-  Spent run_spent;
+  std::vector<StoredSpend> job_spends;
+  StoredSpend run_spend;
   for (const StoredJob& job : run.jobs) {
-    Spent job_spent;
-    for (const StoredStep& s : job.steps) job_spent.Add(StepSpent(s));
-    run_spent.Add(job_spent);
+    StoredSpend& spend = job_spends.emplace_back();
+    for (const StoredStep& s : job.steps) spend.Add(StepSpend(s));
+    run_spend.Add(spend);
   }
-  if (run_spent.any()) out << "Spent: " << run_spent.Text() << "\n";
-  for (const StoredJob& job : run.jobs) {
+  out << SpentLine(run_spend);
+  for (size_t j = 0; j < run.jobs.size(); ++j) {
+    const StoredJob& job = run.jobs[j];
     out << "\nJob " << job.name << "  " << job.status << "  "
         << Ms(job.duration_ms) << "\n";
-    Spent job_spent;
-    for (const StoredStep& s : job.steps) job_spent.Add(StepSpent(s));
-    if (job_spent.any()) out << "Spent: " << job_spent.Text() << "\n";
+    out << SpentLine(job_spends[j]);
     int number = 0;
     for (const StoredStep& s : job.steps) FormatStep(out, s, ++number);
     // The job's own error, unless it is its last step's, already shown.
@@ -245,7 +221,7 @@ std::string FormatRunList(const std::vector<StoredRun>& runs) {
                   r.status.c_str(), FormatTimestamp(r.started_ms).c_str(),
                   Ms(r.duration_ms).c_str(),
                   static_cast<long long>(r.prompt_tokens + r.completion_tokens),
-                  Usd(r.usd).c_str(), r.file.c_str());
+                  FormatUsd(r.usd).c_str(), r.file.c_str());
     out << line;
   }
   return out.str();

@@ -19,6 +19,9 @@ std::string FormatRun(const StoredRun& run);
 // One line per run, newest first, under a header line.
 std::string FormatRunList(const std::vector<StoredRun>& runs);
 
+// "$0.0123": dollars to the hundredth of a cent.
+std::string FormatUsd(double usd);
+
 // "2026-11-30T06:30:00.123Z".
 std::string FormatTimestamp(int64_t epoch_ms);
 

@@ -439,4 +439,15 @@ Result<StoredRun> LoadRun(Store& store, const std::string& id) {
   return run;
 }
 
+StoredSpend StepSpend(const StoredStep& s) {
+  StoredSpend spend;
+  if (s.cached) return spend;
+  if (s.agent) {
+    return {s.agent->prompt_tokens, s.agent->completion_tokens, s.agent->usd};
+  }
+  for (const StoredTurn& t : s.turns)
+    spend.Add({t.prompt_tokens, t.completion_tokens, t.usd});
+  return spend;
+}
+
 }  // namespace steps::store

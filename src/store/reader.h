@@ -100,6 +100,23 @@ struct StoredStep {
   std::optional<GateRow> gate;  // A gate step's, once it opened.
 };
 
+// What something spent: tokens and dollars, added up from its parts.
+struct StoredSpend {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double usd = 0;
+
+  void Add(const StoredSpend& o) {
+    prompt_tokens += o.prompt_tokens;
+    completion_tokens += o.completion_tokens;
+    usd += o.usd;
+  }
+};
+
+// A step's spend: its totals once it ended, else its turns so far (as the
+// run's sum in the store reads it). A cached step spent nothing.
+StoredSpend StepSpend(const StoredStep& s);
+
 struct StoredJob {
   std::string name;
   std::string status;

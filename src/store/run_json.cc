@@ -24,36 +24,11 @@ json TextOrNull(const std::string& s) {
   return s.empty() ? json(nullptr) : json(s);
 }
 
-// What something spent: tokens and dollars, added up from its parts.
-struct Spend {
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  double usd = 0;
-
-  void Add(const Spend& o) {
-    prompt_tokens += o.prompt_tokens;
-    completion_tokens += o.completion_tokens;
-    usd += o.usd;
-  }
-  void Into(json& j) const {
-    j["prompt_tokens"] = prompt_tokens;
-    j["completion_tokens"] = completion_tokens;
-    j["usd"] = usd;
-  }
-};
-
-// A step's spend: its totals once it ended, else its turns so far (as the
-// run's sum in the store reads it). A cached step spent nothing.
-Spend StepSpend(const StoredStep& s) {
-  Spend spend;
-  if (s.cached) return spend;
-  if (s.agent) {
-    return {s.agent->prompt_tokens, s.agent->completion_tokens, s.agent->usd};
-  }
-  for (const StoredTurn& t : s.turns) {
-    spend.Add({t.prompt_tokens, t.completion_tokens, t.usd});
-  }
-  return spend;
+// `spend`'s keys into `j`.
+void SpendInto(const StoredSpend& spend, json& j) {
+  j["prompt_tokens"] = spend.prompt_tokens;
+  j["completion_tokens"] = spend.completion_tokens;
+  j["usd"] = spend.usd;
 }
 
 // Arguments as JSON when they are whole, valid JSON; else the raw text.
@@ -86,7 +61,7 @@ json TurnJson(const StoredTurn& t) {
   json j = {{"turn", t.turn},     {"at", OptionalTime(t.at_ms)},
             {"source", t.source}, {"provider_requests", t.provider_requests},
             {"text", t.text},     {"tool_calls", calls}};
-  Spend{t.prompt_tokens, t.completion_tokens, t.usd}.Into(j);
+  SpendInto({t.prompt_tokens, t.completion_tokens, t.usd}, j);
   return j;
 }
 
@@ -182,7 +157,7 @@ json StepJson(const StoredStep& s, int number) {
             {"gate", GateJson(s)},
             {"turns", turns},
             {"attempts", attempts}};
-  StepSpend(s).Into(j);
+  SpendInto(StepSpend(s), j);
   return j;
 }
 
@@ -215,7 +190,7 @@ std::vector<std::string> Execution(const StoredJob& job) {
 
 json JobJson(const StoredJob& job, const StoredRun& run) {
   json steps = json::array();
-  Spend spend;
+  StoredSpend spend;
   int number = 0;
   for (const StoredStep& s : job.steps) {
     steps.push_back(StepJson(s, ++number));
@@ -239,7 +214,7 @@ json JobJson(const StoredJob& job, const StoredRun& run) {
             {"plan", plan},
             {"plan_truncated", plan_truncated},
             {"steps", steps}};
-  spend.Into(j);
+  SpendInto(spend, j);
   return j;
 }
 
@@ -256,7 +231,7 @@ json WaitingJobJson(const PlannedJob& p, const StoredRun& run) {
             {"plan", PlanJson(p)},
             {"plan_truncated", p.truncated},
             {"steps", json::array()}};
-  Spend{}.Into(j);
+  SpendInto({}, j);
   return j;
 }
 
@@ -272,7 +247,7 @@ json RunSummaryToJson(const StoredRun& r) {
             {"taken_by", r.taken_by},
             {"host", r.host},
             {"pid", r.pid}};
-  Spend{r.prompt_tokens, r.completion_tokens, r.usd}.Into(j);
+  SpendInto({r.prompt_tokens, r.completion_tokens, r.usd}, j);
   return j;
 }
 
