@@ -11,6 +11,7 @@
 #include "agent/prices.h"
 #include "cli/exit_codes.h"
 #include "core/status.h"
+#include "pipeline/resolve.h"
 
 namespace steps::store {
 struct ResumePoint;
@@ -94,7 +95,8 @@ struct ExplainReport {
   int exit_code = kExitOk;
 };
 ExplainReport ExplainFile(const std::string& file,
-                          const std::vector<std::string>& jobs);
+                          const std::vector<std::string>& jobs,
+                          const pipeline::PlanOptions& plan_options = {});
 
 // What `steps resume` and `steps run --resume-if-interrupted` share.
 struct ResumeOptions {
@@ -105,6 +107,7 @@ struct ResumeOptions {
   std::string prices;  // --prices FILE (STEPS_PRICES); empty: none.
   // Read from it before the run is looked for (LoadPrices); null: none.
   std::shared_ptr<const agent::PriceTable> price_table;
+  std::string runner;  // --runner (STEPS_RUNNER); empty: as the file says.
 };
 
 // The run `run` of the store under `state_dir` (empty: the newest

@@ -5,13 +5,15 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/runner_option.h"
 #include "pipeline/explain.h"
 #include "pipeline/loader.h"
 
 namespace steps::cli {
 
 ExplainReport ExplainFile(const std::string& file,
-                          const std::vector<std::string>& jobs) {
+                          const std::vector<std::string>& jobs,
+                          const pipeline::PlanOptions& plan_options) {
   ExplainReport report;
   pipeline::LoadResult r = pipeline::LoadPipelineFile(file);
   report.diagnostics = r.diagnostics.FormatAll();
@@ -26,7 +28,7 @@ ExplainReport ExplainFile(const std::string& file,
       return report;
     }
   }
-  pipeline::ResolvedPlan plan(r.pipeline);
+  pipeline::ResolvedPlan plan(r.pipeline, plan_options);
   report.text = pipeline::Explain(plan, jobs);
   report.exit_code = kExitOk;
   return report;
@@ -37,10 +39,12 @@ namespace {
 struct ExplainOptions {
   std::string file;
   std::vector<std::string> jobs;
+  std::string runner;
 };
 
 int RunExplain(const ExplainOptions& opts) {
-  ExplainReport report = ExplainFile(opts.file, opts.jobs);
+  ExplainReport report =
+      ExplainFile(opts.file, opts.jobs, PlanOptionsFor(opts.runner));
   std::cerr << report.diagnostics;
   if (!report.error.empty())
     std::cerr << "steps explain: " << report.error << "\n";
@@ -59,6 +63,7 @@ Command ExplainCommand() {
         auto opts = std::make_shared<ExplainOptions>();
         app.add_option("file", opts->file, "Pipeline file (YAML)")->required();
         app.add_option("--job", opts->jobs, "Only this job (repeatable)");
+        AddRunnerOption(app, opts->runner);
         app.footer(
             "For each step: timeout, attempts, max_turns, max_context_bytes, "
             "llm_timeout,\n"

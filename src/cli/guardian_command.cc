@@ -10,7 +10,9 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "process/guardian.h"
+#include "process/slurm_launcher.h"
 #include "store/process_groups.h"
+#include "store/slurm_jobs.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -70,6 +72,25 @@ int RunGuardianCommand(int argc, char** argv) {
              {{"run", run_id},
               {"groups", end.groups_killed},
               {"escaped", end.escaped_killed}});
+  }
+  // Its Slurm jobs (docs/slurm.md): cancelled, so that none runs on.
+  if (db) {
+    std::vector<store::RecordedSlurmJob> jobs;
+    if (auto queued = store::QueuedSlurmJobs(*db); queued.ok()) {
+      for (store::RecordedSlurmJob& j : *queued) {
+        if (j.run_id == run_id) jobs.push_back(std::move(j));
+      }
+    }
+    std::vector<std::string> ids;
+    for (const store::RecordedSlurmJob& j : jobs) ids.push_back(j.job_id);
+    CancelSlurmJobs(ids);
+    for (const store::RecordedSlurmJob& j : jobs)
+      (void)store::MarkSlurmJob(*db, j, "cancelled");
+    if (!ids.empty()) {
+      LogEvent(
+          LogLevel::kWarn, "run.orphans_cancelled",
+          {{"run", run_id}, {"slurm_jobs", static_cast<int64_t>(ids.size())}});
+    }
   }
   // The run is over and nothing of it runs: its lock (descriptor 3) goes
   // when we exit. The lock file stays, free: it says the run died, also to

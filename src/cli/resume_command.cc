@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/prices_file.h"
 #include "cli/run_support.h"
+#include "cli/runner_option.h"
 #include "cli/terminal_printer.h"
 #include "core/clock.h"
 #include "core/duration.h"
@@ -109,7 +110,7 @@ int ResumeRun(const ResumeOptions& opts, const store::ResumePoint& point) {
   pipeline::LoadResult r = pipeline::LoadPipelineFile(point.file);
   std::cerr << r.diagnostics.FormatAll();
   if (!r.pipeline) return kExitRefused;
-  pipeline::ResolvedPlan plan(r.pipeline);
+  pipeline::ResolvedPlan plan(r.pipeline, PlanOptionsFor(opts.runner));
   std::cerr << "steps resume: run " << point.run_id << " (" << point.status
             << "): " << point.state.finished.size()
             << (point.state.finished.size() == 1 ? " step" : " steps")
@@ -179,6 +180,7 @@ Command ResumeCommand() {
                      "Serve every agent source from the file's mock: block, "
                      "in-process (as `steps run --mock`)");
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        AddRunnerOption(app, opts->runner);
         app.add_option("--prices", opts->prices, kPricesHelp)
             ->envname("STEPS_PRICES")
             ->type_name("FILE");

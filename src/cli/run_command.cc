@@ -13,6 +13,7 @@
 #include "cli/prices_file.h"
 #include "cli/run_support.h"
 #include "cli/run_ui.h"
+#include "cli/runner_option.h"
 #include "cli/terminal_printer.h"
 #include "pipeline/loader.h"
 #include "pipeline/source_check.h"
@@ -46,6 +47,7 @@ struct RunOptions {
   // of the same file instead of starting a new one.
   bool resume_if_interrupted = false;
   std::string prices;  // --prices FILE (STEPS_PRICES); empty: none.
+  std::string runner;  // --runner (STEPS_RUNNER); empty: as the file says.
 };
 
 // --resume-if-interrupted: the exit code of resuming the newest interrupted
@@ -69,6 +71,7 @@ std::optional<int> ResumeIfInterrupted(
   resume.state_dir = opts.state_dir;
   resume.mock = opts.mock;
   resume.plain = opts.plain;
+  resume.runner = opts.runner;
   resume.price_table = prices;
   return ResumeRun(resume, *point);
 }
@@ -249,7 +252,7 @@ int RunRun(const RunOptions& opts) {
     std::cerr << "steps run: " << why << "\n";
     return kExitUsage;
   }
-  pipeline::ResolvedPlan plan(r.pipeline);
+  pipeline::ResolvedPlan plan(r.pipeline, PlanOptionsFor(opts.runner));
   if (!opts.mock && !SourcesServable(opts, plan, r.diagnostics))
     return kExitRefused;
   RunSetup setup;
@@ -323,6 +326,7 @@ Command RunCommand() {
             ->envname("STEPS_STATE_DIR")
             ->capture_default_str();
         app.add_flag("--plain", opts->plain, "Plain lines even on a terminal");
+        AddRunnerOption(app, opts->runner);
         app.add_option("--prices", opts->prices, kPricesHelp)
             ->envname("STEPS_PRICES")
             ->type_name("FILE");

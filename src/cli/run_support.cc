@@ -20,6 +20,7 @@
 #include "process/guardian.h"
 #include "process/local_launcher.h"
 #include "process/recorded_group.h"
+#include "process/slurm_launcher.h"
 #include "process/subreaper.h"
 #include "store/cache.h"
 #include "store/gates.h"
@@ -27,6 +28,7 @@
 #include "store/reader.h"
 #include "store/recorder.h"
 #include "store/run_lock.h"
+#include "store/slurm_jobs.h"
 #include "store/store.h"
 
 namespace steps::cli {
@@ -131,6 +133,7 @@ struct Recording {
   std::unique_ptr<store::RunRecorder> recorder;
   std::unique_ptr<store::StoreStepCache> cache;
   std::unique_ptr<store::ProcessGroupRecorder> groups;
+  std::unique_ptr<store::SlurmJobRecorder> slurm_jobs;
   std::unique_ptr<pipeline::RedactingStepCache> masked_cache;
   std::unique_ptr<store::StoreGateDesk> gates;
   std::unique_ptr<MockGateDesk> mock_gates;  // Over `gates`, under --mock.
@@ -160,6 +163,7 @@ Recording OpenRecording(const pipeline::ResolvedPlan& plan,
     r.recorder->SetResume(setup.resume->status, setup.resume->died_ms);
   if (locked) {
     r.groups = std::make_unique<store::ProcessGroupRecorder>(*r.db, run_id);
+    r.slurm_jobs = std::make_unique<store::SlurmJobRecorder>(*r.db, run_id);
   }
   r.cache = std::make_unique<store::StoreStepCache>(
       *r.db, store::CacheDir(setup.state_dir), run_id, setup.use_cache);
@@ -273,11 +277,22 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   opts.observer = &masked;
   LocalLauncherOptions launcher_options;
   launcher_options.groups = recording.groups.get();
-  LocalProcessLauncher launcher(
-      RealClock(),
-      CurrentEnvironmentWithout(WithheldVariables(pipeline, tracing)),
-      launcher_options);
+  const std::vector<std::string> task_env =
+      CurrentEnvironmentWithout(WithheldVariables(pipeline, tracing));
+  LocalProcessLauncher launcher(RealClock(), task_env, launcher_options);
   opts.launcher = &launcher;
+  // Steps whose runner is slurm: their job files go under the state folder,
+  // which the nodes must see (docs/slurm.md).
+  SlurmLauncherOptions slurm_options;
+  slurm_options.spool_dir =
+      (std::filesystem::absolute(setup.state_dir) / "slurm").string();
+  slurm_options.jobs = recording.slurm_jobs.get();
+  // sbatch, scontrol and scancel are short and bounded: they need no
+  // recording as a step's processes do. sbatch hands its environment to
+  // the job: the one tasks get, keys withheld.
+  LocalProcessLauncher slurm_commands(RealClock(), task_env);
+  SlurmLauncher slurm(slurm_commands, RealClock(), slurm_options);
+  opts.slurm = &slurm;
   RunOutcome outcome;
   std::unique_ptr<agent::ConversationRunner> agents =
       MakeAgents(plan, setup, redactor, outcome);
@@ -307,8 +322,8 @@ namespace {
 // `steps runs` (store::RunProcessAlive), so that a group whose row a busy
 // store kept from being deleted as the run ended is not kept `running` for
 // ever. A run with no row counts as alive.
-bool RunMayBeAlive(const std::string& state_dir,
-                   const store::RecordedGroup& g) {
+template <typename Recorded>
+bool RunMayBeAlive(const std::string& state_dir, const Recorded& g) {
   std::error_code ec;
   if (std::filesystem::exists(store::RunLockPath(state_dir, g.run_id), ec))
     return store::RunIsLocked(state_dir, g.run_id);
@@ -317,10 +332,42 @@ bool RunMayBeAlive(const std::string& state_dir,
                                 g.pid_start);
 }
 
+// Cancels the Slurm jobs dead runs left queued or running.
+void CancelOrphanedSlurmJobs(store::Store& db, const std::string& state_dir,
+                             const std::string& own_run) {
+  Result<std::vector<store::RecordedSlurmJob>> jobs =
+      store::QueuedSlurmJobs(db);
+  if (!jobs.ok()) {
+    LogEvent(LogLevel::kWarn, "run.orphans_unchecked",
+             {{"error", jobs.status().message()}});
+    return;
+  }
+  size_t i = 0;
+  while (i < jobs->size()) {
+    const std::string run_id = (*jobs)[i].run_id;
+    const bool alive =
+        run_id != own_run && RunMayBeAlive(state_dir, (*jobs)[i]);
+    std::vector<const store::RecordedSlurmJob*> dead;
+    for (; i < jobs->size() && (*jobs)[i].run_id == run_id; ++i) {
+      if (!alive) dead.push_back(&(*jobs)[i]);
+    }
+    if (dead.empty()) continue;
+    std::vector<std::string> ids;
+    for (const store::RecordedSlurmJob* j : dead) ids.push_back(j->job_id);
+    CancelSlurmJobs(ids);
+    for (const store::RecordedSlurmJob* j : dead)
+      store::MarkSlurmJob(db, *j, "cancelled");
+    LogEvent(
+        LogLevel::kWarn, "run.orphans_cancelled",
+        {{"run", run_id}, {"slurm_jobs", static_cast<int64_t>(ids.size())}});
+  }
+}
+
 }  // namespace
 
 void EndOrphanedRuns(store::Store& db, const std::string& state_dir,
                      const std::string& own_run) {
+  CancelOrphanedSlurmJobs(db, state_dir, own_run);
   Result<std::vector<store::RecordedGroup>> groups = store::RunningGroups(db);
   if (!groups.ok()) {
     LogEvent(LogLevel::kWarn, "run.orphans_unchecked",

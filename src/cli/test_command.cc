@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/prices_file.h"
 #include "cli/run_support.h"
+#include "cli/runner_option.h"
 #include "cli/terminal_printer.h"
 #include "cli/test_report.h"
 #include "core/redact.h"
@@ -40,6 +41,7 @@ struct TestOptions {
   std::string min_pass_rate_text;
   std::optional<double> min_pass_rate;  // Parsed, 0..1.
   std::string prices_path;              // --prices FILE (STEPS_PRICES).
+  std::string runner;                   // --runner (STEPS_RUNNER).
   std::shared_ptr<const agent::PriceTable> prices;  // Loaded from it.
 };
 
@@ -362,7 +364,7 @@ void TestFile(const std::string& file, const std::string& state_dir,
     c->duration = elapsed();
     cases.push_back(*c);
   }
-  pipeline::ResolvedPlan plan(r.pipeline);
+  pipeline::ResolvedPlan plan(r.pipeline, PlanOptionsFor(opts.runner));
   // Without a mock: block the sources run as written: each must be
   // servable here before the first step runs.
   if (!r.pipeline->mock) {
@@ -522,6 +524,7 @@ Command TestCommand() {
         app.add_option("paths", opts->paths,
                        "Files or folders (default: fixtures); in a folder, "
                        "every *.yaml but *.mock.yaml (mock scripts)");
+        AddRunnerOption(app, opts->runner);
         app.add_option("--prices", opts->prices_path, kPricesHelp)
             ->envname("STEPS_PRICES")
             ->type_name("FILE");

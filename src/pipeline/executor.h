@@ -31,6 +31,10 @@ struct ExecutorOptions {
   Clock* clock = &RealClock();
   // Runs task, get and put scripts. Not owned; required.
   ProcessLauncher* launcher = nullptr;
+  // Runs the scripts of steps whose runner is slurm (process/
+  // slurm_launcher.h). Not owned. Null: such a step ends errored, saying
+  // this run has no Slurm runner.
+  ProcessLauncher* slurm = nullptr;
   // Runs agent steps and fixers. Not owned. Null: agent steps end errored
   // with a message saying no agent runner is available.
   agent::AgentRunner* agents = nullptr;

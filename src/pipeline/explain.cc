@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "pipeline/executor.h"
+#include "process/slurm_launcher.h"
 
 namespace steps::pipeline {
 namespace {
@@ -467,6 +468,7 @@ class Printer {
           OriginText(d.attempts.origin, d.attempts.line));
       if (s.retry) RetryRows(s, r, indent);
       SandboxRow(indent, "sandbox", d.sandbox, "its script");
+      RunnerRows(d, indent);
       if (r.fix_dials) {
         Row(indent, "fix", s.fix->agent,
             "runs once per failed attempt in the task's directory, then the "
@@ -488,6 +490,9 @@ class Printer {
     if (!r.identity.empty())
       Row(indent, "identity", r.identity.substr(0, 8), "cache key");
     Bound b = StepBound(plan_, *job_, s);
+    if (b.bounded() && QueueOutsideTimeout(r.dials, s))
+      b.why += b.why.empty() ? "plus time in Slurm's queue"
+                             : ", plus time in Slurm's queue";
     Row(indent, "bound", b.bounded() ? Fmt(*b.value) : "unbounded", b.why);
     int i = 1;
     for (const StepPtr& child : s.steps) {
@@ -697,6 +702,44 @@ class Printer {
   }
 
   // `what` names what the sandbox confines ("its script", "run_shell").
+  static bool QueueOutsideTimeout(const ResolvedDials& d,
+                                  const pipeline::Step& s) {
+    return !s.is_container() && s.kind != StepKind::kAgent &&
+           s.kind != StepKind::kGate && d.runner.value == RunnerKind::kSlurm &&
+           !d.timeout_includes_queue.value;
+  }
+
+  // Where a task's, get's or put's scripts run; shown when they run on
+  // Slurm or the file says where.
+  void RunnerRows(const ResolvedDials& d, int indent) {
+    if (d.runner.value == RunnerKind::kLocal &&
+        d.runner.origin == DialOrigin::kPackageDefault)
+      return;
+    const bool slurm = d.runner.value == RunnerKind::kSlurm;
+    Row(indent, "runner", RunnerName(d.runner.value),
+        OriginText(d.runner.origin, d.runner.line) +
+            (slurm ? ": each script is one Slurm job (docs/slurm.md)"
+                   : ": on this machine"));
+    if (!slurm) return;
+    std::string placement;
+    for (const std::string& a : SbatchPlacementArgs(d.slurm))
+      placement += (placement.empty() ? "" : " ") + a;
+    Row(indent + 2, "placement",
+        placement.empty() ? "cluster defaults" : placement, "sbatch options");
+    const Dial<bool>& q = d.timeout_includes_queue;
+    Row(indent + 2, "queue time", q.value ? "counted" : "not counted",
+        OriginText(q.origin, q.line) +
+            (q.value ? ": the timeout runs from submission, queue included"
+                     : ": the timeout starts when the job starts on a node; "
+                       "the job's timeout counts the queue"));
+    const Dial<bool>& l = d.retry_lost;
+    Row(indent + 2, "lost attempts", l.value ? "retried" : "not retried",
+        OriginText(l.origin, l.line) +
+            (l.value ? ": a failed node or preemption uses another attempt"
+                     : ": a failed node or preemption ends the step, "
+                       "errored"));
+  }
+
   void SandboxRow(int indent, const std::string& key,
                   const Dial<SandboxSpec>& d, const std::string& what) {
     std::string origin = OriginText(d.origin, d.line);

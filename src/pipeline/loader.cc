@@ -449,6 +449,7 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
       job.max_visits.value = static_cast<int>(*v);
     }
   }
+  internal::ReadRunner(r, job.runner, job.slurm, d);
   internal::ReadHooks(r, job.hooks, StepContext{d});
   if (job.hooks.on_error) {
     d.Warn(r.KeyLine("on_error"),
@@ -471,8 +472,8 @@ void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (!n.IsDefined() || n.IsNull()) return;
   if (!n.IsMap()) {
     d.Error(LineOf(n),
-            "'defaults' must be a mapping (source, env, sandbox, "
-            "retry_budget, circuit)");
+            "'defaults' must be a mapping (source, env, sandbox, runner, "
+            "slurm, retry_budget, circuit)");
     return;
   }
   MapReader r(n, "'defaults'", d);
@@ -480,6 +481,7 @@ void ReadDefaults(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   if (auto env = internal::ReadEnv(r.Take("env"), "defaults.env", d))
     p.defaults.env = *env;
   internal::ReadSandbox(r, p.defaults.sandbox, d);
+  internal::ReadRunner(r, p.defaults.runner, p.defaults.slurm, d);
   internal::ReadRetryBudget(r, "defaults.", p.defaults.retry_budget, d);
   internal::ReadCircuit(r, "defaults.", p.defaults.circuit, d);
   if (r.Has("timeout")) {

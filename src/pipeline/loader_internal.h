@@ -43,6 +43,11 @@ void ReadCircuit(MapReader& r, const std::string& where,
                  Written<CircuitSpec>& out, Diagnostics& d);
 // The same on a step; refused on blocks (in_parallel, do, try, across).
 void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
+// `runner:` and `slurm:` (runner_key.cc) of defaults or a job; on a step,
+// refused but on task, get and put steps.
+void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,
+                Diagnostics& d);
+void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d);
 // `env:` as a mapping NAME: value (values may hold `${NAME}` references)
 // or a list of names, each passed through as NAME: ${NAME}. Names and
 // references are checked; nullopt (after an error) when malformed.

@@ -6,6 +6,10 @@ std::string ModelSource::Describe() const {
   return is_cli() ? "cli: " + cli : model;
 }
 
+const char* RunnerName(RunnerKind kind) {
+  return kind == RunnerKind::kSlurm ? "slurm" : "local";
+}
+
 std::string SandboxSpec::Describe() const {
   if (!bwrap()) return "none";
   return network ? "bwrap (network)" : "bwrap (no network)";

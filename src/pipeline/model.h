@@ -76,6 +76,32 @@ struct SandboxSpec {
   std::string Describe() const;
 };
 
+// `runner:`: where a task's, get's or put's scripts run.
+enum class RunnerKind {
+  kLocal,  // On this machine (the default).
+  kSlurm,  // As Slurm batch jobs (docs/slurm.md).
+};
+// "local", "slurm".
+const char* RunnerName(RunnerKind kind);
+
+// `slurm:` as written (defaults, job or step): each key may be left out, and
+// a step's keys win over its job's, which win over defaults:'s.
+struct SlurmSpec {
+  Written<std::string> partition;
+  Written<std::string> account;
+  Written<std::string> qos;
+  Written<int> cpus;
+  Written<std::string> mem;
+  Written<std::string> gres;
+  Written<std::vector<std::string>> extra;
+  // The time in the queue counts against the attempt's timeout.
+  Written<bool> timeout_includes_queue;
+  // An attempt lost with its node (node failure, preemption) is retried,
+  // as a timed-out one is under retry.on_timeout.
+  Written<bool> retry_lost;
+  int line = 0;  // Of the `slurm:` key; 0 when absent.
+};
+
 struct Budget {
   std::optional<int64_t> tokens;  // Total tokens, prompt and completion.
   std::optional<double> usd;
@@ -271,6 +297,9 @@ struct Step {
 
   // task, get, put, agent (run_shell).
   Written<SandboxSpec> sandbox;
+  // task, get, put: where the scripts run, and how Slurm places them.
+  Written<RunnerKind> runner;
+  SlurmSpec slurm;
 
   // gate
   std::optional<GateSpec> gate;
@@ -320,6 +349,9 @@ struct Job {
   Written<Millis> timeout;
   std::optional<Budget> budget;
   Written<int> max_visits;
+  // For the job's task, get and put steps that set none.
+  Written<RunnerKind> runner;
+  SlurmSpec slurm;
   Hooks hooks;
   std::optional<JobAssert> check;  // The job's `assert:`.
 };
@@ -401,6 +433,8 @@ struct Defaults {
   std::optional<ModelSource> source;
   std::map<std::string, std::string> env;
   Written<SandboxSpec> sandbox;
+  Written<RunnerKind> runner;
+  SlurmSpec slurm;
   Written<RetryBudgetSpec> retry_budget;
   Written<CircuitSpec> circuit;
 };

@@ -179,6 +179,10 @@ const char* DialOriginName(DialOrigin o) {
       return "fix";
     case DialOrigin::kAgentEntry:
       return "agent entry";
+    case DialOrigin::kJob:
+      return "job";
+    case DialOrigin::kCommandLine:
+      return "command line";
     case DialOrigin::kDefaults:
       return "defaults";
     case DialOrigin::kPackageDefault:
@@ -252,17 +256,75 @@ std::string IdentityHash(const Pipeline& p, const Step& s,
   return h.HexDigest();
 }
 
-ResolvedPlan::ResolvedPlan(std::shared_ptr<const Pipeline> pipeline)
-    : pipeline_(std::move(pipeline)) {
+ResolvedPlan::ResolvedPlan(std::shared_ptr<const Pipeline> pipeline,
+                           PlanOptions options)
+    : pipeline_(std::move(pipeline)), options_(options) {
   for (const Job& job : pipeline_->jobs) {
-    ResolveAll(job.plan);
+    ResolveAll(job.plan, job);
     for (HookKind k : kAllHooks) {
-      if (job.hooks.Get(k)) ResolveAll({job.hooks.Get(k)});
+      if (job.hooks.Get(k)) ResolveAll({job.hooks.Get(k)}, job);
     }
   }
 }
 
-void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
+namespace {
+
+// The first of step, job and defaults: that wrote the key.
+template <typename T, typename Field>
+std::optional<Dial<T>> FirstWritten(const SlurmSpec& step, const SlurmSpec& job,
+                                    const SlurmSpec& defaults, Field field) {
+  if ((step.*field).has_value())
+    return Dial<T>{*(step.*field), DialOrigin::kStep, (step.*field).line};
+  if ((job.*field).has_value())
+    return Dial<T>{*(job.*field), DialOrigin::kJob, (job.*field).line};
+  if ((defaults.*field).has_value()) {
+    return Dial<T>{*(defaults.*field), DialOrigin::kDefaults,
+                   (defaults.*field).line};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void ResolvedPlan::ResolveRunner(const Step& s, const Job& job,
+                                 ResolvedDials& d) const {
+  const Defaults& def = pipeline_->defaults;
+  if (options_.runner) {
+    d.runner = {*options_.runner, DialOrigin::kCommandLine, 0};
+  } else if (s.runner.has_value()) {
+    d.runner = {*s.runner, DialOrigin::kStep, s.runner.line};
+  } else if (job.runner.has_value()) {
+    d.runner = {*job.runner, DialOrigin::kJob, job.runner.line};
+  } else if (def.runner.has_value()) {
+    d.runner = {*def.runner, DialOrigin::kDefaults, def.runner.line};
+  }
+  auto text = [&](Written<std::string> SlurmSpec::*field, std::string& out) {
+    if (auto v =
+            FirstWritten<std::string>(s.slurm, job.slurm, def.slurm, field))
+      out = v->value;
+  };
+  ClusterPlacement& p = d.slurm;
+  text(&SlurmSpec::partition, p.partition);
+  text(&SlurmSpec::account, p.account);
+  text(&SlurmSpec::qos, p.qos);
+  text(&SlurmSpec::mem, p.mem);
+  text(&SlurmSpec::gres, p.gres);
+  if (auto v =
+          FirstWritten<int>(s.slurm, job.slurm, def.slurm, &SlurmSpec::cpus))
+    p.cpus = v->value;
+  if (auto v = FirstWritten<std::vector<std::string>>(
+          s.slurm, job.slurm, def.slurm, &SlurmSpec::extra))
+    p.extra = v->value;
+  if (auto v = FirstWritten<bool>(s.slurm, job.slurm, def.slurm,
+                                  &SlurmSpec::timeout_includes_queue))
+    d.timeout_includes_queue = *v;
+  if (auto v = FirstWritten<bool>(s.slurm, job.slurm, def.slurm,
+                                  &SlurmSpec::retry_lost))
+    d.retry_lost = *v;
+}
+
+void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps,
+                              const Job& job) {
   for (const StepPtr& sp : steps) {
     const Step& s = *sp;
     ResolvedStep r;
@@ -280,6 +342,7 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
       r.dials = ResolveWorkDials(s);
       r.dials.sandbox =
           ResolveSandbox(&s.sandbox, nullptr, pipeline_->defaults);
+      if (s.kind != StepKind::kGate) ResolveRunner(s, job, r.dials);
       if (s.retry) {
         r.retry_waits = RetryWaits(*s.retry, r.dials.attempts.value);
         if (s.retry->total_timeout.has_value())
@@ -321,9 +384,9 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps) {
     }
     r.identity = IdentityHash(*pipeline_, s, r.dials);
     steps_.emplace(&s, std::move(r));
-    ResolveAll(s.steps);
+    ResolveAll(s.steps, job);
     for (HookKind k : kAllHooks) {
-      if (s.hooks.Get(k)) ResolveAll({s.hooks.Get(k)});
+      if (s.hooks.Get(k)) ResolveAll({s.hooks.Get(k)}, job);
     }
   }
 }

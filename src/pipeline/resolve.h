@@ -12,6 +12,7 @@
 
 #include "core/duration.h"
 #include "pipeline/model.h"
+#include "process/process.h"
 
 namespace steps::pipeline {
 
@@ -31,10 +32,13 @@ enum class DialOrigin {
   kRetryBlock,      // retry.max_attempts on the step.
   kFix,             // fix: { attempts } on the task that names the fixer.
   kAgentEntry,      // Written on the agents: entry.
+  kJob,             // Written on the job (runner, slurm).
   kDefaults,        // Written under the pipeline's defaults:.
   kPackageDefault,  // Nobody wrote it.
+  kCommandLine,     // Given on the command line (`--runner`).
 };
-// "step", "retry block", "fix", "agent entry", "defaults", "default".
+// "step", "retry block", "fix", "agent entry", "job", "defaults",
+// "default", "command line".
 const char* DialOriginName(DialOrigin o);
 
 template <typename T>
@@ -61,6 +65,16 @@ struct ResolvedDials {
   // package default off (nullopt).
   Dial<std::optional<RetryBudgetSpec>> retry_budget;
   Dial<std::optional<CircuitSpec>> circuit;
+  // Task, get and put steps: where the scripts run. Step, then job, then
+  // defaults:, then local; `--runner` on the command line over all of them.
+  Dial<RunnerKind> runner;
+  // With runner slurm: where Slurm places the job, each key from the step,
+  // then the job, then defaults: (run_timeout is left to the executor).
+  ClusterPlacement slurm;
+  // With runner slurm: whether queue time counts against the attempt's
+  // timeout, and whether a lost attempt is retried. Package default: no.
+  Dial<bool> timeout_includes_queue;
+  Dial<bool> retry_lost;
 };
 
 struct ResolvedStep {
@@ -84,18 +98,28 @@ struct ResolvedStep {
   std::optional<ResolvedDials> judge_dials;
 };
 
+// What the command line says over the file.
+struct PlanOptions {
+  // `--runner`: every task, get and put step runs here. nullopt: as the
+  // file says.
+  std::optional<RunnerKind> runner;
+};
+
 // An immutable plan over a loaded pipeline. Thread-safe to read.
 class ResolvedPlan {
  public:
-  explicit ResolvedPlan(std::shared_ptr<const Pipeline> pipeline);
+  explicit ResolvedPlan(std::shared_ptr<const Pipeline> pipeline,
+                        PlanOptions options = {});
 
   const Pipeline& pipeline() const { return *pipeline_; }
   // REQUIRES: `step` belongs to this plan's pipeline.
   const ResolvedStep& For(const Step& step) const;
 
  private:
-  void ResolveAll(const std::vector<StepPtr>& steps);
+  void ResolveAll(const std::vector<StepPtr>& steps, const Job& job);
+  void ResolveRunner(const Step& s, const Job& job, ResolvedDials& d) const;
   std::shared_ptr<const Pipeline> pipeline_;
+  const PlanOptions options_;
   std::unordered_map<const Step*, ResolvedStep> steps_;
 };
 

@@ -32,6 +32,13 @@ struct AssertionResult {
   std::string detail;  // Why it missed; "" when it passed.
 };
 
+// What Slurm did with an attempt's job.
+struct SlurmAttempt {
+  std::string job_id;  // "1234".
+  std::string node;    // Where it ran; empty if it never started.
+  Millis queued{0};    // From submission to the start on the node.
+};
+
 struct AttemptRecord {
   int number = 1;  // 1-based.
   int of = 1;      // The step's resolved attempts.
@@ -48,6 +55,11 @@ struct AttemptRecord {
   std::string error;   // Why the attempt did not succeed.
   std::string output;  // Its stdout, bounded.
   bool fixed = false;  // A fixer ran and this is the re-run's result.
+  // Run by Slurm (runner: slurm): the last job of the attempt.
+  std::optional<SlurmAttempt> slurm;
+  // Its node failed or its job was preempted (errored; retried only with
+  // slurm.retry_lost).
+  bool lost = false;
   // The step's identity (StepRecord::identity) as the attempt ran.
   std::string identity;
   // Each check of the step's assert on this attempt's result, when it was

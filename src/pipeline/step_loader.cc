@@ -502,6 +502,7 @@ void ReadCommonKeys(MapReader& typed, Step& step, StepContext& ctx) {
   }
   ReadStepTimeout(typed, step, d);
   ReadStepSandbox(typed, step, d);
+  ReadStepRunner(typed, step, d);
   if (YAML::Node v = typed.Take("retry"); v.IsDefined()) {
     ReadRetry(v, step, d);
     if (step.retry) step.retry->line = typed.KeyLine("retry");

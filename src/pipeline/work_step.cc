@@ -557,6 +557,8 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     rec.attempts.push_back(a);
     if (a.outcome == Outcome::kSucceeded || a.outcome == Outcome::kAborted)
       break;
+    // A lost attempt (its node failed) ends the step unless declared.
+    if (a.lost && !rs.dials.retry_lost.value) break;
     if (a.timed_out) {
       if (clipped) {
         exhausted_by_total = true;
@@ -714,7 +716,8 @@ class JobRunner::AttemptScripts {
         ref_(ref),
         deadline_(deadline),
         env_(std::move(env)),
-        sandbox_(ToSandboxOptions(ex.plan.For(step).dials.sandbox.value)),
+        dials_(ex.plan.For(step).dials),
+        sandbox_(ToSandboxOptions(dials_.sandbox.value)),
         keep_printed_(ex.opts.cache && !ref.hook &&
                       step.kind == StepKind::kTask),
         a_(a) {}
@@ -723,9 +726,19 @@ class JobRunner::AttemptScripts {
   // set) when it did not succeed. What it printed goes to `captured`.
   bool Run(const std::string& script, const std::string& cwd,
            std::string* captured) {
-    ProcessResult pr = ex_.opts.launcher->Run(Request(script, cwd));
+    const bool slurm = dials_.runner.value == RunnerKind::kSlurm;
+    if (slurm && !ex_.opts.slurm) {
+      return Ended(Outcome::kErrored,
+                   "runner slurm: this run has no Slurm runner");
+    }
+    ProcessLauncher& launcher = slurm ? *ex_.opts.slurm : *ex_.opts.launcher;
+    ProcessResult pr = launcher.Run(Request(script, cwd));
     if (captured) *captured = pr.out.text;
     a_.exit_code = pr.exit_code;
+    if (pr.cluster) {
+      a_.slurm = SlurmAttempt{pr.cluster->job_id, pr.cluster->node,
+                              pr.cluster->queued};
+    }
     switch (pr.end) {
       case ProcessEnd::kExited:
         if (pr.exit_code == 0) return true;
@@ -735,11 +748,19 @@ class JobRunner::AttemptScripts {
         return Ended(Outcome::kFailed, pr.Describe());
       case ProcessEnd::kTimedOut:
         a_.timed_out = true;
-        return Ended(Outcome::kFailed, "timed out");
+        return Ended(Outcome::kFailed, pr.cluster && pr.cluster->limit_ended_it
+                                           ? "timed out (Slurm's time limit)"
+                                           : "timed out");
       case ProcessEnd::kCancelled:
+        // Nobody here cancelled it: someone did, outside steps.
+        if (!scope_.token.cancelled() && !pr.error.empty())
+          return Ended(Outcome::kErrored, pr.error);
         return Ended(Outcome::kAborted, "aborted");
       case ProcessEnd::kFailedToStart:
         return Ended(Outcome::kErrored, pr.Describe());
+      case ProcessEnd::kLost:
+        a_.lost = true;
+        return Ended(Outcome::kErrored, pr.error);
     }
     return false;
   }
@@ -752,6 +773,16 @@ class JobRunner::AttemptScripts {
     req.env = env_;
     if (sandbox_) SandboxRequest(*sandbox_, script, req);
     req.deadline = deadline_;
+    if (dials_.runner.value == RunnerKind::kSlurm) {
+      req.cluster = dials_.slurm;
+      req.cluster->job_name = "steps:" + ref_.id;
+      // Queue time is not the attempt's unless the step says so: what is
+      // left of its time starts when the job starts on a node.
+      if (!dials_.timeout_includes_queue.value && deadline_.is_set()) {
+        req.cluster->run_timeout = deadline_.Remaining(*ex_.opts.clock);
+        req.deadline = Deadline();
+      }
+    }
     req.cancel = scope_.token;
     req.kill_grace = ex_.opts.kill_grace;
     req.max_captured_bytes = kMaxStepOutput;
@@ -776,6 +807,7 @@ class JobRunner::AttemptScripts {
   const StepRef& ref_;
   const Deadline& deadline_;
   const std::map<std::string, std::string> env_;
+  const ResolvedDials& dials_;
   const std::optional<SandboxOptions> sandbox_;
   const bool keep_printed_;
   size_t printed_bytes_ = 0;

@@ -24,6 +24,8 @@ std::string_view ProcessEndName(ProcessEnd end) {
       return "cancelled";
     case ProcessEnd::kFailedToStart:
       return "failed to start";
+    case ProcessEnd::kLost:
+      return "lost";
   }
   return "unknown";
 }
@@ -56,6 +58,8 @@ std::string ProcessResult::Describe() const {
       return "cancelled";
     case ProcessEnd::kFailedToStart:
       return "failed to start: " + error;
+    case ProcessEnd::kLost:
+      return "lost: " + error;
   }
   return "unknown";
 }

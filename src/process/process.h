@@ -45,6 +45,27 @@ enum class OutputKeep {
 // exception leaves Run.
 using LineCallback = std::function<void(OutputStream, std::string_view line)>;
 
+// Where a cluster launcher (process/slurm_launcher.h) places a run, and
+// the time it gives it. A launcher for this machine ignores it.
+struct ClusterPlacement {
+  // Slurm's --partition, --account, --qos, --cpus-per-task, --mem, --gres;
+  // empty (0 for cpus): the cluster's default.
+  std::string partition;
+  std::string account;
+  std::string qos;
+  int cpus = 0;
+  std::string mem;
+  std::string gres;
+  // Further sbatch options, passed as given ("--constraint=avx2").
+  std::vector<std::string> extra;
+  // The job's name in the queue. Empty: "steps".
+  std::string job_name;
+  // The run's own time, counted from when it starts running on a node: the
+  // time in the queue is not part of it. The request's `deadline` still
+  // counts the queue. nullopt: only the deadline.
+  std::optional<Millis> run_timeout;
+};
+
 struct ProcessRequest {
   static constexpr size_t kMaxLineBytes = 64 * 1024;
 
@@ -89,6 +110,9 @@ struct ProcessRequest {
 
   // Live output, line by line. Optional.
   LineCallback on_line;
+  // For a cluster launcher: where and how the run is queued. nullopt: its
+  // defaults (and no run_timeout).
+  std::optional<ClusterPlacement> cluster;
   // Send stderr into the stdout pipe, so both interleave in the order
   // written and stderr_text stays empty. Default: separate.
   bool merge_stderr = false;
@@ -110,9 +134,11 @@ enum class ProcessEnd {
   kTimedOut,       // The request's deadline passed and the group was killed.
   kCancelled,      // The request's token was cancelled; the group was killed.
   kFailedToStart,  // Nothing ran: bad working directory, spawn error, ...
+  kLost,           // The machine running it was lost: a cluster node failed
+                   // or the job was preempted (see ClusterRun).
 };
 
-// "exited", "signaled", "timed out", "cancelled", "failed to start".
+// "exited", "signaled", "timed out", "cancelled", "failed to start", "lost".
 std::string_view ProcessEndName(ProcessEnd end);
 
 // What one captured stream holds.
@@ -124,6 +150,23 @@ struct CapturedOutput {
   uint64_t total_bytes = 0;
   // True when text holds less than total_bytes.
   bool truncated = false;
+};
+
+// What a cluster launcher learnt of a run's job.
+struct ClusterRun {
+  // The scheduler's id for the job ("1234"); empty if it was never queued.
+  std::string job_id;
+  // The node it ran on; empty if it never started.
+  std::string node;
+  // From submission to the start on a node (to the end, if it never
+  // started).
+  Millis queued{0};
+  // The scheduler's last word on the job: COMPLETED, TIMEOUT, NODE_FAIL,
+  // PREEMPTED, CANCELLED, ...; empty when it was not asked.
+  std::string state;
+  // The scheduler's own time limit ended the run (kTimedOut), rather than
+  // the request's deadline or run_timeout.
+  bool limit_ended_it = false;
 };
 
 struct ProcessResult {
@@ -146,6 +189,8 @@ struct ProcessResult {
   Millis duration{0};
   // True when SIGKILL had to follow SIGTERM after the grace period.
   bool escalated_to_kill = false;
+  // Set by a cluster launcher.
+  std::optional<ClusterRun> cluster;
 
   bool succeeded() const {
     return end == ProcessEnd::kExited && exit_code == 0;

@@ -129,6 +129,7 @@ void FormatStep(std::ostringstream& out, const StoredStep& s, int number) {
       out << "   hash: "
           << ShortHash(a.identity.empty() ? s.identity : a.identity) << "\n";
       out << "       Taken by: " << a.taken_by << "\n";
+      if (a.queued_ms) out << "       Queued: " << Ms(a.queued_ms) << "\n";
     }
     if (s.cached && !s.cached_from_run.empty()) {
       out << "       Cached from: run " << s.cached_from_run << ", step "

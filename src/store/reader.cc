@@ -123,7 +123,8 @@ Status LoadAttempts(Db& db, const StoredRun& run,
       db,
       "SELECT step_id, number, of, status, started_ms, duration_ms,"
       " deadline_ms, identity, exit_code, timed_out, clipped_to_ms,"
-      " exhausted_by, error, output, fixed, taken_by FROM attempts"
+      " exhausted_by, error, output, fixed, taken_by, slurm_job, queued_ms"
+      " FROM attempts"
       " WHERE run_id = ?1 ORDER BY step_id, number",
       run.id, [&](const Statement& s) {
         StoredAttempt a;
@@ -142,6 +143,8 @@ Status LoadAttempts(Db& db, const StoredRun& run,
         a.output = s.Text(13);
         a.fixed = s.Int(14) != 0;
         a.taken_by = s.Text(15);
+        if (!s.IsNull(16)) a.slurm_job = s.Text(16);
+        a.queued_ms = s.OptionalInt(17);
         out[s.Text(0)].push_back(std::move(a));
       });
 }

@@ -37,6 +37,9 @@ struct StoredAttempt {
   std::string output;
   bool fixed = false;
   std::string taken_by;
+  // Run by Slurm: its job, and its time in the queue.
+  std::optional<std::string> slurm_job;
+  std::optional<int64_t> queued_ms;
 };
 
 struct StoredTurn {

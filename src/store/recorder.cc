@@ -50,6 +50,23 @@ std::string_view KeptOutput(std::string_view output, bool disk_full) {
   return output;
 }
 
+// Who ran an attempt: the run's user on the Slurm node, with the job
+// ("ci@node-3 (slurm job 1234)"), for an attempt Slurm ran; else the run's.
+std::string AttemptTakenBy(const std::string& run_by,
+                           const pipeline::AttemptRecord& a) {
+  if (!a.slurm || a.slurm->job_id.empty()) return run_by;
+  const size_t at = run_by.find('@');
+  const size_t paren = run_by.find(" (");
+  std::string who = run_by.substr(0, paren);
+  if (!a.slurm->node.empty() && at != std::string::npos)
+    who = run_by.substr(0, at) + "@" + a.slurm->node;
+  std::string facts = "slurm job " + a.slurm->job_id;
+  if (paren != std::string::npos && run_by.back() == ')') {
+    facts = run_by.substr(paren + 2, run_by.size() - paren - 3) + ", " + facts;
+  }
+  return who + " (" + facts + ")";
+}
+
 Status WriteAttempt(Db& db, const std::string& run_id,
                     const std::string& step_id, const std::string& identity,
                     const std::string& taken_by,
@@ -57,18 +74,21 @@ Status WriteAttempt(Db& db, const std::string& run_id,
   Result<StatementUse> st = db.Prepared(
       "INSERT INTO attempts (run_id, step_id, number, of, status, started_ms,"
       " duration_ms, identity, exit_code, timed_out, clipped_to_ms,"
-      " exhausted_by, error, output, fixed, taken_by)"
+      " exhausted_by, error, output, fixed, taken_by, slurm_job, queued_ms)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-      " ?15, ?16)"
+      " ?15, ?16, ?17, ?18)"
       " ON CONFLICT (run_id, step_id, number) DO UPDATE SET"
       " of = ?4, status = ?5, started_ms = ?6, duration_ms = ?7,"
       " identity = ?8, exit_code = ?9, timed_out = ?10, clipped_to_ms = ?11,"
-      " exhausted_by = ?12, error = ?13, output = ?14, fixed = ?15"
+      " exhausted_by = ?12, error = ?13, output = ?14, fixed = ?15,"
+      " taken_by = ?16, slurm_job = ?17, queued_ms = ?18"
       // The step's end writes each attempt again: one stored as it is
       // (its output up to 1 MiB) is not rewritten.
       " WHERE (of, status, started_ms, duration_ms, identity, exit_code,"
-      " timed_out, clipped_to_ms, exhausted_by, error, output, fixed)"
-      " IS NOT (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+      " timed_out, clipped_to_ms, exhausted_by, error, output, fixed,"
+      " taken_by, slurm_job, queued_ms)"
+      " IS NOT (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+      " ?17, ?18)");
   if (!st.ok()) return st.status();
   Statement& s = **st;
   s.Bind(1, run_id);
@@ -87,7 +107,14 @@ Status WriteAttempt(Db& db, const std::string& run_id,
   s.Bind(13, a.error);
   s.Bind(14, KeptOutput(a.output, disk_full));
   s.Bind(15, int64_t{a.fixed});
-  s.Bind(16, taken_by);
+  s.Bind(16, AttemptTakenBy(taken_by, a));
+  if (a.slurm) {
+    s.Bind(17, a.slurm->job_id);
+    s.Bind(18, int64_t{a.slurm->queued.count()});
+  } else {
+    s.BindNull(17);
+    s.BindNull(18);
+  }
   return s.Run();
 }
 

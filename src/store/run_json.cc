@@ -89,7 +89,9 @@ json AttemptJson(const StoredAttempt& a, const StoredAttempt* previous,
           {"error", a.error},
           {"output", a.output},
           {"fixed", a.fixed},
-          {"taken_by", a.taken_by}};
+          {"taken_by", a.taken_by},
+          {"slurm_job", a.slurm_job ? json(*a.slurm_job) : json()},
+          {"queued_ms", OptionalInt(a.queued_ms)}};
 }
 
 json AgentJson(const StoredStep& s) {

@@ -104,6 +104,8 @@ CREATE TABLE IF NOT EXISTS attempts (
   output TEXT NOT NULL DEFAULT '',
   fixed INTEGER NOT NULL DEFAULT 0,
   taken_by TEXT NOT NULL,
+  slurm_job TEXT,
+  queued_ms INTEGER,
   PRIMARY KEY (run_id, step_id, number),
   FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
     ON DELETE CASCADE
@@ -153,6 +155,12 @@ CREATE TABLE IF NOT EXISTS output_lines (
   PRIMARY KEY (run_id, step_id, seq),
   FOREIGN KEY (run_id, step_id) REFERENCES steps(run_id, step_id)
     ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS slurm_jobs (
+  run_id TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  PRIMARY KEY (run_id, job_id)
 );
 CREATE TABLE IF NOT EXISTS process_groups (
   run_id TEXT NOT NULL,
@@ -232,6 +240,8 @@ constexpr AddedColumn kAddedColumns[] = {
     {"steps", "retries", "INTEGER"},
     {"steps", "retries_denied", "INTEGER"},
     {"steps", "rate_wait_ms", "INTEGER"},
+    {"attempts", "slurm_job", "TEXT"},
+    {"attempts", "queued_ms", "INTEGER"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

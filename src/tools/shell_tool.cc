@@ -85,6 +85,8 @@ std::string DescribeEnd(const ProcessResult& result, const BashScript& run,
       return "cancelled; the command was killed";
     case ProcessEnd::kFailedToStart:
       return "could not start the command: " + result.error;
+    case ProcessEnd::kLost:
+      return "the command was lost: " + result.error;
   }
   return "ended";
 }

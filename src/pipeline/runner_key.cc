@@ -1,0 +1,203 @@
+// Reading `runner:` and `slurm:` (defaults, jobs, task/get/put steps):
+//   runner: local | slurm
+//   slurm: { partition, account, qos, cpus, mem, gres, extra: [...],
+//            timeout_includes_queue: bool, retry_lost: bool }
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "pipeline/loader_internal.h"
+
+namespace steps::pipeline::internal {
+namespace {
+
+constexpr const char* kSlurmKeys =
+    "partition, account, qos, cpus, mem, gres, extra, "
+    "timeout_includes_queue, retry_lost";
+
+// sbatch options steps sets itself, long and short forms.
+struct OwnedOption {
+  std::string_view long_form;
+  std::string_view short_form;
+  std::string_view why;
+};
+constexpr std::array<OwnedOption, 12> kOwnedOptions = {{
+    {"--time", "-t", "steps sets it from the step's timeout"},
+    {"--output", "-o", "steps reads the job's output itself"},
+    {"--error", "-e", "steps reads the job's output itself"},
+    {"--input", "-i", "steps gives the job its stdin"},
+    {"--chdir", "-D", "the job runs in the step's working directory"},
+    {"--job-name", "-J", "steps names the job"},
+    {"--parsable", "", "steps reads the job id itself"},
+    {"--wrap", "", "the step's script is the job"},
+    {"--array", "-a", "one step is one job; use across for many"},
+    {"--requeue", "", "use 'retry_lost: true'"},
+    {"--no-requeue", "", "a lost job is never requeued by Slurm"},
+    {"--wait", "-W", "steps waits for the job itself"},
+}};
+
+// The option `arg` sets ("--time" of "--time=5"), or "" for a value.
+std::string_view OptionName(std::string_view arg) {
+  if (arg.size() < 2 || arg[0] != '-') return "";
+  if (arg[1] != '-') return arg.substr(0, 2);
+  return arg.substr(0, arg.find('='));
+}
+
+bool HasBlank(const std::string& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](unsigned char c) { return c <= ' ' || c == 0x7f; });
+}
+
+void ReadName(MapReader& r, const char* key, Written<std::string>& out,
+              Diagnostics& d) {
+  YAML::Node n = r.Take(key);
+  if (!n.IsDefined()) return;
+  const std::string name = std::string("slurm.") + key;
+  std::optional<std::string> v = ReadString(n, name, d);
+  if (!v) return;
+  if (v->empty() || HasBlank(*v)) {
+    d.Error(LineOf(n), "'" + name + "' must be a " + key +
+                           " name without spaces, not '" + *v + "'");
+    return;
+  }
+  out.value = *v;
+  out.line = LineOf(n);
+}
+
+void ReadMem(MapReader& r, Written<std::string>& out, Diagnostics& d) {
+  YAML::Node n = r.Take("mem");
+  if (!n.IsDefined()) return;
+  std::optional<std::string> v = ReadString(n, "slurm.mem", d);
+  if (!v) return;
+  size_t digits = 0;
+  while (digits < v->size() &&
+         isdigit(static_cast<unsigned char>((*v)[digits])))
+    ++digits;
+  const std::string unit = v->substr(digits);
+  if (digits == 0 || digits > 12 ||
+      !(unit.empty() || unit == "K" || unit == "M" || unit == "G" ||
+        unit == "T")) {
+    d.Error(LineOf(n),
+            "'slurm.mem' must be a size as Slurm writes it (4096, "
+            "500M, 16G), not '" +
+                *v + "'");
+    return;
+  }
+  out.value = *v;
+  out.line = LineOf(n);
+}
+
+void ReadExtra(MapReader& r, Written<std::vector<std::string>>& out,
+               Diagnostics& d) {
+  YAML::Node n = r.Take("extra");
+  if (!n.IsDefined()) return;
+  std::optional<std::vector<std::string>> v =
+      ReadStringList(n, "slurm.extra", d);
+  if (!v) return;
+  for (const std::string& arg : *v) {
+    std::string_view name = OptionName(arg);
+    if (name.empty()) {
+      d.Error(LineOf(n),
+              "'slurm.extra' holds sbatch options, each with its "
+              "value after '=' ('--constraint=avx2'); '" +
+                  arg + "' is not one");
+      return;
+    }
+    for (const OwnedOption& o : kOwnedOptions) {
+      if (name == o.long_form ||
+          (!o.short_form.empty() && name == o.short_form)) {
+        d.Error(LineOf(n), "'slurm.extra' may not set " +
+                               std::string(o.long_form) + ": " +
+                               std::string(o.why) + " (docs/slurm.md)");
+        return;
+      }
+    }
+  }
+  out.value = *v;
+  out.line = LineOf(n);
+}
+
+void ReadFlag(MapReader& r, const char* key, Written<bool>& out,
+              Diagnostics& d) {
+  YAML::Node n = r.Take(key);
+  if (!n.IsDefined()) return;
+  if (std::optional<bool> v = ReadBool(n, std::string("slurm.") + key, d)) {
+    out.value = *v;
+    out.line = LineOf(n);
+  }
+}
+
+void ReadSlurmMap(const YAML::Node& n, SlurmSpec& out, Diagnostics& d) {
+  if (!n.IsMap()) {
+    d.Error(out.line, "'slurm' must be a mapping of " +
+                          std::string(kSlurmKeys) + ", not " +
+                          DescribeNodeType(n));
+    return;
+  }
+  MapReader r(n, "'slurm'", d);
+  ReadName(r, "partition", out.partition, d);
+  ReadName(r, "account", out.account, d);
+  ReadName(r, "qos", out.qos, d);
+  ReadName(r, "gres", out.gres, d);
+  if (YAML::Node c = r.Take("cpus"); c.IsDefined()) {
+    if (std::optional<int64_t> v = ReadInt(
+            c, "slurm.cpus", 1, 100000, "a whole number from 1 to 100000", d)) {
+      out.cpus.value = static_cast<int>(*v);
+      out.cpus.line = LineOf(c);
+    }
+  }
+  ReadMem(r, out.mem, d);
+  ReadExtra(r, out.extra, d);
+  ReadFlag(r, "timeout_includes_queue", out.timeout_includes_queue, d);
+  ReadFlag(r, "retry_lost", out.retry_lost, d);
+  r.Finish();
+}
+
+}  // namespace
+
+void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,
+                Diagnostics& d) {
+  if (YAML::Node n = r.Take("runner"); n.IsDefined()) {
+    if (std::optional<std::string> v = ReadString(n, "runner", d)) {
+      if (*v == "local") {
+        runner.value = RunnerKind::kLocal;
+      } else if (*v == "slurm") {
+        runner.value = RunnerKind::kSlurm;
+      } else {
+        d.Error(LineOf(n), "'runner' must be local or slurm, not '" + *v + "'");
+      }
+      runner.line = r.KeyLine("runner");
+    }
+  }
+  if (YAML::Node n = r.Take("slurm"); n.IsDefined()) {
+    slurm.line = r.KeyLine("slurm");
+    ReadSlurmMap(n, slurm, d);
+  }
+}
+
+void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d) {
+  if (!r.Has("runner") && !r.Has("slurm")) return;
+  const char* key = r.Has("runner") ? "runner" : "slurm";
+  std::string refusal;
+  if (step.is_container()) {
+    refusal =
+        "applies to task, get and put steps, not to a block: set it "
+        "on the steps inside, on the job, or under 'defaults:'";
+  } else if (step.kind == StepKind::kAgent) {
+    refusal =
+        "applies to task, get and put steps: an agent step runs "
+        "where steps runs";
+  } else if (step.kind == StepKind::kGate) {
+    refusal = "applies to task, get and put steps; a gate runs nothing";
+  }
+  if (!refusal.empty()) {
+    const int line = r.KeyLine(key);
+    r.Take("runner");
+    r.Take("slurm");
+    d.Error(line, "'" + std::string(key) + "' " + refusal);
+    return;
+  }
+  ReadRunner(r, step.runner, step.slurm, d);
+}
+
+}  // namespace steps::pipeline::internal

@@ -1,0 +1,281 @@
+// `runner:` and `slurm:`: how they load, resolve and reach the launcher.
+// The Slurm launcher here is a scripted stand-in that answers as Slurm's
+// would (the real one is tested against a real cluster in tests/slurm).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <mutex>
+
+#include "executor_test_util.h"
+#include "pipeline/resolve.h"
+#include "test_util.h"
+
+namespace steps::pipeline {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Answers each Run with the next scripted result and keeps the requests.
+class ScriptedClusterLauncher : public ProcessLauncher {
+ public:
+  ProcessResult Run(const ProcessRequest& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests.push_back(request);
+    ProcessResult r;
+    if (!results.empty()) {
+      r = results.front();
+      results.pop_front();
+    }
+    return r;
+  }
+  std::deque<ProcessResult> results;
+  std::vector<ProcessRequest> requests;
+
+ private:
+  std::mutex mu_;
+};
+
+ProcessResult Lost() {
+  ProcessResult r;
+  r.end = ProcessEnd::kLost;
+  r.error = "Slurm job 7: its node n1 failed (NODE_FAIL)";
+  r.cluster = ClusterRun{"7", "n1", Millis(300), "NODE_FAIL", false};
+  return r;
+}
+
+ProcessResult Exited(int code) {
+  ProcessResult r;
+  r.end = ProcessEnd::kExited;
+  r.exit_code = code;
+  r.cluster = ClusterRun{"8", "n1", Millis(100), "COMPLETED", false};
+  return r;
+}
+
+ResolvedDials TaskDials(const std::string& text, PlanOptions options = {},
+                        size_t step = 0) {
+  auto p = MustLoad(text);
+  if (!p) return {};
+  ResolvedPlan plan(p, options);
+  return plan.For(*p->jobs[0].plan[step]).dials;
+}
+
+constexpr const char* kLayered = R"(defaults:
+  runner: slurm
+  slurm: { partition: batch, account: lab, cpus: 2 }
+jobs:
+- name: j
+  runner: local
+  slurm: { account: team, mem: 4G }
+  plan:
+  - task: a
+    run: "true"
+  - task: b
+    runner: slurm
+    slurm: { cpus: 8, extra: ["--constraint=avx2"], retry_lost: true }
+    run: "true"
+)";
+
+TEST(RunnerTest, TheStepThenTheJobThenDefaultsThenLocal) {
+  ResolvedDials a = TaskDials(kLayered, {}, 0);
+  EXPECT_EQ(a.runner.value, RunnerKind::kLocal);
+  EXPECT_EQ(a.runner.origin, DialOrigin::kJob);
+  EXPECT_EQ(a.runner.line, 6);
+  ResolvedDials b = TaskDials(kLayered, {}, 1);
+  EXPECT_EQ(b.runner.value, RunnerKind::kSlurm);
+  EXPECT_EQ(b.runner.origin, DialOrigin::kStep);
+  // Each slurm key from the nearest that wrote it.
+  EXPECT_EQ(b.slurm.partition, "batch");
+  EXPECT_EQ(b.slurm.account, "team");
+  EXPECT_EQ(b.slurm.mem, "4G");
+  EXPECT_EQ(b.slurm.cpus, 8);
+  EXPECT_EQ(b.slurm.extra, std::vector<std::string>{"--constraint=avx2"});
+  EXPECT_TRUE(b.retry_lost.value);
+  EXPECT_EQ(b.retry_lost.origin, DialOrigin::kStep);
+  EXPECT_FALSE(b.timeout_includes_queue.value);
+  EXPECT_EQ(b.timeout_includes_queue.origin, DialOrigin::kPackageDefault);
+  // Nobody wrote one: local.
+  ResolvedDials none = TaskDials(
+      "jobs:\n- name: j\n  plan:\n  - task: a\n"
+      "    run: \"true\"\n");
+  EXPECT_EQ(none.runner.value, RunnerKind::kLocal);
+  EXPECT_EQ(none.runner.origin, DialOrigin::kPackageDefault);
+}
+
+TEST(RunnerTest, TheCommandLineWinsOverEverything) {
+  PlanOptions local;
+  local.runner = RunnerKind::kLocal;
+  ResolvedDials b = TaskDials(kLayered, local, 1);
+  EXPECT_EQ(b.runner.value, RunnerKind::kLocal);
+  EXPECT_EQ(b.runner.origin, DialOrigin::kCommandLine);
+  PlanOptions slurm;
+  slurm.runner = RunnerKind::kSlurm;
+  EXPECT_EQ(TaskDials(kLayered, slurm, 0).runner.value, RunnerKind::kSlurm);
+}
+
+TEST(RunnerTest, BadValuesAreRefusedWithTheirLine) {
+  struct Case {
+    std::string step_keys;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"runner: cluster", "'runner' must be local or slurm, not 'cluster'"},
+      {"slurm: [a]", "'slurm' must be a mapping of partition"},
+      {"slurm: { cpus: 0 }", "'slurm.cpus' must be a whole number from 1"},
+      {"slurm: { cpus: -1 }", "'slurm.cpus' must be a whole number from 1"},
+      {"slurm: { cpus: 100001 }", "'slurm.cpus' must be a whole number"},
+      {"slurm: { mem: lots }", "'slurm.mem' must be a size"},
+      {"slurm: { mem: 4GB }", "'slurm.mem' must be a size"},
+      {"slurm: { partition: 'a b' }", "'slurm.partition' must be a partition"},
+      {"slurm: { partition: '' }", "'slurm.partition' must be a partition"},
+      {"slurm: { extra: ['--time=5'] }", "may not set --time"},
+      {"slurm: { extra: ['-t', '5'] }", "may not set --time"},
+      {"slurm: { extra: ['--output=x'] }", "may not set --output"},
+      {"slurm: { extra: ['--requeue'] }", "use 'retry_lost: true'"},
+      {"slurm: { extra: ['constraint'] }", "holds sbatch options"},
+      {"slurm: { retry_lost: maybe }", "slurm.retry_lost"},
+      {"slurm: { nodes: 2 }", "unknown key 'nodes'"},
+  };
+  for (const Case& c : cases) {
+    const std::string text =
+        "jobs:\n- name: j\n  plan:\n  - task: a\n"
+        "    run: \"true\"\n    " +
+        c.step_keys + "\n";
+    LoadResult r = LoadPipelineText(text, "t.yaml");
+    const Diagnostic* d = Find(r.diagnostics, c.message);
+    ASSERT_NE(d, nullptr) << c.step_keys << "\n" << r.diagnostics.FormatAll();
+    EXPECT_EQ(d->line, 6) << c.step_keys;
+  }
+}
+
+TEST(RunnerTest, OnlyTasksGetsAndPutsTakeARunner) {
+  const std::string agent =
+      "agents:\n- name: a\n  source: { model: mock/a }\njobs:\n- name: j\n"
+      "  plan:\n  - agent: a\n    messages: [x]\n    runner: slurm\n";
+  LoadResult r = LoadPipelineText(agent, "t.yaml");
+  EXPECT_FALSE(r.pipeline);
+  EXPECT_NE(Find(r.diagnostics, "an agent step runs where steps runs"), nullptr)
+      << r.diagnostics.FormatAll();
+  const std::string block =
+      "jobs:\n- name: j\n  plan:\n  - do:\n    - task: a\n      run: \"true\"\n"
+      "    slurm: { cpus: 2 }\n";
+  r = LoadPipelineText(block, "t.yaml");
+  EXPECT_FALSE(r.pipeline);
+  EXPECT_NE(Find(r.diagnostics,
+                 "'slurm' applies to task, get and put steps, "
+                 "not to a block"),
+            nullptr)
+      << r.diagnostics.FormatAll();
+}
+
+constexpr const char* kLostTwice = R"(jobs:
+- name: j
+  runner: slurm
+  plan:
+  - task: work
+    attempts: 3
+    timeout: 10s
+    run: "true"
+)";
+
+TEST(RunnerTest, ALostAttemptEndsTheStepErroredUnlessDeclared) {
+  PipelineRun run(kLostTwice);
+  ScriptedClusterLauncher slurm;
+  slurm.results = {Lost(), Exited(0)};
+  run.options.slurm = &slurm;
+  JobRecord job = run.RunJob();
+  ASSERT_EQ(run.observer().steps.size(), 1u);
+  const StepRecord& step = run.observer().steps[0];
+  EXPECT_EQ(step.outcome, Outcome::kErrored);
+  EXPECT_THAT(step.error, HasSubstr("NODE_FAIL"));
+  ASSERT_EQ(step.attempts.size(), 1u);
+  EXPECT_TRUE(step.attempts[0].lost);
+  ASSERT_TRUE(step.attempts[0].slurm);
+  EXPECT_EQ(step.attempts[0].slurm->node, "n1");
+  EXPECT_EQ(step.attempts[0].slurm->queued, Millis(300));
+  EXPECT_EQ(slurm.requests.size(), 1u);
+}
+
+TEST(RunnerTest, ALostAttemptIsRetriedWhenDeclared) {
+  std::string text = kLostTwice;
+  text.replace(text.find("  runner: slurm\n"), 16,
+               "  runner: slurm\n  slurm: { retry_lost: true }\n");
+  PipelineRun run(text);
+  ScriptedClusterLauncher slurm;
+  slurm.results = {Lost(), Lost(), Exited(0)};
+  run.options.slurm = &slurm;
+  run.RunJob();
+  const StepRecord& step = run.observer().steps.at(0);
+  EXPECT_EQ(step.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(step.attempts.size(), 3u);
+  EXPECT_EQ(slurm.requests.size(), 3u);
+}
+
+TEST(RunnerTest, QueueTimeIsOutsideTheTimeoutUnlessTheStepSaysSo) {
+  const std::string text = R"(jobs:
+- name: j
+  runner: slurm
+  plan:
+  - task: apart
+    timeout: 10s
+    run: "true"
+  - task: counted
+    timeout: 10s
+    slurm: { timeout_includes_queue: true, partition: p }
+    run: "true"
+  - task: unbounded
+    run: "true"
+)";
+  PipelineRun run(text);
+  ScriptedClusterLauncher slurm;
+  slurm.results = {Exited(0), Exited(0), Exited(0)};
+  run.options.slurm = &slurm;
+  run.RunJob();
+  ASSERT_EQ(slurm.requests.size(), 3u);
+  const ProcessRequest& apart = slurm.requests[0];
+  ASSERT_TRUE(apart.cluster);
+  EXPECT_FALSE(apart.deadline.is_set());
+  ASSERT_TRUE(apart.cluster->run_timeout);
+  // What is left of 10 s when the job is submitted (generous: the
+  // workspace work before it takes milliseconds).
+  EXPECT_LE(*apart.cluster->run_timeout, 10s);
+  EXPECT_GT(*apart.cluster->run_timeout, 9s);
+  EXPECT_EQ(apart.cluster->job_name, "steps:j:1");
+  const ProcessRequest& counted = slurm.requests[1];
+  ASSERT_TRUE(counted.cluster);
+  EXPECT_TRUE(counted.deadline.is_set());
+  EXPECT_FALSE(counted.cluster->run_timeout);
+  EXPECT_EQ(counted.cluster->partition, "p");
+  const ProcessRequest& unbounded = slurm.requests[2];
+  ASSERT_TRUE(unbounded.cluster);
+  EXPECT_FALSE(unbounded.deadline.is_set());
+  EXPECT_FALSE(unbounded.cluster->run_timeout);
+}
+
+TEST(RunnerTest, WithoutASlurmRunnerASlurmStepErrors) {
+  PipelineRun run(kLostTwice);
+  run.RunJob();
+  const StepRecord& step = run.observer().steps.at(0);
+  EXPECT_EQ(step.outcome, Outcome::kErrored);
+  EXPECT_THAT(step.error, HasSubstr("this run has no Slurm runner"));
+}
+
+TEST(RunnerTest, SlurmsTimeLimitReadsAsSlurms) {
+  PipelineRun run(kLostTwice);
+  ScriptedClusterLauncher slurm;
+  ProcessResult limit;
+  limit.end = ProcessEnd::kTimedOut;
+  limit.cluster = ClusterRun{"9", "n1", Millis(0), "TIMEOUT", true};
+  slurm.results = {limit};
+  run.options.slurm = &slurm;
+  run.RunJob();
+  const StepRecord& step = run.observer().steps.at(0);
+  EXPECT_EQ(step.outcome, Outcome::kFailed);
+  ASSERT_EQ(step.attempts.size(), 1u);
+  EXPECT_TRUE(step.attempts[0].timed_out);
+  EXPECT_EQ(step.attempts[0].error, "timed out (Slurm's time limit)");
+}
+
+}  // namespace
+}  // namespace steps::pipeline
