@@ -15,32 +15,38 @@ constexpr const char* kSlurmKeys =
     "partition, account, qos, cpus, mem, gres, extra, "
     "timeout_includes_queue, retry_lost";
 
-// sbatch options steps sets itself, long and short forms.
+// sbatch options steps sets itself (short forms are refused as such).
 struct OwnedOption {
   std::string_view long_form;
-  std::string_view short_form;
   std::string_view why;
 };
-constexpr std::array<OwnedOption, 12> kOwnedOptions = {{
-    {"--time", "-t", "steps sets it from the step's timeout"},
-    {"--output", "-o", "steps reads the job's output itself"},
-    {"--error", "-e", "steps reads the job's output itself"},
-    {"--input", "-i", "steps gives the job its stdin"},
-    {"--chdir", "-D", "the job runs in the step's working directory"},
-    {"--job-name", "-J", "steps names the job"},
-    {"--parsable", "", "steps reads the job id itself"},
-    {"--wrap", "", "the step's script is the job"},
-    {"--array", "-a", "one step is one job; use across for many"},
-    {"--requeue", "", "use 'retry_lost: true'"},
-    {"--no-requeue", "", "a lost job is never requeued by Slurm"},
-    {"--wait", "-W", "steps waits for the job itself"},
+constexpr std::array<OwnedOption, 13> kOwnedOptions = {{
+    {"--time", "steps sets it from the step's timeout"},
+    {"--output", "steps reads the job's output itself"},
+    {"--error", "steps reads the job's output itself"},
+    {"--input", "steps gives the job its stdin"},
+    {"--chdir", "the job runs in the step's working directory"},
+    {"--job-name", "steps names the job"},
+    {"--parsable", "steps reads the job id itself"},
+    {"--wrap", "the step's script is the job"},
+    {"--array", "one step is one job; use across for many"},
+    {"--requeue", "use 'retry_lost: true'"},
+    {"--no-requeue", "a lost job is never requeued by Slurm"},
+    {"--wait", "steps waits for the job itself"},
+    {"--export", "the job gets the step's environment"},
 }};
 
-// The option `arg` sets ("--time" of "--time=5"), or "" for a value.
+// The long option `arg` sets ("--time" of "--time=5"), or "" when it is
+// no long option.
 std::string_view OptionName(std::string_view arg) {
-  if (arg.size() < 2 || arg[0] != '-') return "";
-  if (arg[1] != '-') return arg.substr(0, 2);
+  if (arg.size() < 3 || arg.substr(0, 2) != "--") return "";
   return arg.substr(0, arg.find('='));
+}
+
+// Whether sbatch would read `name` as `option`: the whole name, or (as
+// getopt_long takes any unambiguous start of a long option) a start of it.
+bool Names(std::string_view name, std::string_view option) {
+  return option.substr(0, name.size()) == name;
 }
 
 bool HasBlank(const std::string& s) {
@@ -98,14 +104,13 @@ void ReadExtra(MapReader& r, Written<std::vector<std::string>>& out,
     std::string_view name = OptionName(arg);
     if (name.empty()) {
       d.Error(LineOf(n),
-              "'slurm.extra' holds sbatch options, each with its "
+              "'slurm.extra' holds sbatch's long options, each with its "
               "value after '=' ('--constraint=avx2'); '" +
                   arg + "' is not one");
       return;
     }
     for (const OwnedOption& o : kOwnedOptions) {
-      if (name == o.long_form ||
-          (!o.short_form.empty() && name == o.short_form)) {
+      if (Names(name, o.long_form)) {
         d.Error(LineOf(n), "'slurm.extra' may not set " +
                                std::string(o.long_form) + ": " +
                                std::string(o.why) + " (docs/slurm.md)");

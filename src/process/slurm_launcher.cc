@@ -26,6 +26,9 @@ namespace {
 
 // How long a Slurm command may take before it counts as failed.
 constexpr Millis kCommandTimeout{30000};
+// How long one question to scontrol may take while a job is watched: the
+// watch reads output and meets deadlines between questions.
+constexpr Millis kAskTimeout{5000};
 // After the job was cancelled, how long Slurm gets to say it has ended.
 constexpr Millis kEndWait{30000};
 // After Slurm says the job ended without its end marker, how long a shared
@@ -35,6 +38,29 @@ constexpr Millis kMarkerWait{2000};
 constexpr size_t kReadChunk = 1 << 20;
 
 std::string Trim(std::string_view s) { return std::string(TrimSpace(s)); }
+
+// `path` for an sbatch option that expands %-patterns (--output): each '%'
+// doubled, so the path is taken as it is.
+std::string SlurmPattern(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    out += c;
+    if (c == '%') out += '%';
+  }
+  return out;
+}
+
+// A job name Slurm and scontrol's lines take as one word: letters, digits
+// and `_.:-`, anything else `_`.
+std::string SafeJobName(const std::string& name) {
+  std::string out = name.empty() ? "steps" : name.substr(0, 200);
+  for (char& c : out) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+        c != ':' && c != '-')
+      c = '_';
+  }
+  return out;
+}
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
@@ -221,6 +247,8 @@ class SlurmLauncher::Job {
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) return IoError("cannot create " + dir_ + ": " + ec.message());
+    // The job's output may hold what a secret masks only when shown.
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
     std::string command;
     if (req_.argv.empty()) {
       command = "bash -c " + ShellQuote(req_.command);
@@ -237,7 +265,12 @@ class SlurmLauncher::Job {
         req_.working_dir.empty() ? fs::current_path(ec).string()
                                  : fs::absolute(req_.working_dir, ec).string();
     const std::string q = ShellQuote(dir_);
-    std::string script = "#!/bin/bash\n# One run of steps (docs/slurm.md).\n";
+    // Private files; the command runs as a child that TERM is passed on to,
+    // so that the script outlives it and Slurm's kill after the grace
+    // reaches whatever the command left (a script that ended at once would
+    // take the command's process out of the job's reach).
+    std::string script =
+        "#!/bin/bash\n# One run of steps (docs/slurm.md).\numask 077\n";
     script += "printf '%s\\n' \"${SLURMD_NODENAME:-$(hostname)}\" > " + q +
               "/started.tmp && mv " + q + "/started.tmp " + q + "/started\n";
     script += "cd -- " + ShellQuote(workdir) +
@@ -246,10 +279,13 @@ class SlurmLauncher::Job {
               ShellQuote(workdir) + " \"${SLURMD_NODENAME:-$(hostname)}\" > " +
               q + "/nostart; exit 126; }\n";
     script += command + " < " + ShellQuote(in) + " > " + q + "/out " +
-              (req_.merge_stderr ? "2>&1" : "2> " + q + "/err") + "\n";
-    script += "code=$?\nprintf '%s\\n' \"$code\" > " + q +
-              "/status.tmp && mv " + q + "/status.tmp " + q +
-              "/status\nexit \"$code\"\n";
+              (req_.merge_stderr ? "2>&1" : "2> " + q + "/err") + " &\n";
+    script +=
+        "child=$!\ntrap 'kill -TERM \"$child\" 2>/dev/null' TERM\n"
+        "while :; do wait \"$child\"; code=$?; "
+        "kill -0 \"$child\" 2>/dev/null || break; done\n";
+    script += "printf '%s\\n' \"$code\" > " + q + "/status.tmp && mv " + q +
+              "/status.tmp " + q + "/status\nexit \"$code\"\n";
     return WriteFile(Path("job.sh"), script, true);
   }
 
@@ -268,10 +304,8 @@ class SlurmLauncher::Job {
         l_.sbatch_,
         "--parsable",
         "--no-requeue",
-        "--job-name=" + (req_.cluster && !req_.cluster->job_name.empty()
-                             ? req_.cluster->job_name
-                             : std::string("steps")),
-        "--output=" + Path("slurm.out"),
+        "--job-name=" + SafeJobName(req_.cluster ? req_.cluster->job_name : ""),
+        "--output=" + SlurmPattern(Path("slurm.out")),
         "--chdir=" + dir_};
     if (std::optional<Millis> limit = Limit())
       argv.push_back("--time=" + SlurmTimeLimit(*limit));
@@ -289,6 +323,14 @@ class SlurmLauncher::Job {
     // after it queued the job would leave the job behind, unknown. An abort
     // or deadline meanwhile is seen once the id is known, and ends the job.
     sub.deadline = Deadline::After(l_.clock_, kCommandTimeout);
+    // sbatch reads options from SBATCH_* variables too: none of those that
+    // would change what steps relies on may come from the environment.
+    for (const char* name :
+         {"SBATCH_ARRAY_INX", "SBATCH_WAIT", "SBATCH_REQUEUE",
+          "SBATCH_NO_REQUEUE", "SBATCH_EXPORT", "SBATCH_OPEN_MODE",
+          "SBATCH_INPUT", "SBATCH_OUTPUT", "SBATCH_ERROR", "SBATCH_JOB_NAME",
+          "SBATCH_TIMELIMIT", "SBATCH_WAIT_ALL_NODES", "SBATCH_HOLD"})
+      sub.env_unset.push_back(name);
     ProcessResult pr = l_.local_.Run(sub);
     if (!pr.succeeded()) {
       std::string why = Trim(pr.err.text);
@@ -332,7 +374,7 @@ class SlurmLauncher::Job {
         return;
       }
       if (l_.clock_.Now() >= next_state) {
-        if (EndedBySlurm(Ask())) return;
+        if (EndedBySlurm(Ask(deadline))) return;
         next_state = l_.clock_.Now() + l_.options_.state_poll;
       }
       SteadyTime wake = std::min(l_.clock_.Now() + poll, next_state);
@@ -369,10 +411,10 @@ class SlurmLauncher::Job {
   }
 
   // Slurm's line for the job; "" when it cannot tell.
-  std::string Ask() {
+  std::string Ask(const Deadline& limit = Deadline()) {
     ProcessRequest q = ProcessRequest::Exec(
         {l_.scontrol_, "show", "job", "-o", r_.cluster->job_id});
-    q.deadline = Deadline::After(l_.clock_, kCommandTimeout);
+    q.deadline = Deadline::After(l_.clock_, kAskTimeout).Earlier(limit);
     ProcessResult pr = l_.local_.Run(q);
     if (pr.succeeded()) {
       r_.cluster->state = ScontrolField(pr.out.text, "JobState");
@@ -532,6 +574,10 @@ Status SlurmLauncher::SharedSpool(const ProcessRequest& request) {
       "nodes share (set --state-dir; docs/slurm.md)";
   std::error_code ec;
   fs::create_directories(options_.spool_dir, ec);
+  if (!ec) {
+    fs::permissions(options_.spool_dir, fs::perms::owner_all,
+                    fs::perm_options::replace, ec);
+  }
   if (ec) {
     return IoError("cannot create " + options_.spool_dir + ": " + ec.message());
   }
@@ -582,6 +628,11 @@ ProcessResult SlurmLauncher::Run(const ProcessRequest& request) {
     ProcessResult r;
     r.end = ProcessEnd::kFailedToStart;
     r.error = shared.message();
+    return r;
+  }
+  if (request.cancel.cancelled()) {
+    ProcessResult r;
+    r.end = ProcessEnd::kCancelled;
     return r;
   }
   // A probe cut short or refused is tried again by the next run; this one

@@ -61,6 +61,8 @@ std::string AttemptTakenBy(const std::string& run_by,
   if (!a.slurm->node.empty() && at != std::string::npos)
     who = run_by.substr(0, at) + "@" + a.slurm->node;
   std::string facts = "slurm job " + a.slurm->job_id;
+  // Never started: `who` is still this machine, which did not run it.
+  if (a.slurm->node.empty()) facts += ", never started";
   if (paren != std::string::npos && run_by.back() == ')') {
     facts = run_by.substr(paren + 2, run_by.size() - paren - 3) + ", " + facts;
   }

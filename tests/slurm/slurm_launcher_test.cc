@@ -5,9 +5,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -178,6 +180,29 @@ TEST_F(SlurmLauncherTest, ANodeGoingDownLosesTheRun) {
   EXPECT_EQ(pr.cluster->state, "NODE_FAIL");
   EXPECT_THAT(pr.error, HasSubstr("node " + node + " failed"));
   EXPECT_EQ(pr.out.text, "started\n");
+}
+
+// A command that ignores SIGTERM still ends: the job script outlives it,
+// so Slurm's kill after the grace reaches it.
+TEST_F(SlurmLauncherTest, ACommandIgnoringTermIsKilledAfterTheGrace) {
+  const std::string pid_file = dir_.path() + "/pid";
+  ProcessRequest r =
+      Request("trap 'echo TERM-ignored' TERM; echo $$ > " + pid_file +
+                  "; echo up; while :; do sleep 0.2; done",
+              "stubborn");
+  r.cluster->run_timeout = 2000ms;
+  r.kill_grace = 1000ms;
+  ProcessResult pr = slurm_->Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kTimedOut) << pr.Describe();
+  std::ifstream in(pid_file);
+  int pid = 0;
+  ASSERT_TRUE(in >> pid);
+  // Slurm's KillWait (5 s in scripts/slurm-up) after the cancel; bound 20 s.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_NE(kill(pid, 0), 0) << "the command is still running";
+  if (kill(pid, 0) == 0) kill(pid, SIGKILL);
 }
 
 TEST_F(SlurmLauncherTest, QueueTimeDoesNotCountAgainstTheRunTimeout) {
