@@ -176,6 +176,15 @@ std::optional<Millis> ReadDuration(const YAML::Node& n, const std::string& key,
     }
     return std::nullopt;
   }
+  // A deadline is a point on the steady clock, counted in nanoseconds: a
+  // longer time would overflow it (and two such times added, too).
+  if (r->count() > kMaxWrittenDuration.count() ||
+      r->count() < -kMaxWrittenDuration.count()) {
+    d.Error(LineOf(n), "'" + key + "' is at most " +
+                           FormatDuration(kMaxWrittenDuration) +
+                           " (100 years), not " + s);
+    return std::nullopt;
+  }
   return *r;
 }
 

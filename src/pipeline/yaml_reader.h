@@ -77,9 +77,13 @@ std::optional<int64_t> ReadInt(const YAML::Node& n, const std::string& key,
 std::optional<double> ReadNumber(const YAML::Node& n, const std::string& key,
                                  double min, const std::string& rule,
                                  Diagnostics& d);
+// The longest duration a file may write, either way: 100 years.
+inline constexpr Millis kMaxWrittenDuration = std::chrono::hours(876000);
+
 // A duration ("30s", "1h30m"). A bare integer is read in `bare_unit` when
 // given; otherwise only a bare 0 is accepted (zero in any unit). Negative
-// values are returned for the caller to refuse with its own wording.
+// values are returned for the caller to refuse with its own wording; one
+// beyond kMaxWrittenDuration either way is refused here.
 std::optional<Millis> ReadDuration(const YAML::Node& n, const std::string& key,
                                    std::optional<Millis> bare_unit,
                                    Diagnostics& d);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/clock.h"
+#include "pipeline/resolve.h"
 #include "test_util.h"
 
 namespace steps::pipeline {
@@ -777,6 +779,29 @@ jobs:
   EXPECT_EQ(d->line, 3);
   EXPECT_EQ(Find(r.diagnostics, "'source.price.input'"), nullptr)
       << r.diagnostics.FormatAll();
+}
+
+TEST(LoaderTest, ADurationPastAHundredYearsIsRefused) {
+  auto text = [](const std::string& timeout) {
+    return "jobs:\n- name: j\n  plan:\n  - task: t\n    run: 'true'\n"
+           "    timeout: " +
+           timeout + "\n";
+  };
+  for (const char* huge : {"99999999h", "876000h1ms", "-99999999h"}) {
+    LoadResult r = LoadPipelineText(text(huge), "t.yaml");
+    EXPECT_FALSE(r.pipeline) << huge;
+    const Diagnostic* d = Find(r.diagnostics, "'timeout' is at most 876000h");
+    ASSERT_NE(d, nullptr) << huge << "\n" << r.diagnostics.FormatAll();
+    EXPECT_EQ(d->line, 6);
+  }
+  // The bound itself loads, and its deadline is a point in the future.
+  LoadResult r = LoadPipelineText(text("876000h"), "t.yaml");
+  ASSERT_TRUE(r.pipeline) << r.diagnostics.FormatAll();
+  ResolvedPlan plan(r.pipeline);
+  const Step& t = *r.pipeline->jobs[0].plan[0];
+  ASSERT_TRUE(plan.For(t).dials.timeout.value);
+  const SteadyTime now = RealClock().Now();
+  EXPECT_GT(now + *plan.For(t).dials.timeout.value, now);
 }
 
 }  // namespace
