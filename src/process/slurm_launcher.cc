@@ -374,7 +374,9 @@ class SlurmLauncher::Job {
         return;
       }
       if (l_.clock_.Now() >= next_state) {
-        if (EndedBySlurm(Ask(deadline))) return;
+        const std::string line = Ask(deadline);
+        if (EndedBySlurm(line)) return;
+        if (CannotRun(line)) return;
         next_state = l_.clock_.Now() + l_.options_.state_poll;
       }
       SteadyTime wake = std::min(l_.clock_.Now() + poll, next_state);
@@ -429,6 +431,26 @@ class SlurmLauncher::Job {
     if (pr.err.text.find("Invalid job id") != std::string::npos)
       r_.cluster->state = "GONE";
     return "";
+  }
+
+  // True when Slurm holds the job pending for a reason that does not pass
+  // by itself (it asks more than its partition allows, an account or QOS
+  // it may not use): the job is cancelled and the run fails to start,
+  // instead of waiting in the queue for a deadline that may never come.
+  bool CannotRun(const std::string& line) {
+    if (r_.cluster->state != "PENDING") return false;
+    static const std::set<std::string> kNever = {
+        "PartitionConfig",   "PartitionNodeLimit", "PartitionTimeLimit",
+        "BadConstraints",    "InvalidAccount",     "InvalidQOS",
+        "AccountNotAllowed", "QOSNotAllowed"};
+    const std::string reason = ScontrolField(line, "Reason");
+    if (!kNever.count(reason)) return false;
+    Stop(ProcessEnd::kFailedToStart);
+    r_.error = "Slurm cannot run job " + r_.cluster->job_id +
+               " as asked: it is held pending with reason " + reason +
+               " (the partition's limits or the account's rights); it was "
+               "cancelled";
+    return true;
   }
 
   // True when Slurm says the job is over: the result is then set.

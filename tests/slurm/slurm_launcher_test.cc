@@ -272,6 +272,21 @@ TEST_F(SlurmLauncherTest, ARefusedSubmissionFailsToStartWithSlurmsWords) {
   EXPECT_THAT(pr.error, HasSubstr("partition"));
 }
 
+// More CPUs than the partition has: Slurm queues it and holds it pending
+// for ever (reason PartitionConfig). The run fails to start, saying why.
+TEST_F(SlurmLauncherTest, AJobSlurmCanNeverRunFailsToStart) {
+  ProcessRequest r = Request("echo never", "never");
+  r.cluster->cpus = 100000;
+  const auto begin = std::chrono::steady_clock::now();
+  ProcessResult pr = slurm_->Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
+  EXPECT_THAT(pr.error, HasSubstr("reason PartitionConfig"));
+  // Seen at the first question to Slurm, a second in (bound 20 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
+}
+
 TEST_F(SlurmLauncherTest, AMissingWorkingDirectoryFailsToStart) {
   ProcessRequest r = Request("echo never", "nodir");
   r.working_dir = dir_.path() + "/absent";
