@@ -81,15 +81,9 @@ int RunGuardianCommand(int argc, char** argv) {
         if (j.run_id == run_id) jobs.push_back(std::move(j));
       }
     }
-    std::vector<std::string> ids;
-    for (const store::RecordedSlurmJob& j : jobs) ids.push_back(j.job_id);
-    CancelSlurmJobs(ids);
-    for (const store::RecordedSlurmJob& j : jobs)
-      (void)store::MarkSlurmJob(*db, j, "cancelled");
-    if (!ids.empty()) {
-      LogEvent(
-          LogLevel::kWarn, "run.orphans_cancelled",
-          {{"run", run_id}, {"slurm_jobs", static_cast<int64_t>(ids.size())}});
+    store::CancelRecordedSlurmJobs(*db, jobs);
+    if (!jobs.empty()) {
+      LogEvent(LogLevel::kWarn, "run.orphans_cancelled", {{"run", run_id}});
     }
   }
   // The run is over and nothing of it runs: its lock (descriptor 3) goes

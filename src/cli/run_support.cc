@@ -287,6 +287,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   slurm_options.spool_dir =
       (std::filesystem::absolute(setup.state_dir) / "slurm").string();
   slurm_options.jobs = recording.slurm_jobs.get();
+  slurm_options.tag = SlurmRunTag(opts.run_id);
   // sbatch, scontrol and scancel are short and bounded: they need no
   // recording as a step's processes do. sbatch hands its environment to
   // the job: the one tasks get, keys withheld.
@@ -300,6 +301,7 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   SignalWatcher signals(opts.abort, opts.cleanup_abort);
   pipeline::Executor executor(plan, opts);
   outcome.record = executor.Run(setup.jobs);
+  if (recording.slurm_jobs) recording.slurm_jobs->Finish();
   tracing.Finish(outcome.record.duration, opts.abort);
   if (guardian && guardian->Lost()) {
     LogEvent(LogLevel::kWarn, "run.guardian_lost",
@@ -347,19 +349,13 @@ void CancelOrphanedSlurmJobs(store::Store& db, const std::string& state_dir,
     const std::string run_id = (*jobs)[i].run_id;
     const bool alive =
         run_id != own_run && RunMayBeAlive(state_dir, (*jobs)[i]);
-    std::vector<const store::RecordedSlurmJob*> dead;
+    std::vector<store::RecordedSlurmJob> dead;
     for (; i < jobs->size() && (*jobs)[i].run_id == run_id; ++i) {
-      if (!alive) dead.push_back(&(*jobs)[i]);
+      if (!alive) dead.push_back((*jobs)[i]);
     }
     if (dead.empty()) continue;
-    std::vector<std::string> ids;
-    for (const store::RecordedSlurmJob* j : dead) ids.push_back(j->job_id);
-    CancelSlurmJobs(ids);
-    for (const store::RecordedSlurmJob* j : dead)
-      store::MarkSlurmJob(db, *j, "cancelled");
-    LogEvent(
-        LogLevel::kWarn, "run.orphans_cancelled",
-        {{"run", run_id}, {"slurm_jobs", static_cast<int64_t>(ids.size())}});
+    store::CancelRecordedSlurmJobs(db, dead);
+    LogEvent(LogLevel::kWarn, "run.orphans_cancelled", {{"run", run_id}});
   }
 }
 

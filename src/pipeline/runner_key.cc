@@ -20,7 +20,7 @@ struct OwnedOption {
   std::string_view long_form;
   std::string_view why;
 };
-constexpr std::array<OwnedOption, 13> kOwnedOptions = {{
+constexpr std::array<OwnedOption, 14> kOwnedOptions = {{
     {"--time", "steps sets it from the step's timeout"},
     {"--output", "steps reads the job's output itself"},
     {"--error", "steps reads the job's output itself"},
@@ -34,6 +34,7 @@ constexpr std::array<OwnedOption, 13> kOwnedOptions = {{
     {"--no-requeue", "a lost job is never requeued by Slurm"},
     {"--wait", "steps waits for the job itself"},
     {"--export", "the job gets the step's environment"},
+    {"--comment", "steps tags the job with its run"},
 }};
 
 // The long option `arg` sets ("--time" of "--time=5"), or "" when it is

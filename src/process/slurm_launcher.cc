@@ -171,6 +171,29 @@ class FileStream {
 
 }  // namespace
 
+std::string SlurmRunTag(const std::string& run_id) {
+  return "steps-run:" + run_id;
+}
+
+void CancelTaggedSlurmJobs(const std::string& tag) {
+  if (tag.empty()) return;
+  ProcessRequest q =
+      ProcessRequest::Exec({FindCommand("squeue"), "-h", "-u",
+                            std::to_string(getuid()), "-o", "%i %k"});
+  q.deadline = Deadline::After(RealClock(), kCommandTimeout);
+  LocalProcessLauncher local;
+  ProcessResult pr = local.Run(q);
+  if (!pr.succeeded()) return;
+  std::vector<std::string> ids;
+  std::istringstream lines(pr.out.text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos && line.substr(space + 1) == tag)
+      ids.push_back(line.substr(0, space));
+  }
+  CancelSlurmJobs(ids);
+}
+
 void CancelSlurmJobs(const std::vector<std::string>& ids) {
   if (ids.empty()) return;
   std::vector<std::string> argv = {FindCommand("scancel")};
@@ -309,6 +332,8 @@ class SlurmLauncher::Job {
         "--chdir=" + dir_};
     if (std::optional<Millis> limit = Limit())
       argv.push_back("--time=" + SlurmTimeLimit(*limit));
+    if (!l_.options_.tag.empty())
+      argv.push_back("--comment=" + l_.options_.tag);
     if (req_.cluster) {
       for (std::string& a : SbatchPlacementArgs(*req_.cluster))
         argv.push_back(std::move(a));
@@ -331,6 +356,7 @@ class SlurmLauncher::Job {
           "SBATCH_INPUT", "SBATCH_OUTPUT", "SBATCH_ERROR", "SBATCH_JOB_NAME",
           "SBATCH_TIMELIMIT", "SBATCH_WAIT_ALL_NODES", "SBATCH_HOLD"})
       sub.env_unset.push_back(name);
+    if (l_.options_.jobs) l_.options_.jobs->OnSubmitting();
     ProcessResult pr = l_.local_.Run(sub);
     if (!pr.succeeded()) {
       std::string why = Trim(pr.err.text);

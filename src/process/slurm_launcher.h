@@ -21,6 +21,9 @@ namespace steps {
 class SlurmJobObserver {
  public:
   virtual ~SlurmJobObserver() = default;
+  // sbatch is about to run: from now on a job may exist whose id nobody
+  // knows yet (SlurmLauncherOptions::tag finds it).
+  virtual void OnSubmitting() {}
   // sbatch answered with the job's id; nothing waits on the job yet.
   virtual void OnJobQueued(const std::string& job_id) = 0;
   // The job has ended (or was cancelled and Slurm let go of it).
@@ -44,7 +47,18 @@ struct SlurmLauncherOptions {
   Millis state_poll{1000};
   // Told about every job. Must outlive the launcher. Default: nobody.
   SlurmJobObserver* jobs = nullptr;
+  // Each job's comment (sbatch --comment), by which CancelTaggedSlurmJobs
+  // finds the jobs of a process that died before sbatch named them
+  // (SlurmRunTag). Empty: no comment.
+  std::string tag;
 };
+
+// The tag of a run's jobs: "steps-run:RUN_ID".
+std::string SlurmRunTag(const std::string& run_id);
+
+// Cancels this user's jobs whose comment is `tag` (squeue, then scancel;
+// each given at most 30 s). For the jobs a dead run left.
+void CancelTaggedSlurmJobs(const std::string& tag);
 
 // Each Run submits one job with sbatch, whose script runs the request's
 // command on a node: in its working directory, with the request's

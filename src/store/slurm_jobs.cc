@@ -7,6 +7,29 @@ namespace steps::store {
 SlurmJobRecorder::SlurmJobRecorder(Store& store, std::string run_id)
     : store_(store), run_id_(std::move(run_id)) {}
 
+void SlurmJobRecorder::OnSubmitting() {
+  std::call_once(submitting_, [this] { OnJobQueued(kAnyTaggedJob); });
+}
+
+void SlurmJobRecorder::Finish() { OnJobEnded(kAnyTaggedJob); }
+
+void CancelRecordedSlurmJobs(Store& store,
+                             const std::vector<RecordedSlurmJob>& jobs) {
+  if (jobs.empty()) return;
+  std::vector<std::string> ids;
+  bool tagged = false;
+  for (const RecordedSlurmJob& j : jobs) {
+    if (j.job_id == kAnyTaggedJob)
+      tagged = true;
+    else
+      ids.push_back(j.job_id);
+  }
+  CancelSlurmJobs(ids);
+  if (tagged) CancelTaggedSlurmJobs(SlurmRunTag(jobs.front().run_id));
+  for (const RecordedSlurmJob& j : jobs)
+    (void)MarkSlurmJob(store, j, "cancelled");
+}
+
 void SlurmJobRecorder::OnJobQueued(const std::string& job_id) {
   store_.WarnWriteFailed(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(

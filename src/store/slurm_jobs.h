@@ -5,10 +5,15 @@
 // Table slurm_jobs: one row per job, (run_id, job_id, status). The row is
 // written `queued` once sbatch answers with the id, before anything waits
 // on the job, and deleted when the job has ended; the guardian or a later
-// run that cancels the job of a dead run sets `cancelled`.
+// run that cancels the job of a dead run sets `cancelled`. A row with
+// job_id kAnyTaggedJob, written before the run's first sbatch and deleted
+// when the run ends, says jobs may exist that no row names (sbatch queued
+// them and the run died before it answered): they are found by their tag
+// (SlurmRunTag).
 #ifndef STEPS_STORE_SLURM_JOBS_H_
 #define STEPS_STORE_SLURM_JOBS_H_
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,10 +25,19 @@ namespace steps::store {
 
 // Records one run's jobs as they are queued and end. A write that fails is
 // logged once (WRN store.write_failed) and the run goes on. Thread-safe.
+inline constexpr char kAnyTaggedJob[] = "*";
+
 class SlurmJobRecorder : public SlurmJobObserver {
  public:
   // `store` must outlive the recorder.
   SlurmJobRecorder(Store& store, std::string run_id);
+
+  // The first call writes the kAnyTaggedJob row (committed before this
+  // returns); later calls do nothing.
+  void OnSubmitting() override;
+  // The run is over and its launcher let go of every job: the
+  // kAnyTaggedJob row goes.
+  void Finish();
 
   // The row is committed before this returns.
   void OnJobQueued(const std::string& job_id) override;
@@ -33,6 +47,7 @@ class SlurmJobRecorder : public SlurmJobObserver {
  private:
   Store& store_;
   const std::string run_id_;
+  std::once_flag submitting_;
 };
 
 struct RecordedSlurmJob {
@@ -51,6 +66,12 @@ Result<std::vector<RecordedSlurmJob>> QueuedSlurmJobs(Store& store);
 // Sets the status of one recorded job ("cancelled").
 Status MarkSlurmJob(Store& store, const RecordedSlurmJob& job,
                     const std::string& status);
+
+// Cancels what `jobs` (all of one run) name: each job by its id, and the
+// jobs of the run's tag when a kAnyTaggedJob row is among them; marks each
+// row `cancelled`.
+void CancelRecordedSlurmJobs(Store& store,
+                             const std::vector<RecordedSlurmJob>& jobs);
 
 }  // namespace steps::store
 

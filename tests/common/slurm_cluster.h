@@ -46,7 +46,9 @@ inline const SlurmCluster& TestSlurmCluster() {
         "command -v slurmd >/dev/null && command -v munged >/dev/null";
     if (system(probe) != 0) return c;
     c.installed = true;
-    const std::string up = "flock /tmp/steps-slurm-up.lock " STEPS_SOURCE_DIR
+    // -o: the lock's descriptor is closed for slurm-up, so the daemons it
+    // starts do not hold the lock for ever.
+    const std::string up = "flock -o /tmp/steps-slurm-up.lock " STEPS_SOURCE_DIR
                            "/scripts/slurm-up >/tmp/steps-slurm-up.log 2>&1";
     if (system(up.c_str()) != 0) {
       c.error = "scripts/slurm-up failed: " +

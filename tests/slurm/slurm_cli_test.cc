@@ -88,6 +88,41 @@ class SlurmCliTest : public ::testing::Test {
     std::ofstream(dir_.path() + "/" + name) << text;
   }
 
+  // DIR/bin/sbatch: the real sbatch, but its jobs do not carry this run's
+  // process scope (on a one-node cluster the guardian's sweep of the scope
+  // would otherwise end their processes itself, and hide whether the jobs
+  // were cancelled). With `hold`, once a step's job is queued its id goes
+  // to DIR/submitted and the answer waits 60 s. Returns the folder.
+  std::string FakeSbatch(bool hold) {
+    const std::string real = CommandOutput("command -v sbatch");
+    EXPECT_FALSE(real.empty());
+    const std::string bin = dir_.path() + "/bin";
+    std::filesystem::create_directories(bin);
+    std::string script = "#!/bin/bash\nout=$(env -u STEPS_PROCESS_SCOPE " +
+                         real + " \"$@\") || exit $?\n";
+    if (hold) {
+      script +=
+          "case \"$*\" in *--job-name=steps-probe*) ;;\n"
+          "  *) echo \"$out\" > " +
+          dir_.path() + "/submitted; sleep 60 ;;\nesac\n";
+    }
+    Write("bin/sbatch", script + "echo \"$out\"\n");
+    std::filesystem::permissions(bin + "/sbatch",
+                                 std::filesystem::perms::owner_all);
+    return bin;
+  }
+
+  // Starts `steps ARGS` with `bin` first in its PATH.
+  pid_t SpawnWithPath(const std::string& bin,
+                      const std::vector<std::string>& args,
+                      const std::string& log) {
+    const std::string path = getenv("PATH");
+    setenv("PATH", (bin + ":" + path).c_str(), 1);
+    pid_t pid = SpawnSteps(dir_.path(), args, log);
+    setenv("PATH", path.c_str(), 1);
+    return pid;
+  }
+
   TempDir dir_;
 };
 
@@ -237,8 +272,8 @@ jobs:
         run: echo "job=$SLURM_JOB_ID"; sleep 300
 )");
   const std::string log = dir_.path() + "/log";
-  pid_t pid =
-      SpawnSteps(dir_.path(), {"run", "p.yaml", "--plain", "--no-cache"}, log);
+  pid_t pid = SpawnWithPath(FakeSbatch(/*hold=*/false),
+                            {"run", "p.yaml", "--plain", "--no-cache"}, log);
   ASSERT_GT(pid, 0);
   const bool up = WaitForText(log, "long | job=", 60000ms);
   kill(pid, SIGKILL);
@@ -252,6 +287,39 @@ jobs:
   while (StillQueued({m[1]}) != "" && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(200ms);
   EXPECT_EQ(StillQueued({m[1]}), "");
+}
+
+// Killed while sbatch had queued the job but not yet said its id: the job
+// is found by the run's tag (its comment) and cancelled all the same.
+TEST_F(SlurmCliTest, AJobQueuedAsTheRunDiedIsFoundByItsTag) {
+  const std::string bin = FakeSbatch(/*hold=*/true);
+  Write("p.yaml", R"(
+defaults:
+  runner: slurm
+jobs:
+  - name: slowsub
+    plan:
+      - task: long
+        run: sleep 300
+)");
+  const std::string log = dir_.path() + "/log";
+  pid_t pid =
+      SpawnWithPath(bin, {"run", "p.yaml", "--plain", "--no-cache"}, log);
+  ASSERT_GT(pid, 0);
+  const bool queued = WaitForText(dir_.path() + "/submitted", "\n", 60000ms);
+  kill(pid, SIGKILL);
+  WaitForExit(pid, 10000ms);
+  ASSERT_TRUE(queued) << ReadAll(log);
+  std::string id = ReadAll(dir_.path() + "/submitted");
+  id = id.substr(0, id.find_first_of(";\n"));
+  ASSERT_FALSE(id.empty());
+  // Bound: 30 s for the guardian's squeue and scancel and Slurm's end.
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (StillQueued({id}) != "" && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(StillQueued({id}), "");
+  // The fake sbatch itself is left sleeping; end it.
+  CommandOutput("pkill -f " + bin + "/sbatch");
 }
 
 // The node goes down under the first attempt of each step. Without
