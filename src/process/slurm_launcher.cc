@@ -303,10 +303,11 @@ class SlurmLauncher::Job {
               q + "/nostart; exit 126; }\n";
     script += command + " < " + ShellQuote(in) + " > " + q + "/out " +
               (req_.merge_stderr ? "2>&1" : "2> " + q + "/err") + " &\n";
-    script +=
-        "child=$!\ntrap 'kill -TERM \"$child\" 2>/dev/null' TERM\n"
-        "while :; do wait \"$child\"; code=$?; "
-        "kill -0 \"$child\" 2>/dev/null || break; done\n";
+    script += "child=$!\ntrap ': > " + q +
+              "/term; kill -TERM \"$child\" "
+              "2>/dev/null' TERM\n"
+              "while :; do wait \"$child\"; code=$?; "
+              "kill -0 \"$child\" 2>/dev/null || break; done\n";
     script += "printf '%s\\n' \"$code\" > " + q + "/status.tmp && mv " + q +
               "/status.tmp " + q + "/status\nexit \"$code\"\n";
     return WriteFile(Path("job.sh"), script, true);
@@ -383,6 +384,9 @@ class SlurmLauncher::Job {
       err_.Poll();
       if (!started_) CheckStarted();
       if (std::optional<int> code = ExitStatus()) {
+        // A command that ended on Slurm's SIGTERM (its time limit, a node
+        // going down, a preemption, someone's scancel) ended as Slurm says.
+        if (fs::exists(Path("term")) && EndedBySlurm(AskUntilFinal())) return;
         Exited(*code);
         return;
       }
@@ -479,13 +483,30 @@ class SlurmLauncher::Job {
     return true;
   }
 
+  // Slurm's line for the job once it says the job is over (asked every
+  // 100 ms, for at most kEndWait); the last line it gave otherwise.
+  std::string AskUntilFinal() {
+    const SteadyTime until = l_.clock_.Now() + kEndWait;
+    std::string line = Ask();
+    while (!IsFinalState(r_.cluster->state) && r_.cluster->state != "GONE" &&
+           l_.clock_.Now() < until) {
+      l_.clock_.SleepFor(Millis(100), CancelToken());
+      line = Ask();
+    }
+    return line;
+  }
+
   // True when Slurm says the job is over: the result is then set.
   bool EndedBySlurm(const std::string& line) {
     const std::string& state = r_.cluster->state;
     if (state != "GONE" && !IsFinalState(state)) return false;
-    // The job script's own end marker wins: the command ended first.
+    // Slurm ended it: its time limit, a lost node, a preemption, a cancel.
+    const bool slurms = state == "TIMEOUT" || state == "NODE_FAIL" ||
+                        state == "BOOT_FAIL" || state == "PREEMPTED" ||
+                        state == "CANCELLED";
+    // Otherwise the job script's own end marker wins: the command ended.
     const SteadyTime until = l_.clock_.Now() + kMarkerWait;
-    while (true) {
+    while (!slurms) {
       if (std::optional<int> code = ExitStatus()) {
         Exited(*code);
         return true;
@@ -494,6 +515,7 @@ class SlurmLauncher::Job {
       if (l_.clock_.Now() >= until) break;
       l_.clock_.SleepFor(Millis(50), CancelToken());
     }
+    if (slurms) r_.exit_code = ExitStatus();
     const std::string job = "Slurm job " + r_.cluster->job_id;
     const std::string reason = ScontrolField(line, "Reason");
     if (state == "TIMEOUT") {

@@ -82,10 +82,10 @@ TEST(StoreTest, OpenCreatesTheFileTheFolderAndTheSchema) {
   ASSERT_TRUE(store.ok()) << store.status().message();
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(Names(**store, "table"),
-            (std::set<std::string>{"agent_turns", "attempts", "cache",
-                                   "conversation_log", "gates", "jobs",
-                                   "output_lines", "process_groups",
-                                   "run_interruptions", "runs", "steps"}));
+            (std::set<std::string>{
+                "agent_turns", "attempts", "cache", "conversation_log", "gates",
+                "jobs", "output_lines", "process_groups", "run_interruptions",
+                "runs", "slurm_jobs", "steps"}));
   EXPECT_EQ(Names(**store, "view"), std::set<std::string>{"hooks"});
   EXPECT_EQ(PragmaText(**store, "journal_mode"), "wal");
   EXPECT_EQ(PragmaText(**store, "user_version"),
