@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -159,21 +160,37 @@ TEST_F(SlurmLauncherTest, SlurmsTimeLimitEndsTheJobAndSaysItWasSlurms) {
   EXPECT_EQ(pr.out.text, "started\n");
 }
 
-// The node goes down under a running job: the run is lost, not failed.
-// The node is set back to `resume` whatever happens.
+// The node goes down under a running job whose first line has arrived
+// (Slurm says RUNNING before the job script has run anything): the run is
+// lost, not failed. The node is set back to `resume` whatever happens
+// (with ReturnToService=2 it may be back already; scontrol then says the
+// state is invalid, which is harmless).
 TEST_F(SlurmLauncherTest, ANodeGoingDownLosesTheRun) {
   ProcessRequest r = Request("echo started; sleep 600", "nodefail");
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  r.on_line = [&](OutputStream, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    started = started || line == "started";
+    cv.notify_all();
+  };
   ProcessResult pr;
   std::thread t([&] { pr = slurm_->Run(r); });
-  std::string id;
-  const bool running = WaitRunning(r.cluster->job_name, &id, 30000ms);
+  bool running = false;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    running = cv.wait_for(lock, 30s, [&] { return started; });
+  }
   const std::string node = TestSlurmCluster().node;
   if (running) {
     CommandOutput("scontrol update nodename=" + node +
                   " state=down reason=steps-test");
+  } else {
+    CommandOutput("scancel -n " + r.cluster->job_name);
   }
   t.join();
-  CommandOutput("scontrol update nodename=" + node + " state=resume");
+  CommandOutput("scontrol update nodename=" + node + " state=resume 2>&1");
   ASSERT_TRUE(running);
   EXPECT_EQ(pr.end, ProcessEnd::kLost) << pr.Describe();
   ASSERT_TRUE(pr.cluster);
