@@ -94,7 +94,11 @@ int64_t ToMs(WallTime t) {
 }
 
 Outcome ReadOutcome(const json& j, const char* key) {
-  const std::optional<Outcome> o = ParseOutcome(Str(j, key));
+  const std::string name = Str(j, key);
+  // ParseOutcome reads the outcomes a file may name; a record may also
+  // never have started.
+  if (name == OutcomeName(Outcome::kNotStarted)) return Outcome::kNotStarted;
+  const std::optional<Outcome> o = ParseOutcome(name);
   if (!o) throw Bad{std::string(key) + " is not an outcome"};
   return *o;
 }

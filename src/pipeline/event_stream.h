@@ -32,13 +32,6 @@
 
 namespace steps::pipeline {
 
-// How a cell ended, as its last line says.
-struct CellEnd {
-  Outcome outcome = Outcome::kSucceeded;
-  std::string error;
-  bool caused_by_error = false;
-};
-
 // The records as JSON values (also for tests and tools that read them).
 nlohmann::json StepRefToJson(const StepRef& ref);
 nlohmann::json AttemptToJson(const AttemptRecord& attempt);

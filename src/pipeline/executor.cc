@@ -125,6 +125,15 @@ Executor::~Executor() = default;
 RunRecord Executor::Run(const std::vector<std::string>& jobs) {
   return impl_->Run(jobs);
 }
+CellEnd Executor::RunCell(const CellTask& task) {
+  for (const Job& job : impl_->plan.pipeline().jobs) {
+    if (job.name == task.job)
+      return internal::JobRunner(*impl_, job).RunCell(task);
+  }
+  return {Outcome::kErrored, "the pipeline has no job '" + task.job + "'",
+          true};
+}
+
 const std::string& Executor::run_id() const { return impl_->opts.run_id; }
 std::string Executor::run_dir() const { return impl_->run_dir; }
 
@@ -210,6 +219,50 @@ JobRecord JobRunner::Run() {
   record_.duration = std::chrono::duration_cast<Millis>(clock_.Now() - start);
   ex_.observer().OnJobEnd(record_);
   return record_;
+}
+
+CellEnd JobRunner::RunCell(const CellTask& task) {
+  const Step* block = nullptr;
+  const std::vector<StepPtr>* level = &job_.plan;
+  for (size_t at : task.path) {
+    if (at >= level->size()) {
+      block = nullptr;
+      break;
+    }
+    block = (*level)[at].get();
+    level = &block->steps;
+  }
+  if (block == nullptr || block->kind != StepKind::kAcross) {
+    return {
+        Outcome::kErrored,
+        "job '" + job_.name +
+            "' has no across block where the cell "
+            "names one (is the pipeline file the one the run started with?)",
+        true};
+  }
+  const AcrossCells cells = AcrossCellsOf(*block);
+  if (task.cell >= cells.picks.size()) {
+    return {Outcome::kErrored,
+            "the across block '" + block->name + "' has " +
+                std::to_string(cells.picks.size()) + " cells, not " +
+                std::to_string(task.cell + 1),
+            true};
+  }
+  if (task.job_left)
+    job_deadline_ = Deadline::At(clock_.Now() + *task.job_left);
+  std::error_code ec;
+  fs::create_directories(fs::path(job_dir_) / "artifacts", ec);
+  Scope scope;
+  scope.token = ex_.opts.abort.Child();
+  if (job_budget_) {
+    job_budget_->Add(task.job_tokens_spent, task.job_usd_spent);
+    scope.budgets.push_back(job_budget_);
+  }
+  const StepResult r =
+      RunSequence(block->steps, cells.ScopeOf(*block, task.cell, scope),
+                  AcrossCells::Prefix(task.block_id, task.cell));
+  return {r.outcome, r.error,
+          r.caused_by_error || r.outcome == Outcome::kErrored};
 }
 
 void StopNote::Set(const std::string& why) const {
@@ -613,48 +666,72 @@ StepResult JobRunner::RunParallel(const Step& step, const Scope& scope,
   return FanOut(units, scope);
 }
 
-StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
-                                const std::string& id) {
+AcrossCells AcrossCellsOf(const Step& step) {
   // Cells: the cartesian product of every variable's values, first variable
   // slowest.
-  std::vector<std::vector<size_t>> cells(1);
-  size_t in_flight = 1;
+  AcrossCells cells;
+  cells.picks.resize(1);
+  cells.in_flight = 1;
   for (const AcrossVar& v : step.across) {
     std::vector<std::vector<size_t>> next;
-    for (const auto& c : cells) {
+    for (const auto& c : cells.picks) {
       for (size_t k = 0; k < v.values.size(); ++k) {
         next.push_back(c);
         next.back().push_back(k);
       }
     }
-    cells = std::move(next);
-    in_flight *= v.max_in_flight.has_value()
-                     ? std::min<size_t>(*v.max_in_flight,
-                                        std::max<size_t>(v.values.size(), 1))
-                     : std::max<size_t>(v.values.size(), 1);
+    cells.picks = std::move(next);
+    cells.in_flight *=
+        v.max_in_flight.has_value()
+            ? std::min<size_t>(*v.max_in_flight,
+                               std::max<size_t>(v.values.size(), 1))
+            : std::max<size_t>(v.values.size(), 1);
   }
+  return cells;
+}
+
+std::string AcrossCells::Values(const Step& step, size_t i,
+                                const std::string& outer) const {
+  std::string values = outer;
+  for (size_t v = 0; v < step.across.size(); ++v) {
+    if (!values.empty()) values += " ";
+    values += step.across[v].var + "=" + step.across[v].values[picks[i][v]];
+  }
+  return values;
+}
+
+Scope AcrossCells::ScopeOf(const Step& step, size_t i,
+                           const Scope& outer) const {
+  Scope cell = outer;
+  for (size_t v = 0; v < step.across.size(); ++v) {
+    cell.vars[step.across[v].var] = step.across[v].values[picks[i][v]];
+    cell.var_names.insert(step.across[v].var);
+  }
+  cell.cell = Values(step, i, outer.cell);
+  return cell;
+}
+
+std::string AcrossCells::Prefix(const std::string& block_id, size_t i) {
+  return block_id + ".c" + std::to_string(i + 1) + ".";
+}
+
+StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
+                                const std::string& id) {
+  const AcrossCells cells = AcrossCellsOf(step);
   std::shared_ptr<agent::BudgetMeter> across_budget;
   if (step.budget) {
     across_budget = std::make_shared<agent::BudgetMeter>(
         agent::BudgetLimit{step.budget->tokens, step.budget->usd}, "across");
   }
-  // "os=linux arch=arm": a cell by its values, after the cells around it.
   auto cell_values = [&](size_t i) {
-    std::string values = scope.cell;
-    for (size_t v = 0; v < step.across.size(); ++v) {
-      if (!values.empty()) values += " ";
-      values += step.across[v].var + "=" + step.across[v].values[cells[i][v]];
-    }
-    return values;
+    return cells.Values(step, i, scope.cell);
   };
   auto cell_label = [&](size_t i) { return "cell " + cell_values(i); };
-  auto cell_prefix = [&](size_t i) {
-    return id + ".c" + std::to_string(i + 1) + ".";
-  };
+  auto cell_prefix = [&](size_t i) { return AcrossCells::Prefix(id, i); };
   std::atomic<size_t> not_admitted{0};
   FanOutUnits units;
-  units.count = cells.size();
-  units.limit = std::max<size_t>(in_flight, 1);
+  units.count = cells.picks.size();
+  units.limit = std::max<size_t>(cells.in_flight, 1);
   units.fail_fast = step.fail_fast;
   units.label = cell_label;
   units.refuse = [&]() -> std::optional<std::string> {
@@ -666,13 +743,8 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     return std::nullopt;
   };
   units.run = [&](size_t i, const Scope& s) {
-    Scope cell = s;
-    for (size_t v = 0; v < step.across.size(); ++v) {
-      cell.vars[step.across[v].var] = step.across[v].values[cells[i][v]];
-      cell.var_names.insert(step.across[v].var);
-    }
+    Scope cell = cells.ScopeOf(step, i, s);
     if (across_budget) cell.charge_only.push_back(across_budget);
-    cell.cell = cell_values(i);
     return RunSequence(step.steps, cell, cell_prefix(i));
   };
   // A cell that never started is recorded as its first step, in the cell.
@@ -686,7 +758,7 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     LogEvent(LogLevel::kWarn, "across.budget_spent",
              {{"job", job_.name},
               {"step", step.name},
-              {"admitted", cells.size() - not_admitted},
+              {"admitted", cells.picks.size() - not_admitted},
               {"not_admitted", not_admitted.load()},
               {"budget", across_budget->DescribeSpent()}});
   }

@@ -82,6 +82,30 @@ struct ExecutorOptions {
   trace::SpanContext trace;
 };
 
+// One cell of an across block, run by itself for a run elsewhere (`steps
+// run --cell`, on a Slurm node): the sending run keeps the records, this
+// one only reports them (ExecutorOptions::observer, an EventWriter). Its
+// run_id and state_dir are the sending run's, so that its steps work in
+// the same job folder (on a filesystem both see).
+struct CellTask {
+  std::string job;
+  // Where the block is: the index of each step on the way down from the
+  // job's plan through blocks' steps ({1, 0}: the first step of the
+  // job's second step).
+  std::vector<size_t> path;
+  // The block's id in its job ("3", "2.1#2"): its cells' step ids begin
+  // with it.
+  std::string block_id;
+  size_t cell = 0;  // 0-based, in the block's order.
+  // Time left of the job's deadline when the cell was sent; nullopt: the
+  // job has none.
+  std::optional<Millis> job_left;
+  // Spent under the job's budget when the cell was sent: the cell's agent
+  // steps stop where the job's budget would stop them.
+  int64_t job_tokens_spent = 0;
+  double job_usd_spent = 0;
+};
+
 class Executor {
  public:
   // `plan` must outlive the executor.
@@ -91,6 +115,10 @@ class Executor {
   // Runs the named jobs (all when empty), in file order, one after another.
   // REQUIRES: every name is a job of the plan.
   RunRecord Run(const std::vector<std::string>& jobs);
+
+  // Runs one cell of an across block (see CellTask); errored, saying why,
+  // when the task does not name one.
+  CellEnd RunCell(const CellTask& task);
 
   const std::string& run_id() const;
   // The folder of this run: STATE_DIR/runs/RUN_ID.

@@ -103,6 +103,23 @@ struct Scope {
   std::string cell;
 };
 
+// The cells of an across block: for each, the index of its value of each
+// variable (the cartesian product, first variable slowest).
+struct AcrossCells {
+  std::vector<std::vector<size_t>> picks;
+  size_t in_flight = 1;  // The product of the variables' max_in_flight.
+
+  // "os=linux arch=arm": cell i by its values, after `outer`'s (the cells
+  // around the block).
+  std::string Values(const Step& step, size_t i,
+                     const std::string& outer) const;
+  // `outer` with cell i's variables set and its values as `cell`.
+  Scope ScopeOf(const Step& step, size_t i, const Scope& outer) const;
+  // Where the ids of cell i's steps start: "3.c2.".
+  static std::string Prefix(const std::string& block_id, size_t i);
+};
+AcrossCells AcrossCellsOf(const Step& step);
+
 // What the step cache knows of the workspace before a step runs.
 struct WorkspaceBefore {
   std::string snapshot;  // SnapshotDigest: to tell whether the step kept it.
@@ -113,6 +130,8 @@ class JobRunner {
  public:
   JobRunner(Executor::Impl& ex, const Job& job);
   JobRecord Run();
+  // Runs one cell of an across block of this job by itself (CellTask).
+  CellEnd RunCell(const CellTask& task);
 
  private:
   StepResult RunSequence(const std::vector<StepPtr>& steps, const Scope& scope,

@@ -135,6 +135,14 @@ struct StepRecord {
   bool resumed = false;
 };
 
+// How an across cell run by itself ended (Executor::RunCell; the last
+// line of its event stream, event_stream.h).
+struct CellEnd {
+  Outcome outcome = Outcome::kSucceeded;
+  std::string error;
+  bool caused_by_error = false;  // Failed because a step errored.
+};
+
 struct JobRecord {
   std::string name;
   Outcome outcome = Outcome::kSucceeded;

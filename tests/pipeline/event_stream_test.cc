@@ -356,6 +356,7 @@ TEST_F(EventStreamTest, DefaultsComeBackAsDefaults) {
   ref.id = "j:1";
   StepRecord step;
   step.ref = ref;
+  step.outcome = Outcome::kNotStarted;
   RoundTrip([&](EventWriter& w) {
     w.OnStepStart(ref, std::nullopt);
     w.OnStepEnd(step);
@@ -367,6 +368,7 @@ TEST_F(EventStreamTest, DefaultsComeBackAsDefaults) {
   EXPECT_FALSE(s.agent);
   EXPECT_FALSE(s.gate);
   EXPECT_TRUE(s.attempts.empty());
+  EXPECT_EQ(s.outcome, Outcome::kNotStarted);
   ASSERT_TRUE(end_);
   EXPECT_EQ(end_->outcome, Outcome::kSucceeded);
 }
