@@ -6,6 +6,7 @@
 #include <atomic>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 
 #include "core/fiber.h"
 #include "core/log.h"
@@ -248,8 +249,10 @@ CellEnd JobRunner::RunCell(const CellTask& task) {
                 std::to_string(task.cell + 1),
             true};
   }
-  if (task.job_left)
-    job_deadline_ = Deadline::At(clock_.Now() + *task.job_left);
+  if (task.job_deadline) {
+    job_deadline_ =
+        Deadline::At(clock_.Now() + (*task.job_deadline - clock_.WallNow()));
+  }
   std::error_code ec;
   fs::create_directories(fs::path(job_dir_) / "artifacts", ec);
   Scope scope;
@@ -257,6 +260,13 @@ CellEnd JobRunner::RunCell(const CellTask& task) {
   if (job_budget_) {
     job_budget_->Add(task.job_tokens_spent, task.job_usd_spent);
     scope.budgets.push_back(job_budget_);
+  }
+  scope.cell = task.outer_cell;
+  if (task.outer_vars.is_object()) {
+    for (const auto& [var, value] : task.outer_vars.items()) {
+      scope.vars[var] = value;
+      scope.var_names.insert(var);
+    }
   }
   const StepResult r =
       RunSequence(block->steps, cells.ScopeOf(*block, task.cell, scope),
@@ -742,9 +752,12 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
     }
     return std::nullopt;
   };
+  const bool remote =
+      ex_.plan.For(step).dials.runner.value == RunnerKind::kSlurm;
   units.run = [&](size_t i, const Scope& s) {
     Scope cell = cells.ScopeOf(step, i, s);
     if (across_budget) cell.charge_only.push_back(across_budget);
+    if (remote) return RunRemoteCell(step, id, i, cell);
     return RunSequence(step.steps, cell, cell_prefix(i));
   };
   // A cell that never started is recorded as its first step, in the cell.
@@ -762,6 +775,123 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
               {"not_admitted", not_admitted.load()},
               {"budget", across_budget->DescribeSpent()}});
   }
+  return r;
+}
+
+// The events of a cell run elsewhere, into this job: each is passed on to
+// the run's observers as the executor's own would be; a step's end is
+// recorded in the job (and what an agent step spent is charged to the
+// budgets around the cell, as for a resumed step).
+class CellRelay : public RunObserver {
+ public:
+  CellRelay(JobRunner& job, const Scope& cell) : job_(job), cell_(cell) {}
+
+  void OnStepStart(const StepRef& s, std::optional<SteadyTime> d) override {
+    out().OnStepStart(s, d);
+  }
+  void OnAttemptStart(const StepRef& s, int attempt, int of,
+                      std::optional<SteadyTime> d) override {
+    out().OnAttemptStart(s, attempt, of, d);
+  }
+  void OnOutput(const StepRef& s, OutputStream stream,
+                std::string_view line) override {
+    out().OnOutput(s, stream, line);
+  }
+  void OnLog(const StepRef& s, std::string_view line) override {
+    out().OnLog(s, line);
+  }
+  void OnAgentTurn(const StepRef& s,
+                   const agent::AgentTurnRecord& turn) override {
+    out().OnAgentTurn(s, turn);
+  }
+  void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
+    out().OnAttemptEnd(s, a);
+  }
+  void OnStepEnd(const StepRecord& rec) override {
+    if (const std::optional<agent::AgentResult>& a = rec.agent) {
+      for (const auto* meters : {&cell_.budgets, &cell_.charge_only}) {
+        for (const auto& meter : *meters)
+          meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
+      }
+    }
+    ended_ = true;
+    const bool ran = rec.outcome != Outcome::kNotStarted && !rec.ref.judge;
+    job_.Finish(rec, ran);
+  }
+  bool any_ended() const { return ended_; }
+
+ private:
+  RunObserver& out() { return job_.ex_.observer(); }
+
+  JobRunner& job_;
+  const Scope& cell_;
+  std::atomic<bool> ended_{false};
+};
+
+std::optional<std::vector<size_t>> JobRunner::PathTo(const Step& target) const {
+  std::vector<size_t> path;
+  std::function<bool(const std::vector<StepPtr>&)> find =
+      [&](const std::vector<StepPtr>& steps) {
+        for (size_t i = 0; i < steps.size(); ++i) {
+          path.push_back(i);
+          if (steps[i].get() == &target || find(steps[i]->steps)) return true;
+          path.pop_back();
+        }
+        return false;
+      };
+  if (find(job_.plan)) return path;
+  return std::nullopt;
+}
+
+StepResult JobRunner::RunRemoteCell(const Step& block,
+                                    const std::string& block_id, size_t i,
+                                    const Scope& cell) {
+  RemoteCell rc;
+  rc.task.job = job_.name;
+  rc.task.block_id = block_id;
+  rc.task.cell = i;
+  rc.task.outer_cell = cell.cell;
+  rc.task.outer_vars = cell.vars;
+  if (job_deadline_.is_set()) {
+    rc.task.job_deadline =
+        clock_.WallNow() + (job_deadline_.at() - clock_.Now());
+  }
+  if (job_budget_) {
+    rc.task.job_tokens_spent = job_budget_->tokens();
+    rc.task.job_usd_spent = job_budget_->usd();
+  }
+  rc.placement = ex_.plan.For(block).dials.slurm;
+  rc.label = "cell " + cell.cell;
+  rc.cancel = cell.token;
+  rc.kill_grace = ex_.opts.kill_grace;
+  CellEnd end;
+  std::optional<std::vector<size_t>> path = PathTo(block);
+  CellRelay relay(*this, cell);
+  if (!ex_.opts.cells) {
+    end = {Outcome::kErrored, "runner slurm: this run has no Slurm runner",
+           true};
+  } else if (!path) {
+    end = {Outcome::kErrored,
+           "an across block in a hook cannot send its cells to Slurm", true};
+  } else {
+    rc.task.path = std::move(*path);
+    end = ex_.opts.cells->Run(rc, relay);
+  }
+  // A cell that ended before any of its steps did (it never started on a
+  // node, or the node was lost first) is recorded as its first step.
+  if (!relay.any_ended() && !block.steps.empty()) {
+    StepRecord rec;
+    rec.ref =
+        MakeRef(*block.steps.front(), AcrossCells::Prefix(block_id, i) + "1",
+                std::nullopt, cell.cell);
+    rec.outcome =
+        end.outcome == Outcome::kAborted ? Outcome::kNotStarted : end.outcome;
+    rec.error = end.error;
+    rec.started = clock_.WallNow();
+    Finish(std::move(rec), false);
+  }
+  StepResult r(end.outcome, end.error);
+  r.caused_by_error = end.caused_by_error;
   return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,56 @@
 
 namespace steps::pipeline {
 
+// One cell of an across block, run by itself for a run elsewhere (`steps
+// run --cell`, on a Slurm node): the sending run keeps the records, this
+// one only reports them (ExecutorOptions::observer, an EventWriter). Its
+// run_id and state_dir are the sending run's, so that its steps work in
+// the same job folder (on a filesystem both see).
+struct CellTask {
+  std::string job;
+  // Where the block is: the index of each step on the way down from the
+  // job's plan through blocks' steps ({1, 0}: the first step of the
+  // job's second step).
+  std::vector<size_t> path;
+  // The block's id in its job ("3", "2.1#2"): its cells' step ids begin
+  // with it.
+  std::string block_id;
+  size_t cell = 0;  // 0-based, in the block's order.
+  // The cells around the block (an across inside another): their values
+  // ("os=linux") and variables; empty otherwise.
+  std::string outer_cell;
+  nlohmann::json outer_vars = nlohmann::json::object();
+  // The job's deadline, on the wall clock (the machines' steady clocks
+  // share no origin; a cluster's wall clocks agree, as Slurm needs them
+  // to); nullopt: the job has none.
+  std::optional<WallTime> job_deadline;
+  // Spent under the job's budget when the cell was sent: the cell's agent
+  // steps stop where the job's budget would stop them.
+  int64_t job_tokens_spent = 0;
+  double job_usd_spent = 0;
+};
+
+// An across cell sent to run elsewhere (an across block with `runner:
+// slurm`): what to run, where, and what stops it.
+struct RemoteCell {
+  CellTask task;
+  ClusterPlacement placement;  // The block's `slurm:` keys, resolved.
+  std::string label;           // "cell os=linux arch=arm", for messages.
+  CancelToken cancel;          // An abort, or a sibling's fail_fast.
+  Millis kill_grace{2000};
+};
+
+// Runs remote cells (cli: `steps run --cell` as a Slurm job). Thread-safe:
+// a fan-out runs several at once.
+class CellLauncher {
+ public:
+  virtual ~CellLauncher() = default;
+  // Runs `cell`, reporting its events to `events` as they come (from the
+  // caller's thread or the launcher's, one at a time), and returns how it
+  // ended; a cell that ended without saying so is errored, saying why.
+  virtual CellEnd Run(const RemoteCell& cell, RunObserver& events) = 0;
+};
+
 struct ExecutorOptions {
   // All time reads and waits (backoff, deadlines). Not owned.
   // Default: RealClock().
@@ -35,6 +86,9 @@ struct ExecutorOptions {
   // slurm_launcher.h). Not owned. Null: such a step ends errored, saying
   // this run has no Slurm runner.
   ProcessLauncher* slurm = nullptr;
+  // Runs the cells of across blocks whose runner is slurm. Not owned.
+  // Null: such a cell ends errored, saying this run has no Slurm runner.
+  CellLauncher* cells = nullptr;
   // Runs agent steps and fixers. Not owned. Null: agent steps end errored
   // with a message saying no agent runner is available.
   agent::AgentRunner* agents = nullptr;
@@ -80,30 +134,6 @@ struct ExecutorOptions {
   // (spans.h), and each agent conversation is a child of it. Invalid
   // (the default): none is given.
   trace::SpanContext trace;
-};
-
-// One cell of an across block, run by itself for a run elsewhere (`steps
-// run --cell`, on a Slurm node): the sending run keeps the records, this
-// one only reports them (ExecutorOptions::observer, an EventWriter). Its
-// run_id and state_dir are the sending run's, so that its steps work in
-// the same job folder (on a filesystem both see).
-struct CellTask {
-  std::string job;
-  // Where the block is: the index of each step on the way down from the
-  // job's plan through blocks' steps ({1, 0}: the first step of the
-  // job's second step).
-  std::vector<size_t> path;
-  // The block's id in its job ("3", "2.1#2"): its cells' step ids begin
-  // with it.
-  std::string block_id;
-  size_t cell = 0;  // 0-based, in the block's order.
-  // Time left of the job's deadline when the cell was sent; nullopt: the
-  // job has none.
-  std::optional<Millis> job_left;
-  // Spent under the job's budget when the cell was sent: the cell's agent
-  // steps stop where the job's budget would stop them.
-  int64_t job_tokens_spent = 0;
-  double job_usd_spent = 0;
 };
 
 class Executor {

@@ -131,6 +131,7 @@ class JobRunner {
   JobRunner(Executor::Impl& ex, const Job& job);
   JobRecord Run();
   // Runs one cell of an across block of this job by itself (CellTask).
+  // Its events go to the executor's observer; the caller records nothing.
   CellEnd RunCell(const CellTask& task);
 
  private:
@@ -355,6 +356,15 @@ class JobRunner {
                   const std::string& why, const std::string& cell);
   // Appends a finished leaf step to the record and tells the observer.
   void Finish(StepRecord record, bool add_to_execution);
+  // Cell i of the across block `block` (id `block_id`), sent to run
+  // elsewhere (ExecutorOptions::cells) in the cell's scope `cell`; its
+  // events come back through a CellRelay into this job's records.
+  StepResult RunRemoteCell(const Step& block, const std::string& block_id,
+                           size_t i, const Scope& cell);
+  // Where `target` is in the job's plan, as CellTask::path; nullopt when it
+  // is not reached through blocks' steps (it is in a hook).
+  std::optional<std::vector<size_t>> PathTo(const Step& target) const;
+  friend class CellRelay;
   StepRef MakeRef(const Step& step, const std::string& id,
                   std::optional<HookKind> hook, const std::string& cell) const;
   std::string WorkDir(const StepRef& ref) const;

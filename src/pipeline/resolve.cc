@@ -338,6 +338,15 @@ void ResolvedPlan::ResolveAll(const std::vector<StepPtr>& steps,
             ResolveSandbox(&s.sandbox, &r.agent->sandbox, pipeline_->defaults);
         ResolveGuards(r.dials, *r.agent, pipeline_->defaults);
       }
+    } else if (s.kind == StepKind::kAcross) {
+      // An across block's cells run on Slurm only where the block says so
+      // (its placement from the block, the job, defaults:); `--runner
+      // local` keeps them here, `--runner slurm` does not send them.
+      if (s.runner.has_value()) {
+        ResolveRunner(s, job, r.dials);
+        if (options_.runner != RunnerKind::kLocal)
+          r.dials.runner = {*s.runner, DialOrigin::kStep, s.runner.line};
+      }
     } else if (!s.is_container()) {
       r.dials = ResolveWorkDials(s);
       r.dials.sandbox =

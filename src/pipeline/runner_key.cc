@@ -159,6 +159,53 @@ void ReadSlurmMap(const YAML::Node& n, SlurmSpec& out, Diagnostics& d) {
   r.Finish();
 }
 
+// The first gate in `steps` or their hooks, at any depth; null if none.
+const Step* FindGate(const std::vector<StepPtr>& steps) {
+  for (const StepPtr& s : steps) {
+    if (!s) continue;
+    if (s->kind == StepKind::kGate) return s.get();
+    if (const Step* g = FindGate(s->steps)) return g;
+    for (HookKind k : kAllHooks) {
+      if (const StepPtr& h = s->hooks.Get(k)) {
+        if (const Step* g = FindGate({h})) return g;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// An across block whose cells run on Slurm (`runner: slurm` on the block):
+// each cell is one job running steps on a node, so what only a step's own
+// Slurm job means, and what only this machine can do, is refused.
+void CheckRemoteCells(const Step& step, Diagnostics& d) {
+  if (step.runner.value != RunnerKind::kSlurm) return;
+  for (const auto& [written, key] :
+       {std::pair{step.slurm.timeout_includes_queue.has_value()
+                      ? step.slurm.timeout_includes_queue.line
+                      : 0,
+                  "timeout_includes_queue"},
+        std::pair{
+            step.slurm.retry_lost.has_value() ? step.slurm.retry_lost.line : 0,
+            "retry_lost"}}) {
+    if (written > 0) {
+      d.Error(written,
+              "'slurm." + std::string(key) +
+                  "' applies to a task, get or put step's own Slurm job, not "
+                  "to an across block's cells (a cell's time is the job's "
+                  "deadline, queue included; a lost cell is errored)");
+    }
+  }
+  if (const Step* gate = FindGate(step.steps)) {
+    d.Error(gate->line,
+            "gate '" + gate->name +
+                "' is in an across block whose cells run on Slurm (runner: "
+                "slurm, line " +
+                std::to_string(step.runner.line) +
+                "): nobody can decide a gate on a node; move it out of the "
+                "block");
+  }
+}
+
 }  // namespace
 
 void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,
@@ -185,10 +232,11 @@ void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d) {
   if (!r.Has("runner") && !r.Has("slurm")) return;
   const char* key = r.Has("runner") ? "runner" : "slurm";
   std::string refusal;
-  if (step.is_container()) {
+  if (step.is_container() && step.kind != StepKind::kAcross) {
     refusal =
-        "applies to task, get and put steps, not to a block: set it "
-        "on the steps inside, on the job, or under 'defaults:'";
+        "applies to task, get and put steps and to across blocks, not to "
+        "this block: set it on the steps inside, on the job, or under "
+        "'defaults:'";
   } else if (step.kind == StepKind::kAgent) {
     refusal =
         "applies to task, get and put steps: an agent step runs "
@@ -204,6 +252,7 @@ void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d) {
     return;
   }
   ReadRunner(r, step.runner, step.slurm, d);
+  if (step.kind == StepKind::kAcross) CheckRemoteCells(step, d);
 }
 
 }  // namespace steps::pipeline::internal

@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,7 +119,7 @@ TEST(CellTest, TheJobsDeadlineHoldsInTheCell) {
   PipelineRun run(kPipeline);
   std::vector<std::string> lines;
   CellTask task = Cell(0);
-  task.job_left = 0ms;
+  task.job_deadline = RealClock().WallNow();
   const CellEnd end = RunThroughStream(run, task, run.observer(), &lines);
   EXPECT_EQ(end.outcome, Outcome::kFailed);
   EXPECT_THAT(end.error, HasSubstr("job 'j' passed its timeout of 1h"));
@@ -141,6 +145,180 @@ TEST(CellTest, ACellThatIsNotThereIsAnError) {
   task.job = "nope";
   EXPECT_THAT(ex.RunCell(task).error, HasSubstr("no job 'nope'"));
   EXPECT_TRUE(run.observer().steps.empty());
+}
+
+}  // namespace
+}  // namespace steps::pipeline
+
+namespace steps::pipeline {
+namespace {
+
+// Runs each remote cell here, in a second executor over the same plan, its
+// events through the stream as `steps run --cell` sends them from a node.
+class StreamedCells : public CellLauncher {
+ public:
+  StreamedCells(const ResolvedPlan& plan, ExecutorOptions base)
+      : plan_(plan), base_(std::move(base)) {}
+
+  CellEnd Run(const RemoteCell& cell, RunObserver& events) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent.push_back(cell);
+    }
+    EventReader reader(events, RealClock());
+    EventWriter writer(
+        [&](std::string_view l) {
+          Status s = reader.Feed(l);
+          EXPECT_TRUE(s.ok()) << s.message() << "\n" << l;
+        },
+        RealClock());
+    ExecutorOptions o = base_;
+    o.observer = &writer;
+    o.abort = cell.cancel;
+    o.cells = nullptr;
+    Executor ex(plan_, o);
+    writer.WriteCellEnd(ex.RunCell(cell.task));
+    EXPECT_TRUE(reader.end());
+    return reader.end() ? *reader.end() : CellEnd{};
+  }
+
+  std::mutex mu_;
+  std::vector<RemoteCell> sent;
+
+ private:
+  const ResolvedPlan& plan_;
+  ExecutorOptions base_;
+};
+
+constexpr const char* kRemote = R"(jobs:
+- name: j
+  timeout: 1h
+  plan:
+  - across:
+    - { var: n, values: [a, b, c], max_in_flight: 2 }
+    runner: slurm
+    slurm: { cpus: 2, partition: debug }
+    do:
+    - task: one
+      run: echo "one $n"
+    - task: two
+      run: test $n != b
+  - task: after
+    run: echo after
+)";
+
+TEST(RemoteCellTest, EachCellIsSentAndItsStepsAreTheJobsRecords) {
+  PipelineRun run(kRemote);
+  ASSERT_TRUE(run.plan());
+  StreamedCells cells(*run.plan(), run.options);
+  run.options.cells = &cells;
+  const auto before = RealClock().WallNow();
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);  // Cell n=b fails.
+  ASSERT_EQ(cells.sent.size(), 3u);
+  std::set<size_t> indexes;
+  for (const RemoteCell& c : cells.sent) {
+    indexes.insert(c.task.cell);
+    EXPECT_EQ(c.task.job, "j");
+    EXPECT_EQ(c.task.path, std::vector<size_t>{0});
+    EXPECT_EQ(c.task.block_id, "1");
+    EXPECT_EQ(c.placement.cpus, 2);
+    EXPECT_EQ(c.placement.partition, "debug");
+    ASSERT_TRUE(c.task.job_deadline);
+    // The job's 1h deadline, as a time of day (generous: within a minute).
+    EXPECT_LT(*c.task.job_deadline - (before + 1h), 60s);
+    EXPECT_GT(*c.task.job_deadline - (before + 1h), -60s);
+  }
+  EXPECT_EQ(indexes, (std::set<size_t>{0, 1, 2}));
+  // Every cell's steps are in the job's record, with the ids and values a
+  // local run gives them; the failing step ran, so it is in `execution`.
+  std::map<std::string, Outcome> by_id;
+  for (const StepRecord& s : job.steps) by_id[s.ref.id] = s.outcome;
+  EXPECT_EQ(by_id["j:1.c1.1"], Outcome::kSucceeded);
+  EXPECT_EQ(by_id["j:1.c2.2"], Outcome::kFailed);
+  EXPECT_EQ(by_id["j:1.c3.2"], Outcome::kSucceeded);
+  EXPECT_EQ(run.observer().output["one"].size(),
+            std::string("one a\n").size() * 3);
+  EXPECT_EQ(std::count(job.execution.begin(), job.execution.end(), "two"), 3);
+  EXPECT_FALSE(by_id.count("j:2"));  // The job stopped at the failed block.
+}
+
+TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {
+  PipelineRun run(kRemote);
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_TRUE(job.caused_by_error);
+  int errored = 0;
+  for (const StepRecord& s : job.steps) {
+    if (s.ref.name != "one") continue;
+    EXPECT_EQ(s.outcome, Outcome::kErrored);
+    EXPECT_THAT(s.error, HasSubstr("this run has no Slurm runner"));
+    ++errored;
+  }
+  EXPECT_EQ(errored, 3);
+  EXPECT_TRUE(job.execution.empty());
+}
+
+// `--runner local` keeps the cells here; `--runner slurm` does not send
+// cells that the file keeps here.
+TEST(RemoteCellTest, TheCommandLineCanKeepCellsHere) {
+  for (RunnerKind cli : {RunnerKind::kLocal, RunnerKind::kSlurm}) {
+    std::string yaml = kRemote;
+    if (cli == RunnerKind::kSlurm) {
+      yaml.replace(yaml.find("    runner: slurm\n"),
+                   std::string("    runner: slurm\n").size(),
+                   "    runner: local\n");
+    }
+    LoadResult r = LoadPipelineText(yaml, "test.yaml");
+    ASSERT_TRUE(r.pipeline) << r.diagnostics.FormatAll();
+    PlanOptions options;
+    options.runner = cli;
+    ResolvedPlan plan(r.pipeline, options);
+    const Step& block = *r.pipeline->jobs[0].plan[0];
+    EXPECT_EQ(plan.For(block).dials.runner.value, RunnerKind::kLocal);
+  }
+}
+
+TEST(RemoteCellTest, WhatCannotRunInARemoteCellIsRefusedAtLoad) {
+  const std::pair<const char*, const char*> refused[] = {
+      {R"(jobs:
+- name: j
+  plan:
+  - across:
+    - { var: n, values: [a] }
+    runner: slurm
+    do:
+    - gate: approve
+      message: ok?
+)",
+       "nobody can decide a gate on a node"},
+      {R"(jobs:
+- name: j
+  plan:
+  - across:
+    - { var: n, values: [a] }
+    runner: slurm
+    slurm: { retry_lost: true }
+    do:
+    - task: t
+      run: "true"
+)",
+       "'slurm.retry_lost' applies to a task, get or put step's own Slurm job"},
+      {R"(jobs:
+- name: j
+  plan:
+  - do:
+    - task: t
+      run: "true"
+    runner: slurm
+)",
+       "not to this block"},
+  };
+  for (const auto& [yaml, why] : refused) {
+    LoadResult r = LoadPipelineText(yaml, "test.yaml");
+    EXPECT_FALSE(r.pipeline) << yaml;
+    EXPECT_THAT(r.diagnostics.FormatAll(), HasSubstr(why)) << yaml;
+  }
 }
 
 }  // namespace

@@ -155,7 +155,7 @@ TEST(RunnerTest, BadValuesAreRefusedWithTheirLine) {
   }
 }
 
-TEST(RunnerTest, OnlyTasksGetsAndPutsTakeARunner) {
+TEST(RunnerTest, OnlyTasksGetsPutsAndAcrossBlocksTakeARunner) {
   const std::string agent =
       "agents:\n- name: a\n  source: { model: mock/a }\njobs:\n- name: j\n"
       "  plan:\n  - agent: a\n    messages: [x]\n    runner: slurm\n";
@@ -169,8 +169,8 @@ TEST(RunnerTest, OnlyTasksGetsAndPutsTakeARunner) {
   r = LoadPipelineText(block, "t.yaml");
   EXPECT_FALSE(r.pipeline);
   EXPECT_NE(Find(r.diagnostics,
-                 "'slurm' applies to task, get and put steps, "
-                 "not to a block"),
+                 "'slurm' applies to task, get and put steps and to "
+                 "across blocks, not to this block"),
             nullptr)
       << r.diagnostics.FormatAll();
 }
