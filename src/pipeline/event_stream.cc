@@ -325,7 +325,47 @@ json AgentToJson(const agent::AgentResult& a) {
   return j;
 }
 
+CellTask ReadCellTask(const json& j) {
+  CellTask t;
+  t.job = Str(j, "job");
+  if (t.job.empty()) throw Bad{"job is missing"};
+  for (const json& at : Array(j, "path")) {
+    if (!at.is_number_unsigned()) throw Bad{"path holds a non-index"};
+    t.path.push_back(at.get<size_t>());
+  }
+  if (t.path.empty()) throw Bad{"path is missing"};
+  t.block_id = Str(j, "block_id");
+  t.cell = static_cast<size_t>(Int(j, "cell", 0, 1 << 30));
+  t.outer_cell = Str(j, "outer_cell");
+  if (const json* v = Field(j, "outer_vars")) {
+    if (!v->is_object()) throw Bad{"outer_vars is not an object"};
+    t.outer_vars = *v;
+  }
+  if (Field(j, "job_deadline_ms") != nullptr)
+    t.job_deadline = Wall(j, "job_deadline_ms");
+  t.job_tokens_spent = Int(j, "job_tokens_spent");
+  t.job_usd_spent = Usd(j, "job_usd_spent");
+  return t;
+}
+
 }  // namespace
+
+json CellTaskToJson(const CellTask& t) {
+  json j = {{"job", t.job},
+            {"path", t.path},
+            {"block_id", t.block_id},
+            {"cell", t.cell},
+            {"outer_cell", t.outer_cell},
+            {"outer_vars", t.outer_vars},
+            {"job_tokens_spent", t.job_tokens_spent},
+            {"job_usd_spent", t.job_usd_spent}};
+  if (t.job_deadline) j["job_deadline_ms"] = ToMs(*t.job_deadline);
+  return j;
+}
+
+Result<CellTask> CellTaskFromJson(const json& j) {
+  return Guarded<CellTask>("cell task", [&] { return ReadCellTask(j); });
+}
 
 json StepRefToJson(const StepRef& r) {
   json j;
@@ -446,6 +486,9 @@ Result<StepRecord> StepRecordFromJson(const json& j) {
 
 void EventWriter::Write(const json& event) {
   std::string line = DumpJson(event);
+  // A reader of pieces (EventReader::FeedPiece) takes a piece of the full
+  // size for the start of a longer line: no line is a multiple of it.
+  if (line.size() % ProcessRequest::kMaxLineBytes == 0) line += ' ';
   std::lock_guard<std::mutex> lock(mu_);
   sink_(line);
 }
@@ -571,6 +614,25 @@ Status EventReader::Dispatch(const json& e) {
     throw Bad{"'" + kind + "' is not an event"};
   }
   return Status::Ok();
+}
+
+Status EventReader::FeedPiece(std::string_view piece) {
+  // The longest line read: far above any record (an agent step's turns
+  // are cut to a few KB each), far below what would hurt.
+  constexpr size_t kMaxLine = 256u << 20;
+  if (piece.size() == ProcessRequest::kMaxLineBytes) {
+    if (pending_.size() + piece.size() > kMaxLine) {
+      pending_.clear();
+      return InvalidArgument("event line: longer than 256 MiB");
+    }
+    pending_.append(piece);
+    return Status::Ok();
+  }
+  if (pending_.empty()) return Feed(piece);
+  pending_.append(piece);
+  const std::string line = std::move(pending_);
+  pending_.clear();
+  return Feed(line);
 }
 
 Status EventReader::Feed(std::string_view line) {

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/outcome.h"
 #include "core/status.h"
+#include "pipeline/executor.h"
 #include "pipeline/observer.h"
 #include "pipeline/run_record.h"
 
@@ -42,6 +43,11 @@ Result<StepRef> StepRefFromJson(const nlohmann::json& j);
 Result<AttemptRecord> AttemptFromJson(const nlohmann::json& j);
 Result<agent::AgentTurnRecord> TurnFromJson(const nlohmann::json& j);
 Result<StepRecord> StepRecordFromJson(const nlohmann::json& j);
+
+// A cell's task as JSON (what `steps run --cell` reads), and back;
+// kInvalidArgument naming the first field that does not read.
+nlohmann::json CellTaskToJson(const CellTask& task);
+Result<CellTask> CellTaskFromJson(const nlohmann::json& j);
 
 // Writes each event as one line to `sink` (which must be thread-safe or
 // called under the writer's lock: it is). `clock` measures deadlines.
@@ -83,6 +89,11 @@ class EventReader {
       : observer_(observer), clock_(clock) {}
 
   Status Feed(std::string_view line);
+  // The same for a line delivered in pieces of at most
+  // ProcessRequest::kMaxLineBytes (a LineCallback's): a piece of exactly
+  // that size is held until the rest of its line comes. EventWriter never
+  // writes a line whose length is a multiple of it, so this is exact.
+  Status FeedPiece(std::string_view piece);
   // Set once the cell's end has been read.
   const std::optional<CellEnd>& end() const { return end_; }
 
@@ -96,6 +107,7 @@ class EventReader {
   const Clock& clock_;
   std::map<std::string, StepRef> started_;  // By step id.
   std::optional<CellEnd> end_;
+  std::string pending_;  // FeedPiece: the start of a long line.
 };
 
 }  // namespace steps::pipeline

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "process/output_capture.h"
 
 namespace steps::pipeline {
 namespace {
@@ -458,6 +459,73 @@ TEST_F(EventStreamTest, NothingReadsAfterTheCellsEnd) {
   Status s = reader.Feed(R"({"e":"cell_end","outcome":"succeeded"})");
   EXPECT_THAT(s.message(), HasSubstr("after the cell's end"));
   EXPECT_EQ(reader.end()->outcome, Outcome::kFailed);
+}
+
+// Lines longer than a LineCallback's pieces come back whole, whatever
+// their length (a line of exactly the piece size included).
+TEST_F(EventStreamTest, LongLinesComeBackWholeFromPieces) {
+  StepRef ref;
+  ref.id = "j:1";
+  const size_t piece = ProcessRequest::kMaxLineBytes;
+  std::vector<std::string> sent;
+  for (size_t n : {piece - 200, piece - 60, piece - 1, piece, piece + 1,
+                   2 * piece - 60, 2 * piece, 5 * piece + 3}) {
+    for (size_t d = 0; d < 60; ++d) sent.push_back(std::string(n - d, 'x'));
+  }
+  std::string stream;
+  EventWriter writer(
+      [&](std::string_view l) { stream += std::string(l) + "\n"; }, there_);
+  writer.OnStepStart(ref, std::nullopt);
+  for (const std::string& line : sent)
+    writer.OnOutput(ref, OutputStream::kStdout, line);
+  EventReader reader(recorded_, here_);
+  LineSplitter split(piece, [&](std::string_view p) {
+    Status s = reader.FeedPiece(p);
+    ASSERT_TRUE(s.ok()) << s.message();
+  });
+  split.Feed(stream);
+  split.Flush();
+  ASSERT_EQ(recorded_.calls.size(), sent.size() + 1);
+  for (size_t i = 0; i < sent.size(); ++i)
+    ASSERT_EQ(recorded_.calls[i + 1].line, sent[i]) << i;
+}
+
+TEST(CellTaskJsonTest, ACellTaskComesBackAndABadOneIsRefused) {
+  CellTask t;
+  t.job = "j";
+  t.path = {2, 0, 1};
+  t.block_id = "3.1.2";
+  t.cell = 7;
+  t.outer_cell = "os=linux";
+  t.outer_vars = {{"os", "linux"}};
+  t.job_deadline = WallTime(1800000000123ms);
+  t.job_tokens_spent = 1234;
+  t.job_usd_spent = 0.5;
+  Result<CellTask> back = CellTaskFromJson(CellTaskToJson(t));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job, t.job);
+  EXPECT_EQ(back->path, t.path);
+  EXPECT_EQ(back->block_id, t.block_id);
+  EXPECT_EQ(back->cell, t.cell);
+  EXPECT_EQ(back->outer_cell, t.outer_cell);
+  EXPECT_EQ(back->outer_vars, t.outer_vars);
+  EXPECT_EQ(back->job_deadline, t.job_deadline);
+  EXPECT_EQ(back->job_tokens_spent, t.job_tokens_spent);
+  EXPECT_EQ(back->job_usd_spent, t.job_usd_spent);
+  t.job_deadline.reset();
+  back = CellTaskFromJson(CellTaskToJson(t));
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->job_deadline);
+
+  for (const char* bad :
+       {R"({"path":[0]})", R"({"job":"j"})", R"({"job":"j","path":[-1]})",
+        R"({"job":"j","path":[0],"cell":-1})",
+        R"({"job":"j","path":[0],"outer_vars":[1]})",
+        R"({"job":"j","path":[0],"job_usd_spent":-2})", "[]"}) {
+    Result<CellTask> r = CellTaskFromJson(nlohmann::json::parse(bad));
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("cell task")) << bad;
+  }
 }
 
 }  // namespace
