@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 
 #include "cli/ci_report.h"
@@ -15,6 +16,8 @@
 #include "cli/run_ui.h"
 #include "cli/runner_option.h"
 #include "cli/terminal_printer.h"
+#include "core/json_text.h"
+#include "pipeline/event_stream.h"
 #include "pipeline/loader.h"
 #include "pipeline/source_check.h"
 #include "store/resume.h"
@@ -48,6 +51,9 @@ struct RunOptions {
   bool resume_if_interrupted = false;
   std::string prices;  // --prices FILE (STEPS_PRICES); empty: none.
   std::string runner;  // --runner (STEPS_RUNNER); empty: as the file says.
+  // Hidden; set by a run for the across cells it sends to Slurm nodes
+  // (cli/slurm_cells.h): where the cell's task is, "-" for stdin.
+  std::string cell;
 };
 
 // --resume-if-interrupted: the exit code of resuming the newest interrupted
@@ -231,7 +237,79 @@ bool StartRunUi(const RunOptions& opts, std::unique_ptr<RunUi>& ui,
   return true;
 }
 
+// The task `steps run --cell` was given: JSON {"task": ..., "keys": {...}}
+// from stdin ("-") or a file. The keys are set in this process's
+// environment, for its agents.
+Result<pipeline::CellTask> ReadCellTask(const std::string& from) {
+  std::string text;
+  if (from == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  } else {
+    std::ifstream in(from, std::ios::binary);
+    if (!in) return InvalidArgument("cannot read " + from);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (!JsonDepthWithin(text, 16)) return InvalidArgument("nested too deeply");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgument("not a JSON object");
+  auto keys = j.find("keys");
+  if (keys != j.end() && keys->is_object()) {
+    for (const auto& [name, value] : keys->items()) {
+      if (value.is_string() && !name.empty() &&
+          name.find('=') == std::string::npos)
+        setenv(name.c_str(), value.get<std::string>().c_str(), 1);
+    }
+  }
+  auto task = j.find("task");
+  if (task == j.end()) return InvalidArgument("no task");
+  return pipeline::CellTaskFromJson(*task);
+}
+
+// `steps run FILE --cell -`: one across cell for the run that sent it. The
+// events go to stdout as JSON lines; a cell that cannot run says why in
+// its end event too, so that the sending run can record it.
+int RunCell(const RunOptions& opts) {
+  auto refuse = [](const std::string& why, int code) {
+    pipeline::EventWriter writer(
+        [](std::string_view line) { std::cout << line << std::endl; },
+        RealClock());
+    writer.WriteCellEnd({Outcome::kErrored, why, true});
+    std::cerr << "steps run --cell: " << why << "\n";
+    return code;
+  };
+  Result<pipeline::CellTask> task = ReadCellTask(opts.cell);
+  if (!task.ok()) return refuse(task.status().message(), kExitUsage);
+  if (opts.run_id.empty() || !pipeline::IsRunId(opts.run_id))
+    return refuse("--cell needs the --run-id of the run that sent it",
+                  kExitUsage);
+  Result<std::shared_ptr<const agent::PriceTable>> prices =
+      LoadPrices(opts.prices);
+  if (!prices.ok())
+    return refuse("--prices " + prices.status().message(), kExitUsage);
+  pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
+  std::cerr << r.diagnostics.FormatAll();
+  if (!r.pipeline) {
+    return refuse(opts.file + " does not load on this node (see its log)",
+                  kExitRefused);
+  }
+  if (opts.mock && !r.pipeline->mock)
+    return refuse("--mock needs a 'mock:' block in " + opts.file, kExitUsage);
+  // The cell's steps run here, on the node: none sends a job of its own.
+  pipeline::PlanOptions local;
+  local.runner = pipeline::RunnerKind::kLocal;
+  pipeline::ResolvedPlan plan(r.pipeline, local);
+  RunSetup setup;
+  setup.state_dir = opts.state_dir;
+  setup.mock = opts.mock;
+  setup.run_id = opts.run_id;
+  setup.prices = *prices;
+  RunCellHere(plan, setup, *task, stdout);
+  return kExitOk;
+}
+
 int RunRun(const RunOptions& opts) {
+  if (!opts.cell.empty()) return RunCell(opts);
   Result<std::shared_ptr<const agent::PriceTable>> prices =
       LoadPrices(opts.prices);
   if (!prices.ok()) {
@@ -257,6 +335,7 @@ int RunRun(const RunOptions& opts) {
     return kExitRefused;
   RunSetup setup;
   setup.prices = *prices;
+  setup.prices_file = opts.prices;
   setup.run_id = opts.run_id;
   setup.via = opts.via;
   std::unique_ptr<RunUi> ui;
@@ -350,6 +429,7 @@ Command RunCommand() {
         // Not for users (no group: not in --help): what `steps mcp` passes
         // the runs it starts in the background.
         app.add_option("--run-id", opts->run_id)->group("");
+        app.add_option("--cell", opts->cell)->group("");
         app.add_option("--via", opts->via)
             ->check(CLI::IsMember({"mcp"}))
             ->group("");

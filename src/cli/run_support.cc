@@ -11,11 +11,13 @@
 #include "cli/commands.h"
 #include "cli/run_tracing.h"
 #include "cli/signals.h"
+#include "cli/slurm_cells.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/redact.h"
 #include "mock_provider/script.h"
 #include "pipeline/environment.h"
+#include "pipeline/event_stream.h"
 #include "pipeline/redacting.h"
 #include "process/guardian.h"
 #include "process/local_launcher.h"
@@ -221,7 +223,135 @@ std::vector<std::string> WithheldVariables(const pipeline::Pipeline& pipeline,
   return withheld;
 }
 
+// How this run's across cells run on Slurm nodes: this binary and this
+// run's file, state folder, folder, id and flags; the provider keys its
+// agents use.
+SlurmCellsOptions CellsOptions(const pipeline::ResolvedPlan& plan,
+                               const RunSetup& setup,
+                               const std::string& run_id) {
+  namespace fs = std::filesystem;
+  SlurmCellsOptions o;
+  std::error_code ec;
+  o.steps_binary = fs::read_symlink("/proc/self/exe", ec).string();
+  o.file = fs::absolute(plan.pipeline().file, ec).string();
+  o.state_dir = fs::absolute(setup.state_dir, ec).string();
+  o.working_dir = fs::current_path(ec).string();
+  o.run_id = run_id;
+  if (setup.mock) o.flags.push_back("--mock");
+  if (!setup.prices_file.empty()) {
+    o.flags.push_back("--prices");
+    o.flags.push_back(fs::absolute(setup.prices_file, ec).string());
+  }
+  for (const std::string& name :
+       pipeline::ProviderKeyVariables(plan.pipeline())) {
+    if (const char* value = std::getenv(name.c_str())) o.keys[name] = value;
+  }
+  return o;
+}
+
+// On a Slurm node: each attempt of the cell's steps says which job and
+// node ran it (Slurm's SLURM_JOB_ID and SLURMD_NODENAME), so that the
+// sending run's `Taken by:` names them as for a step's own job.
+class SlurmStamp : public pipeline::RunObserver {
+ public:
+  // `sent`: when the cell was handed to Slurm; its queue time runs from
+  // there to now (the start of steps on the node).
+  SlurmStamp(pipeline::RunObserver& next, std::optional<WallTime> sent)
+      : next_(next) {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    const char* node = std::getenv("SLURMD_NODENAME");
+    if (job != nullptr && *job != '\0') {
+      Millis queued(0);
+      if (sent) {
+        queued = std::max(Millis(0), std::chrono::duration_cast<Millis>(
+                                         RealClock().WallNow() - *sent));
+      }
+      stamp_ = pipeline::SlurmAttempt{job, node != nullptr ? node : "", queued};
+    }
+  }
+  void OnStepStart(const pipeline::StepRef& s,
+                   std::optional<SteadyTime> d) override {
+    next_.OnStepStart(s, d);
+  }
+  void OnAttemptStart(const pipeline::StepRef& s, int attempt, int of,
+                      std::optional<SteadyTime> d) override {
+    next_.OnAttemptStart(s, attempt, of, d);
+  }
+  void OnOutput(const pipeline::StepRef& s, OutputStream stream,
+                std::string_view line) override {
+    next_.OnOutput(s, stream, line);
+  }
+  void OnLog(const pipeline::StepRef& s, std::string_view line) override {
+    next_.OnLog(s, line);
+  }
+  void OnAgentTurn(const pipeline::StepRef& s,
+                   const agent::AgentTurnRecord& turn) override {
+    next_.OnAgentTurn(s, turn);
+  }
+  void OnAttemptEnd(const pipeline::StepRef& s,
+                    const pipeline::AttemptRecord& a) override {
+    pipeline::AttemptRecord stamped = a;
+    Stamp(stamped);
+    next_.OnAttemptEnd(s, stamped);
+  }
+  void OnStepEnd(const pipeline::StepRecord& r) override {
+    pipeline::StepRecord stamped = r;
+    for (pipeline::AttemptRecord& a : stamped.attempts) Stamp(a);
+    next_.OnStepEnd(stamped);
+  }
+
+ private:
+  void Stamp(pipeline::AttemptRecord& a) const {
+    if (stamp_ && !a.slurm) a.slurm = stamp_;
+  }
+  pipeline::RunObserver& next_;
+  std::optional<pipeline::SlurmAttempt> stamp_;
+};
+
 }  // namespace
+
+void RunCellHere(const pipeline::ResolvedPlan& plan, const RunSetup& setup,
+                 const pipeline::CellTask& task, std::FILE* out) {
+  const pipeline::Pipeline& pipeline = plan.pipeline();
+  AddProcessSecretsFromEnvironment(pipeline::SecretVariables(pipeline));
+  const std::shared_ptr<const Redactor> redactor = ProcessRedactor();
+  if (Status s = BecomeChildSubreaper(); !s.ok()) {
+    LogEvent(LogLevel::kWarn, "process.no_subreaper", {{"error", s.message()}});
+  }
+  pipeline::EventWriter writer(
+      [out](std::string_view line) {
+        std::fwrite(line.data(), 1, line.size(), out);
+        std::fputc('\n', out);
+        std::fflush(out);
+      },
+      RealClock());
+  SlurmStamp stamped(writer, task.sent);
+  pipeline::RedactingObserver masked(stamped, redactor);
+  pipeline::ExecutorOptions opts;
+  opts.state_dir = setup.state_dir;
+  opts.file = pipeline.file;
+  opts.run_id = setup.run_id;
+  opts.observer = &masked;
+  LocalProcessLauncher launcher(
+      RealClock(),
+      CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)));
+  opts.launcher = &launcher;
+  RunOutcome outcome;
+  std::unique_ptr<agent::ConversationRunner> agents =
+      MakeAgents(plan, setup, redactor, outcome);
+  opts.agents = agents.get();
+  // Slurm's TERM reaches this process and its job script, which passes it
+  // on: one abort, not an abort and a cut of the cell's hooks.
+  SignalWatcher signals(opts.abort, opts.cleanup_abort,
+                        std::chrono::milliseconds(2000));
+  pipeline::Executor executor(plan, opts);
+  pipeline::CellEnd end = executor.RunCell(task);
+  end.error = redactor->Redact(end.error);
+  CollectMockFindings(*agents, *redactor, outcome);
+  for (const std::string& p : outcome.mock_problems)
+    LogEvent(LogLevel::kWarn, "mock.unmet", {{"problem", p}});
+  writer.WriteCellEnd(end);
+}
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   // Secrets (docs/secrets.md): the values of the pipeline's secret
@@ -294,6 +424,8 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {
   LocalProcessLauncher slurm_commands(RealClock(), task_env);
   SlurmLauncher slurm(slurm_commands, RealClock(), slurm_options);
   opts.slurm = &slurm;
+  SlurmCells cells(slurm, CellsOptions(plan, setup, opts.run_id));
+  opts.cells = &cells;
   RunOutcome outcome;
   std::unique_ptr<agent::ConversationRunner> agents =
       MakeAgents(plan, setup, redactor, outcome);

@@ -44,6 +44,9 @@ struct RunSetup {
   // Prices answers that no `price:` and no reported cost price
   // (`--prices FILE`, cli/prices_file.h); null: none.
   std::shared_ptr<const agent::PriceTable> prices;
+  // The file `prices` came from, handed to the cells that run on Slurm
+  // nodes (`--prices`); empty: none.
+  std::string prices_file;
 };
 
 struct RunOutcome {
@@ -72,6 +75,16 @@ struct RunOutcome {
 // returned record; provider key variables are withheld from child
 // processes unless an `env:` entry passes them (docs/secrets.md).
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
+
+// `steps run FILE --cell -`: runs one cell of an across block here for the
+// run that sent it (cli/slurm_cells.h), writing its events to `out` as JSON
+// lines (pipeline/event_stream.h), the cell's end last. Nothing is stored
+// (the sending run keeps the records) and no lock is taken; the steps run
+// on this machine (whatever their runner), with the setup's agents, the
+// pipeline's secrets masked and provider keys withheld from tasks, and end
+// on SIGINT/SIGTERM as a run's do.
+void RunCellHere(const pipeline::ResolvedPlan& plan, const RunSetup& setup,
+                 const pipeline::CellTask& task, std::FILE* out);
 
 // Ends what runs that died left running: for every run in the store under
 // `state_dir` that recorded running process groups and whose lock is free,

@@ -23,8 +23,9 @@ void OnSignal(int sig) {
 
 }  // namespace
 
-SignalWatcher::SignalWatcher(CancelToken abort, CancelToken cleanup)
-    : abort_(std::move(abort)), cleanup_(std::move(cleanup)) {
+SignalWatcher::SignalWatcher(CancelToken abort, CancelToken cleanup,
+                             std::chrono::milliseconds echo)
+    : abort_(std::move(abort)), cleanup_(std::move(cleanup)), echo_(echo) {
   if (pipe2(pipe_, O_CLOEXEC) != 0) return;
   g_signal_fd = pipe_[1];
   struct sigaction sa {};
@@ -57,9 +58,11 @@ void SignalWatcher::Watch() {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || b == 0) return;
     int expected = 0;
+    const auto now = std::chrono::steady_clock::now();
     if (first_signal_.compare_exchange_strong(expected, b)) {
+      first_at_ = now;
       abort_.Cancel(CancelReason::kAbort);
-    } else {
+    } else if (now - first_at_ >= echo_) {
       cleanup_.Cancel(CancelReason::kAbort);
     }
   }

@@ -4,6 +4,7 @@
 #define STEPS_CLI_SIGNALS_H_
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "core/cancel.h"
@@ -12,7 +13,11 @@ namespace steps::cli {
 
 class SignalWatcher {
  public:
-  SignalWatcher(CancelToken abort, CancelToken cleanup);
+  // A signal within `echo` of the first counts as the same one delivered
+  // twice, not as a second: steps running an across cell in a Slurm job
+  // gets Slurm's TERM and its job script's both (cli/slurm_cells.h).
+  SignalWatcher(CancelToken abort, CancelToken cleanup,
+                std::chrono::milliseconds echo = std::chrono::milliseconds(0));
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
@@ -24,6 +29,8 @@ class SignalWatcher {
   void Watch();
   CancelToken abort_;
   CancelToken cleanup_;
+  const std::chrono::milliseconds echo_;
+  std::chrono::steady_clock::time_point first_at_;
   std::atomic<int> first_signal_{0};
   int pipe_[2] = {-1, -1};
   std::thread thread_;

@@ -345,6 +345,7 @@ CellTask ReadCellTask(const json& j) {
     t.job_deadline = Wall(j, "job_deadline_ms");
   t.job_tokens_spent = Int(j, "job_tokens_spent");
   t.job_usd_spent = Usd(j, "job_usd_spent");
+  if (Field(j, "sent_ms") != nullptr) t.sent = Wall(j, "sent_ms");
   return t;
 }
 
@@ -360,6 +361,7 @@ json CellTaskToJson(const CellTask& t) {
             {"job_tokens_spent", t.job_tokens_spent},
             {"job_usd_spent", t.job_usd_spent}};
   if (t.job_deadline) j["job_deadline_ms"] = ToMs(*t.job_deadline);
+  if (t.sent) j["sent_ms"] = ToMs(*t.sent);
   return j;
 }
 

@@ -757,7 +757,7 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
   units.run = [&](size_t i, const Scope& s) {
     Scope cell = cells.ScopeOf(step, i, s);
     if (across_budget) cell.charge_only.push_back(across_budget);
-    if (remote) return RunRemoteCell(step, id, i, cell);
+    if (remote) return RunRemoteCell(step, id, i, s, cell);
     return RunSequence(step.steps, cell, cell_prefix(i));
   };
   // A cell that never started is recorded as its first step, in the cell.
@@ -845,13 +845,13 @@ std::optional<std::vector<size_t>> JobRunner::PathTo(const Step& target) const {
 
 StepResult JobRunner::RunRemoteCell(const Step& block,
                                     const std::string& block_id, size_t i,
-                                    const Scope& cell) {
+                                    const Scope& outer, const Scope& cell) {
   RemoteCell rc;
   rc.task.job = job_.name;
   rc.task.block_id = block_id;
   rc.task.cell = i;
-  rc.task.outer_cell = cell.cell;
-  rc.task.outer_vars = cell.vars;
+  rc.task.outer_cell = outer.cell;
+  rc.task.outer_vars = outer.vars;
   if (job_deadline_.is_set()) {
     rc.task.job_deadline =
         clock_.WallNow() + (job_deadline_.at() - clock_.Now());

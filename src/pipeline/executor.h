@@ -53,6 +53,9 @@ struct CellTask {
   // steps stop where the job's budget would stop them.
   int64_t job_tokens_spent = 0;
   double job_usd_spent = 0;
+  // When it was handed to the scheduler, on the wall clock: the cell's
+  // time in the queue is from here to its start. nullopt: not known.
+  std::optional<WallTime> sent;
 };
 
 // An across cell sent to run elsewhere (an across block with `runner:

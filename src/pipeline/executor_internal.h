@@ -356,11 +356,11 @@ class JobRunner {
                   const std::string& why, const std::string& cell);
   // Appends a finished leaf step to the record and tells the observer.
   void Finish(StepRecord record, bool add_to_execution);
-  // Cell i of the across block `block` (id `block_id`), sent to run
-  // elsewhere (ExecutorOptions::cells) in the cell's scope `cell`; its
-  // events come back through a CellRelay into this job's records.
+  // Cell i of the across block `block` (id `block_id`, in scope `outer`),
+  // sent to run elsewhere (ExecutorOptions::cells); `cell` is its scope
+  // here. Its events come back through a CellRelay into this job's records.
   StepResult RunRemoteCell(const Step& block, const std::string& block_id,
-                           size_t i, const Scope& cell);
+                           size_t i, const Scope& outer, const Scope& cell);
   // Where `target` is in the job's plan, as CellTask::path; nullopt when it
   // is not reached through blocks' steps (it is in a hook).
   std::optional<std::vector<size_t>> PathTo(const Step& target) const;

@@ -241,6 +241,9 @@ TEST(RemoteCellTest, EachCellIsSentAndItsStepsAreTheJobsRecords) {
             std::string("one a\n").size() * 3);
   EXPECT_EQ(std::count(job.execution.begin(), job.execution.end(), "two"), 3);
   EXPECT_FALSE(by_id.count("j:2"));  // The job stopped at the failed block.
+  for (const StepRecord& s : job.steps) {
+    EXPECT_THAT(s.ref.cell, ::testing::MatchesRegex("n=[abc]")) << s.ref.id;
+  }
 }
 
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {

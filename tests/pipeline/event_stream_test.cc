@@ -501,6 +501,7 @@ TEST(CellTaskJsonTest, ACellTaskComesBackAndABadOneIsRefused) {
   t.job_deadline = WallTime(1800000000123ms);
   t.job_tokens_spent = 1234;
   t.job_usd_spent = 0.5;
+  t.sent = WallTime(1800000000001ms);
   Result<CellTask> back = CellTaskFromJson(CellTaskToJson(t));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->job, t.job);
@@ -512,6 +513,7 @@ TEST(CellTaskJsonTest, ACellTaskComesBackAndABadOneIsRefused) {
   EXPECT_EQ(back->job_deadline, t.job_deadline);
   EXPECT_EQ(back->job_tokens_spent, t.job_tokens_spent);
   EXPECT_EQ(back->job_usd_spent, t.job_usd_spent);
+  EXPECT_EQ(back->sent, t.sent);
   t.job_deadline.reset();
   back = CellTaskFromJson(CellTaskToJson(t));
   ASSERT_TRUE(back.ok());

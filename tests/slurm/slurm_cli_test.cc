@@ -259,6 +259,131 @@ jobs:
   EXPECT_EQ(StillQueued(jobs), "");
 }
 
+// An across block with `runner: slurm`: each cell is one Slurm job running
+// steps on the node, agent steps included (here against the file's mock,
+// which each cell serves from its start); this run alone records them.
+TEST_F(SlurmCliTest, AcrossCellsWithAnAgentRunOnTheNode) {
+  Write("p.yaml", R"yaml(
+agents:
+  - name: reviewer
+    source: { model: mock/reviewer }
+    max_turns: 2
+jobs:
+  - name: cells
+    plan:
+      - across:
+          - { var: n, values: [a, b, c, d], max_in_flight: 2 }
+        runner: slurm
+        do:
+          - task: where
+            run: echo "cell $n job=$SLURM_JOB_ID node=$(hostname -s)"
+          - agent: reviewer
+            messages: ["review {{ .n }}"]
+      - task: after
+        run: echo after
+mock:
+  reviewer:
+    - usage: { prompt_tokens: 100, completion_tokens: 5 }
+      say: looks fine
+)yaml");
+  const auto r = RunSteps(dir_.path(), "run p.yaml --mock --plain --no-cache");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // Each cell ran in its own job, on the node, and its output came back.
+  std::set<std::string> jobs;
+  static const std::regex kLine("cell ([a-d]) job=([0-9]+) node=(\\S+)");
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), kLine), end;
+       it != end; ++it) {
+    jobs.insert((*it)[2]);
+    EXPECT_EQ((*it)[3], TestSlurmCluster().node);
+  }
+  EXPECT_EQ(jobs.size(), 4u) << r.out;
+  // The records: every attempt of a cell's steps names its cell's job
+  // (the task's and the agent's alike), and the agents' turns are there.
+  const std::vector<std::string> recorded = RecordedJobs(dir_.path());
+  EXPECT_EQ(recorded.size(), 8u);
+  EXPECT_EQ(std::set<std::string>(recorded.begin(), recorded.end()), jobs);
+  const std::string show = RunSteps(dir_.path(), "show").out;
+  EXPECT_THAT(show, HasSubstr("(slurm job "));
+  EXPECT_THAT(show, HasSubstr("Spent: 420 tokens"));
+  size_t turns = 0;
+  for (size_t at = show.find("Agent: 1 turn"); at != std::string::npos;
+       at = show.find("Agent: 1 turn", at + 1))
+    ++turns;
+  EXPECT_EQ(turns, 4u) << show;
+  EXPECT_THAT(r.out, HasSubstr("after | after"));
+}
+
+// The across block's budget decides admission from what the cells on the
+// nodes spent, as it does here: one cell at a time, 105 tokens each, a
+// budget of 150: the third cell is not admitted.
+TEST_F(SlurmCliTest, AnAcrossBudgetCountsWhatCellsSpentOnTheNodes) {
+  Write("p.yaml", R"yaml(
+agents:
+  - name: reviewer
+    source: { model: mock/reviewer }
+jobs:
+  - name: cells
+    plan:
+      - across:
+          - { var: n, values: [a, b, c], max_in_flight: 1 }
+        runner: slurm
+        budget: { tokens: 150 }
+        do:
+          - agent: reviewer
+            messages: ["review {{ .n }}"]
+mock:
+  reviewer:
+    - usage: { prompt_tokens: 100, completion_tokens: 5 }
+      say: fine
+)yaml");
+  const auto r = RunSteps(dir_.path(), "run p.yaml --mock --plain --no-cache");
+  // A spent across budget degrades, as here: the job still succeeds.
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("[n=c] not started: across budget spent"));
+  EXPECT_EQ(RecordedJobs(dir_.path()).size(), 2u);
+}
+
+// An abort reaches steps on the node: the cell's task is ended, its
+// on_abort hook runs there, and no job is left.
+TEST_F(SlurmCliTest, AnAbortEndsTheCellsOnTheNodes) {
+  Write("p.yaml", R"yaml(
+jobs:
+  - name: cells
+    plan:
+      - across:
+          - { var: n, values: [a, b] }
+        runner: slurm
+        do:
+          - task: long
+            run: echo "up $n"; sleep 300
+            on_abort:
+              task: note
+              run: touch DIR/aborted-$n
+)yaml");
+  std::string yaml = ReadAll(dir_.path() + "/p.yaml");
+  yaml.replace(yaml.find("DIR"), 3, dir_.path());
+  Write("p.yaml", yaml);
+  const std::string log = dir_.path() + "/log";
+  pid_t pid =
+      SpawnSteps(dir_.path(), {"run", "p.yaml", "--plain", "--no-cache"}, log);
+  ASSERT_GT(pid, 0);
+  // Both cells up (bound 60 s).
+  const bool up = WaitForText(log, "| up ", 60000ms, 2);
+  kill(pid, SIGINT);
+  const int code = WaitForExit(pid, 60000ms);
+  if (pid > 0) kill(pid, SIGKILL);
+  ASSERT_TRUE(up) << ReadAll(log);
+  EXPECT_EQ(code, 130) << ReadAll(log);
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/aborted-a"))
+      << ReadAll(log);
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/aborted-b"));
+  const std::vector<std::string> jobs = RecordedJobs(dir_.path());
+  EXPECT_GE(jobs.size(), 2u);
+  EXPECT_EQ(StillQueued(jobs), "");
+  const std::string show = RunSteps(dir_.path(), "show").out;
+  EXPECT_THAT(show, HasSubstr("aborted"));
+}
+
 // `steps` killed with SIGKILL cannot cancel its jobs: its guardian does,
 // and a later run of the same state folder would.
 TEST_F(SlurmCliTest, ARunKilledOutrightLeavesNoJobRunning) {

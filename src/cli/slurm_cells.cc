@@ -1,0 +1,103 @@
+#include "cli/slurm_cells.h"
+
+#include <iostream>
+#include <mutex>
+
+#include "core/json_text.h"
+#include "core/log.h"
+#include "pipeline/event_stream.h"
+
+namespace steps::cli {
+
+ProcessRequest SlurmCells::Request(const pipeline::RemoteCell& cell) const {
+  std::vector<std::string> argv = {options_.steps_binary,
+                                   "run",
+                                   options_.file,
+                                   "--cell",
+                                   "-",
+                                   "--state-dir",
+                                   options_.state_dir,
+                                   "--run-id",
+                                   options_.run_id};
+  argv.insert(argv.end(), options_.flags.begin(), options_.flags.end());
+  ProcessRequest r = ProcessRequest::Exec(std::move(argv));
+  r.working_dir = options_.working_dir;
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [name, value] : options_.keys) keys[name] = value;
+  pipeline::CellTask task = cell.task;
+  task.sent = RealClock().WallNow();
+  r.stdin_text =
+      DumpJson({{"task", pipeline::CellTaskToJson(task)}, {"keys", keys}});
+  r.cancel = cell.cancel;
+  // steps on the node ends its own steps on TERM (each within the grace)
+  // and runs the cell's on_abort and ensure hooks: it gets twice the grace
+  // and some before Slurm kills it.
+  r.kill_grace = cell.kill_grace * 2 + Millis(5000);
+  r.cluster = cell.placement;
+  r.cluster->job_name = "steps " + cell.label;
+  // The cell's time is the job's deadline, queue included, which steps on
+  // the node keeps between steps as a job does here: no time limit of its
+  // own.
+  r.cluster->run_timeout.reset();
+  // Events are read as they come; only stderr's end is kept, to say why a
+  // cell died without its last event.
+  r.max_captured_bytes = 0;
+  return r;
+}
+
+pipeline::CellEnd CellEndFromJob(const ProcessResult& result,
+                                 const std::string& last_stderr) {
+  const std::string job = result.cluster && !result.cluster->job_id.empty()
+                              ? "its Slurm job " + result.cluster->job_id
+                              : "its Slurm job";
+  std::string said =
+      last_stderr.empty() ? "" : " (last said: " + last_stderr + ")";
+  switch (result.end) {
+    case ProcessEnd::kCancelled:
+      return {Outcome::kAborted, "aborted", false};
+    case ProcessEnd::kFailedToStart:
+      return {Outcome::kErrored, "the cell did not start: " + result.error,
+              true};
+    case ProcessEnd::kLost:
+      return {Outcome::kErrored,
+              "the cell was lost: " + job + " " + result.error, true};
+    case ProcessEnd::kTimedOut:
+      return {Outcome::kErrored,
+              "the cell was ended by " + job + "'s time limit" + said, true};
+    case ProcessEnd::kExited:
+    case ProcessEnd::kSignaled:
+      break;
+  }
+  return {Outcome::kErrored,
+          "steps on the node ended (" + result.Describe() +
+              ") before the cell said how it ended" + said,
+          true};
+}
+
+pipeline::CellEnd SlurmCells::Run(const pipeline::RemoteCell& cell,
+                                  pipeline::RunObserver& events) {
+  ProcessRequest r = Request(cell);
+  pipeline::EventReader reader(events, RealClock());
+  std::string last_stderr;
+  bool said_bad = false;
+  r.on_line = [&](OutputStream stream, std::string_view line) {
+    if (stream == OutputStream::kStderr) {
+      // steps' own log lines on the node, named by their cell.
+      if (!line.empty()) last_stderr = std::string(line.substr(0, 500));
+      std::cerr << "[" << cell.label << "] " << line << "\n";
+      return;
+    }
+    Status s = reader.FeedPiece(line);
+    if (!s.ok() && !said_bad) {
+      // Said once per cell: the rest of a broken stream would say the same.
+      said_bad = true;
+      LogEvent(LogLevel::kWarn, "cell.bad_event",
+               {{"cell", cell.label}, {"error", s.message()}});
+    }
+  };
+  const ProcessResult result = slurm_.Run(r);
+  if (reader.end()) return *reader.end();
+  return CellEndFromJob(result, last_stderr);
+}
+
+}  // namespace steps::cli
