@@ -346,6 +346,7 @@ CellTask ReadCellTask(const json& j) {
   t.job_tokens_spent = Int(j, "job_tokens_spent");
   t.job_usd_spent = Usd(j, "job_usd_spent");
   if (Field(j, "sent_ms") != nullptr) t.sent = Wall(j, "sent_ms");
+  for (const json& f : Array(j, "finished")) t.finished.push_back(ReadStep(f));
   return t;
 }
 
@@ -362,6 +363,12 @@ json CellTaskToJson(const CellTask& t) {
             {"job_usd_spent", t.job_usd_spent}};
   if (t.job_deadline) j["job_deadline_ms"] = ToMs(*t.job_deadline);
   if (t.sent) j["sent_ms"] = ToMs(*t.sent);
+  if (!t.finished.empty()) {
+    json finished = json::array();
+    for (const StepRecord& f : t.finished)
+      finished.push_back(StepRecordToJson(f));
+    j["finished"] = std::move(finished);
+  }
   return j;
 }
 

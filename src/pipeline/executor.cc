@@ -127,6 +127,20 @@ RunRecord Executor::Run(const std::vector<std::string>& jobs) {
   return impl_->Run(jobs);
 }
 CellEnd Executor::RunCell(const CellTask& task) {
+  // The cell's steps that ended before an interruption are replayed, as a
+  // resumed run replays its own.
+  ResumeState replay;
+  if (!task.finished.empty() && !impl_->opts.resume) {
+    for (const StepRecord& r : task.finished) replay.finished[r.ref.id] = r;
+    impl_->opts.resume = &replay;
+  }
+  struct Restore {
+    Impl& impl;
+    const ResumeState* replay;
+    ~Restore() {
+      if (impl.opts.resume == replay) impl.opts.resume = nullptr;
+    }
+  } restore{*impl_, &replay};
   for (const Job& job : impl_->plan.pipeline().jobs) {
     if (job.name == task.job)
       return internal::JobRunner(*impl_, job).RunCell(task);
@@ -859,6 +873,13 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
   if (job_budget_) {
     rc.task.job_tokens_spent = job_budget_->tokens();
     rc.task.job_usd_spent = job_budget_->usd();
+  }
+  if (const ResumeState* resume = ex_.opts.resume) {
+    const std::string prefix =
+        job_.name + ":" + AcrossCells::Prefix(block_id, i);
+    for (auto it = resume->finished.lower_bound(prefix);
+         it != resume->finished.end() && it->first.starts_with(prefix); ++it)
+      rc.task.finished.push_back(it->second);
   }
   rc.placement = ex_.plan.For(block).dials.slurm;
   rc.label = "cell " + cell.cell;

@@ -56,6 +56,10 @@ struct CellTask {
   // When it was handed to the scheduler, on the wall clock: the cell's
   // time in the queue is from here to its start. nullopt: not known.
   std::optional<WallTime> sent;
+  // A resumed run (`steps resume`): the cell's steps that ended before the
+  // interruption. They are replayed, not run again; a step that was in
+  // flight starts again.
+  std::vector<StepRecord> finished;
 };
 
 // An across cell sent to run elsewhere (an across block with `runner:

@@ -246,6 +246,52 @@ TEST(RemoteCellTest, EachCellIsSentAndItsStepsAreTheJobsRecords) {
   }
 }
 
+// A resumed run sends each cell the steps of it that ended before the
+// interruption: they are replayed on the node, not run again.
+TEST(RemoteCellTest, AResumedCellReplaysWhatEndedAndRunsTheRest) {
+  PipelineRun run(kRemote);
+  ASSERT_TRUE(run.plan());
+  ResumeState resume;
+  resume.run_started = RealClock().WallNow();
+  StepRecord stored;
+  stored.ref.id = "j:1.c1.1";
+  stored.ref.job = "j";
+  stored.ref.name = "one";
+  stored.output = "stored one a";
+  resume.finished[stored.ref.id] = stored;
+  StepRecord other = stored;  // Another job's step: not sent.
+  other.ref.id = "k:1.c1.1";
+  resume.finished[other.ref.id] = other;
+  StreamedCells cells(*run.plan(), run.options);
+  run.options.cells = &cells;
+  run.options.resume = &resume;
+  JobRecord job = run.RunJob();
+  ASSERT_EQ(cells.sent.size(), 3u);
+  for (const RemoteCell& c : cells.sent) {
+    if (c.task.cell == 0) {
+      ASSERT_EQ(c.task.finished.size(), 1u);
+      EXPECT_EQ(c.task.finished[0].ref.id, "j:1.c1.1");
+    } else {
+      EXPECT_TRUE(c.task.finished.empty());
+    }
+  }
+  const StepRecord* replayed = nullptr;
+  for (const StepRecord& s : job.steps) {
+    if (s.ref.id == "j:1.c1.1") replayed = &s;
+  }
+  ASSERT_NE(replayed, nullptr);
+  EXPECT_TRUE(replayed->resumed);
+  EXPECT_EQ(replayed->output, "stored one a");
+  // Cell a's first step did not run again; its second did.
+  EXPECT_EQ(run.observer().output["one"].find("one a"), std::string::npos);
+  EXPECT_NE(std::find_if(job.steps.begin(), job.steps.end(),
+                         [](const StepRecord& s) {
+                           return s.ref.id == "j:1.c1.2" && !s.resumed &&
+                                  s.outcome == Outcome::kSucceeded;
+                         }),
+            job.steps.end());
+}
+
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {
   PipelineRun run(kRemote);
   JobRecord job = run.RunJob();

@@ -502,6 +502,7 @@ TEST(CellTaskJsonTest, ACellTaskComesBackAndABadOneIsRefused) {
   t.job_tokens_spent = 1234;
   t.job_usd_spent = 0.5;
   t.sent = WallTime(1800000000001ms);
+  t.finished = {FullStep()};
   Result<CellTask> back = CellTaskFromJson(CellTaskToJson(t));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->job, t.job);
@@ -514,6 +515,9 @@ TEST(CellTaskJsonTest, ACellTaskComesBackAndABadOneIsRefused) {
   EXPECT_EQ(back->job_tokens_spent, t.job_tokens_spent);
   EXPECT_EQ(back->job_usd_spent, t.job_usd_spent);
   EXPECT_EQ(back->sent, t.sent);
+  ASSERT_EQ(back->finished.size(), 1u);
+  EXPECT_EQ(back->finished[0].ref.id, FullStep().ref.id);
+  EXPECT_EQ(back->finished[0].output, FullStep().output);
   t.job_deadline.reset();
   back = CellTaskFromJson(CellTaskToJson(t));
   ASSERT_TRUE(back.ok());
