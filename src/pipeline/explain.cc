@@ -793,6 +793,24 @@ class Printer {
                 : "all at once");
       }
       Row(indent, "cells", std::to_string(cells), "");
+      const ResolvedDials& d = plan_.For(s).dials;
+      if (d.runner.origin != DialOrigin::kPackageDefault) {
+        const bool slurm = d.runner.value == RunnerKind::kSlurm;
+        Row(indent, "runner", RunnerName(d.runner.value),
+            OriginText(d.runner.origin, d.runner.line) +
+                (slurm ? ": each cell is one Slurm job running steps on a "
+                         "node, every step of it there; the queue counts "
+                         "against the job's timeout only (docs/slurm.md)"
+                       : ": the cells run here"));
+        if (slurm) {
+          std::string placement;
+          for (const std::string& a : SbatchPlacementArgs(d.slurm))
+            placement += (placement.empty() ? "" : " ") + a;
+          Row(indent + 2, "placement",
+              placement.empty() ? "cluster defaults" : placement,
+              "sbatch options");
+        }
+      }
       if (s.budget) {
         Row(indent, "budget", BudgetText(*s.budget),
             "degrades: stops admitting cells once spent");

@@ -13,6 +13,7 @@
 
 #include "pipeline/event_stream.h"
 #include "pipeline/executor_test_util.h"
+#include "pipeline/explain.h"
 
 namespace steps::pipeline {
 namespace {
@@ -326,6 +327,15 @@ TEST(RemoteCellTest, TheCommandLineCanKeepCellsHere) {
     const Step& block = *r.pipeline->jobs[0].plan[0];
     EXPECT_EQ(plan.For(block).dials.runner.value, RunnerKind::kLocal);
   }
+}
+
+TEST(RemoteCellTest, ExplainSaysWhereTheCellsRun) {
+  PipelineRun run(kRemote);
+  ASSERT_TRUE(run.plan());
+  const std::string text = Explain(*run.plan(), {});
+  EXPECT_THAT(text, HasSubstr("each cell is one Slurm job running steps on a "
+                              "node"));
+  EXPECT_THAT(text, HasSubstr("--partition=debug --cpus-per-task=2"));
 }
 
 TEST(RemoteCellTest, WhatCannotRunInARemoteCellIsRefusedAtLoad) {
