@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 
 #include "cli/ci_report.h"
@@ -16,6 +17,7 @@
 #include "cli/run_ui.h"
 #include "cli/runner_option.h"
 #include "cli/terminal_printer.h"
+#include "core/hash.h"
 #include "core/json_text.h"
 #include "pipeline/event_stream.h"
 #include "pipeline/loader.h"
@@ -237,13 +239,26 @@ bool StartRunUi(const RunOptions& opts, std::unique_ptr<RunUi>& ui,
   return true;
 }
 
-// The task `steps run --cell` was given: JSON {"task": ..., "keys": {...}}
-// from stdin ("-") or a file. The keys are set in this process's
-// environment, for its agents.
-Result<pipeline::CellTask> ReadCellTask(const std::string& from) {
+// What `steps run --cell` is given: JSON {"task": ..., "keys": {...},
+// "file_sha256": "..."} from stdin ("-") or a file. Read from stdin, the
+// file behind it is removed at once when there is one (Slurm's copy of the
+// job's stdin): the keys it holds stay on disk no longer than needed.
+struct CellInput {
+  pipeline::CellTask task;
+  std::map<std::string, std::string> keys;
+  std::string file_sha256;
+};
+
+Result<CellInput> ReadCellInput(const std::string& from) {
   std::string text;
   if (from == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    std::error_code ec;
+    const std::filesystem::path stdin_file =
+        std::filesystem::read_symlink("/proc/self/fd/0", ec);
+    if (!ec && stdin_file.is_absolute() &&
+        std::filesystem::is_regular_file(stdin_file, ec))
+      std::filesystem::remove(stdin_file, ec);
   } else {
     std::ifstream in(from, std::ios::binary);
     if (!in) return InvalidArgument("cannot read " + from);
@@ -253,17 +268,22 @@ Result<pipeline::CellTask> ReadCellTask(const std::string& from) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return InvalidArgument("not a JSON object");
+  CellInput input;
   auto keys = j.find("keys");
   if (keys != j.end() && keys->is_object()) {
     for (const auto& [name, value] : keys->items()) {
-      if (value.is_string() && !name.empty() &&
-          name.find('=') == std::string::npos)
-        setenv(name.c_str(), value.get<std::string>().c_str(), 1);
+      if (value.is_string()) input.keys[name] = value.get<std::string>();
     }
   }
+  auto sha = j.find("file_sha256");
+  if (sha != j.end() && sha->is_string())
+    input.file_sha256 = sha->get<std::string>();
   auto task = j.find("task");
   if (task == j.end()) return InvalidArgument("no task");
-  return pipeline::CellTaskFromJson(*task);
+  Result<pipeline::CellTask> t = pipeline::CellTaskFromJson(*task);
+  if (!t.ok()) return t.status();
+  input.task = std::move(*t);
+  return input;
 }
 
 // `steps run FILE --cell -`: one across cell for the run that sent it. The
@@ -278,8 +298,8 @@ int RunCell(const RunOptions& opts) {
     std::cerr << "steps run --cell: " << why << "\n";
     return code;
   };
-  Result<pipeline::CellTask> task = ReadCellTask(opts.cell);
-  if (!task.ok()) return refuse(task.status().message(), kExitUsage);
+  Result<CellInput> input = ReadCellInput(opts.cell);
+  if (!input.ok()) return refuse(input.status().message(), kExitUsage);
   if (opts.run_id.empty() || !pipeline::IsRunId(opts.run_id))
     return refuse("--cell needs the --run-id of the run that sent it",
                   kExitUsage);
@@ -287,6 +307,15 @@ int RunCell(const RunOptions& opts) {
       LoadPrices(opts.prices);
   if (!prices.ok())
     return refuse("--prices " + prices.status().message(), kExitUsage);
+  Result<std::string> bytes = ReadPipelineBytes(opts.file);
+  if (!bytes.ok()) return refuse(bytes.status().message(), kExitUsage);
+  if (Sha256Hex(*bytes) != input->file_sha256) {
+    return refuse(opts.file +
+                      " is not the file the run started with (it changed, "
+                      "or the node sees another): the cell would run other "
+                      "steps",
+                  kExitRefused);
+  }
   pipeline::LoadResult r = pipeline::LoadPipelineFile(opts.file);
   std::cerr << r.diagnostics.FormatAll();
   if (!r.pipeline) {
@@ -295,6 +324,11 @@ int RunCell(const RunOptions& opts) {
   }
   if (opts.mock && !r.pipeline->mock)
     return refuse("--mock needs a 'mock:' block in " + opts.file, kExitUsage);
+  // Only the keys of the pipeline's own sources are taken, for its agents.
+  for (const std::string& name : pipeline::ProviderKeyVariables(*r.pipeline)) {
+    auto it = input->keys.find(name);
+    if (it != input->keys.end()) setenv(name.c_str(), it->second.c_str(), 1);
+  }
   // The cell's steps run here, on the node: none sends a job of its own.
   pipeline::PlanOptions local;
   local.runner = pipeline::RunnerKind::kLocal;
@@ -304,7 +338,7 @@ int RunCell(const RunOptions& opts) {
   setup.mock = opts.mock;
   setup.run_id = opts.run_id;
   setup.prices = *prices;
-  RunCellHere(plan, setup, *task, stdout);
+  RunCellHere(plan, setup, input->task, stdout);
   return kExitOk;
 }
 

@@ -242,6 +242,14 @@ SlurmCellsOptions CellsOptions(const pipeline::ResolvedPlan& plan,
     o.flags.push_back("--prices");
     o.flags.push_back(fs::absolute(setup.prices_file, ec).string());
   }
+  // The file's bytes as loaded (or, for `steps test`, as they are now).
+  if (!setup.file_text.empty()) {
+    o.file_sha256 = Sha256Hex(setup.file_text);
+  } else if (plan.pipeline().file != "-") {
+    if (Result<std::string> text = ReadPipelineBytes(plan.pipeline().file);
+        text.ok())
+      o.file_sha256 = Sha256Hex(*text);
+  }
   for (const std::string& name :
        pipeline::ProviderKeyVariables(plan.pipeline())) {
     if (const char* value = std::getenv(name.c_str())) o.keys[name] = value;
@@ -265,6 +273,8 @@ class SlurmStamp : public pipeline::RunObserver {
       if (sent) {
         queued = std::max(Millis(0), std::chrono::duration_cast<Millis>(
                                          RealClock().WallNow() - *sent));
+        // A queue of more than a year is a clock that disagrees: unknown.
+        if (queued > std::chrono::hours(24 * 366)) queued = Millis(0);
       }
       stamp_ = pipeline::SlurmAttempt{job, node != nullptr ? node : "", queued};
     }

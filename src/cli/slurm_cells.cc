@@ -5,6 +5,7 @@
 
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "pipeline/event_stream.h"
 
 namespace steps::cli {
@@ -26,8 +27,9 @@ ProcessRequest SlurmCells::Request(const pipeline::RemoteCell& cell) const {
   for (const auto& [name, value] : options_.keys) keys[name] = value;
   pipeline::CellTask task = cell.task;
   task.sent = RealClock().WallNow();
-  r.stdin_text =
-      DumpJson({{"task", pipeline::CellTaskToJson(task)}, {"keys", keys}});
+  r.stdin_text = DumpJson({{"task", pipeline::CellTaskToJson(task)},
+                           {"keys", keys},
+                           {"file_sha256", options_.file_sha256}});
   r.cancel = cell.cancel;
   // steps on the node ends its own steps on TERM (each within the grace)
   // and runs the cell's on_abort and ensure hooks: it gets twice the grace
@@ -59,8 +61,7 @@ pipeline::CellEnd CellEndFromJob(const ProcessResult& result,
       return {Outcome::kErrored, "the cell did not start: " + result.error,
               true};
     case ProcessEnd::kLost:
-      return {Outcome::kErrored,
-              "the cell was lost: " + job + " " + result.error, true};
+      return {Outcome::kErrored, "the cell was lost: " + result.error, true};
     case ProcessEnd::kTimedOut:
       return {Outcome::kErrored,
               "the cell was ended by " + job + "'s time limit" + said, true};
@@ -76,6 +77,12 @@ pipeline::CellEnd CellEndFromJob(const ProcessResult& result,
 
 pipeline::CellEnd SlurmCells::Run(const pipeline::RemoteCell& cell,
                                   pipeline::RunObserver& events) {
+  if (options_.file_sha256.empty()) {
+    return {Outcome::kErrored,
+            "a pipeline read from stdin cannot send its cells to Slurm: the "
+            "nodes read the file (name a file)",
+            true};
+  }
   ProcessRequest r = Request(cell);
   pipeline::EventReader reader(events, RealClock());
   std::string last_stderr;
@@ -83,8 +90,11 @@ pipeline::CellEnd SlurmCells::Run(const pipeline::RemoteCell& cell,
   r.on_line = [&](OutputStream stream, std::string_view line) {
     if (stream == OutputStream::kStderr) {
       // steps' own log lines on the node, named by their cell.
-      if (!line.empty()) last_stderr = std::string(line.substr(0, 500));
-      std::cerr << "[" << cell.label << "] " << line << "\n";
+      // Masked again here (the node masks what it knows), and written in
+      // one piece, as cells write at the same time.
+      const std::string masked = ProcessRedactor()->Redact(line);
+      if (!masked.empty()) last_stderr = masked.substr(0, 500);
+      std::cerr << ("[" + cell.label + "] " + masked + "\n") << std::flush;
       return;
     }
     Status s = reader.FeedPiece(line);

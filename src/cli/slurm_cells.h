@@ -31,6 +31,10 @@ struct SlurmCellsOptions {
   // Slurm keeps in a 0600 file of the 0700 spool folder until the job
   // ends), never in its environment or on its command line.
   std::map<std::string, std::string> keys;
+  // SHA-256 (hex) of the pipeline file's bytes as this run loaded them:
+  // a node whose file differs refuses the cell. Empty: the pipeline was
+  // read from stdin, and no cell can be sent.
+  std::string file_sha256;
 };
 
 class SlurmCells : public pipeline::CellLauncher {

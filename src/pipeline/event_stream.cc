@@ -82,9 +82,10 @@ const json& Array(const json& j, const char* key) {
   return *f;
 }
 
+// A time of day: from the epoch to the year 2286, so that differences
+// with now stay far inside a steady duration's range.
 WallTime Wall(const json& j, const char* key) {
-  return WallTime(Millis(Int(j, key, std::numeric_limits<int64_t>::min() / 2,
-                             std::numeric_limits<int64_t>::max() / 2)));
+  return WallTime(Millis(Int(j, key, 0, int64_t{10'000'000'000'000})));
 }
 
 Millis Ms(const json& j, const char* key) { return Millis(Int(j, key)); }

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <map>
 
 #include "core/fiber.h"
 #include "core/log.h"
@@ -795,51 +796,135 @@ StepResult JobRunner::RunAcross(const Step& step, const Scope& scope,
 // The events of a cell run elsewhere, into this job: each is passed on to
 // the run's observers as the executor's own would be; a step's end is
 // recorded in the job (and what an agent step spent is charged to the
-// budgets around the cell, as for a resumed step).
+// budgets around the cell, as for a resumed step). Only the cell's own
+// steps are taken (ids under its prefix, in this job): anything else on
+// the stream is dropped and said once. Events come one at a time.
 class CellRelay : public RunObserver {
  public:
-  CellRelay(JobRunner& job, const Scope& cell) : job_(job), cell_(cell) {}
+  CellRelay(JobRunner& job, const Scope& cell, std::string prefix)
+      : job_(job), cell_(cell), prefix_(std::move(prefix)) {}
 
   void OnStepStart(const StepRef& s, std::optional<SteadyTime> d) override {
+    if (!Ours(s)) return;
+    open_[s.id] = Open{s, job_.clock_.WallNow(), std::nullopt, {}};
     out().OnStepStart(s, d);
   }
   void OnAttemptStart(const StepRef& s, int attempt, int of,
                       std::optional<SteadyTime> d) override {
+    if (!Ours(s)) return;
+    if (auto it = open_.find(s.id); it != open_.end()) {
+      it->second.attempt = AttemptRecord{};
+      it->second.attempt->number = attempt;
+      it->second.attempt->of = of;
+      it->second.attempt->started = job_.clock_.WallNow();
+    }
     out().OnAttemptStart(s, attempt, of, d);
   }
   void OnOutput(const StepRef& s, OutputStream stream,
                 std::string_view line) override {
-    out().OnOutput(s, stream, line);
+    if (Ours(s)) out().OnOutput(s, stream, line);
   }
   void OnLog(const StepRef& s, std::string_view line) override {
-    out().OnLog(s, line);
+    if (Ours(s)) out().OnLog(s, line);
   }
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {
-    out().OnAgentTurn(s, turn);
+    if (Ours(s)) out().OnAgentTurn(s, turn);
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
+    if (!Ours(s)) return;
+    if (auto it = open_.find(s.id); it != open_.end()) {
+      it->second.attempt.reset();
+      it->second.ended.push_back(a);
+    }
     out().OnAttemptEnd(s, a);
   }
   void OnStepEnd(const StepRecord& rec) override {
+    if (!Ours(rec.ref)) return;
     if (const std::optional<agent::AgentResult>& a = rec.agent) {
       for (const auto* meters : {&cell_.budgets, &cell_.charge_only}) {
         for (const auto& meter : *meters)
           meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
       }
     }
+    open_.erase(rec.ref.id);
     ended_ = true;
     const bool ran = rec.outcome != Outcome::kNotStarted && !rec.ref.judge;
     job_.Finish(rec, ran);
   }
+
   bool any_ended() const { return ended_; }
 
+  // Ends what the cell left open (steps on the node died, or said the
+  // cell ended while a step had not): each open attempt and step ends as
+  // the cell did, errored unless it was aborted; `end` becomes a failure
+  // if it said otherwise.
+  void CloseOpen(CellEnd& end) {
+    if (open_.empty()) return;
+    if (end.outcome == Outcome::kSucceeded) {
+      end = {Outcome::kErrored,
+             "the cell said it ended while '" + open_.begin()->second.ref.name +
+                 "' had not",
+             true};
+    }
+    const Outcome outcome = end.outcome == Outcome::kAborted
+                                ? Outcome::kAborted
+                                : Outcome::kErrored;
+    const std::string why =
+        end.error.empty() ? "the cell ended before this step did" : end.error;
+    for (auto& [id, open] : open_) {
+      StepRecord rec;
+      rec.ref = open.ref;
+      rec.outcome = outcome;
+      rec.error = why;
+      rec.started = open.started;
+      rec.duration = std::chrono::duration_cast<Millis>(job_.clock_.WallNow() -
+                                                        open.started);
+      rec.attempts = std::move(open.ended);
+      if (open.attempt) {
+        open.attempt->outcome = outcome;
+        open.attempt->error = why;
+        open.attempt->duration = std::chrono::duration_cast<Millis>(
+            job_.clock_.WallNow() - open.attempt->started);
+        out().OnAttemptEnd(open.ref, *open.attempt);
+        rec.attempts.push_back(*open.attempt);
+      }
+      ended_ = true;
+      job_.Finish(std::move(rec), true);
+    }
+    open_.clear();
+  }
+
+  // Says once, after the cell, how many events were not the cell's.
+  void SayForeign(const std::string& label) const {
+    if (foreign_ == 0) return;
+    LogEvent(
+        LogLevel::kWarn, "cell.foreign_events",
+        {{"cell", label},
+         {"dropped", foreign_},
+         {"effect", "events for steps outside the cell were not recorded"}});
+  }
+
  private:
+  struct Open {
+    StepRef ref;
+    WallTime started;
+    std::optional<AttemptRecord> attempt;  // In flight.
+    std::vector<AttemptRecord> ended;
+  };
+  bool Ours(const StepRef& s) {
+    const bool ours = s.job == job_.job_.name && s.id.starts_with(prefix_);
+    if (!ours) ++foreign_;
+    return ours;
+  }
   RunObserver& out() { return job_.ex_.observer(); }
 
   JobRunner& job_;
   const Scope& cell_;
-  std::atomic<bool> ended_{false};
+  const std::string prefix_;
+  std::map<std::string, Open> open_;
+  bool ended_ = false;
+  int foreign_ = 0;
 };
 
 std::optional<std::vector<size_t>> JobRunner::PathTo(const Step& target) const {
@@ -887,7 +972,8 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
   rc.kill_grace = ex_.opts.kill_grace;
   CellEnd end;
   std::optional<std::vector<size_t>> path = PathTo(block);
-  CellRelay relay(*this, cell);
+  CellRelay relay(*this, cell,
+                  job_.name + ":" + AcrossCells::Prefix(block_id, i));
   if (!ex_.opts.cells) {
     end = {Outcome::kErrored, "runner slurm: this run has no Slurm runner",
            true};
@@ -898,6 +984,8 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
     rc.task.path = std::move(*path);
     end = ex_.opts.cells->Run(rc, relay);
   }
+  relay.CloseOpen(end);
+  relay.SayForeign(rc.label);
   // A cell that ended before any of its steps did (it never started on a
   // node, or the node was lost first) is recorded as its first step.
   if (!relay.any_ended() && !block.steps.empty()) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -107,15 +108,19 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
   return s;
 }
 
+// Written private from the start (0600, or 0700 for the job script): the
+// step's stdin may hold what only its owner may read (a cell's keys).
 Status WriteFile(const std::string& path, const std::string& text,
                  bool executable) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return IoError("cannot write " + path);
-  if (executable) {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                   executable ? 0700 : 0600));
+  if (!fd.valid()) return IoError("cannot write " + path);
+  std::string_view left = text;
+  while (!left.empty()) {
+    const ssize_t n = write(fd.get(), left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return IoError("cannot write " + path);
+    left.remove_prefix(static_cast<size_t>(n));
   }
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -291,6 +292,68 @@ TEST(RemoteCellTest, AResumedCellReplaysWhatEndedAndRunsTheRest) {
                                   s.outcome == Outcome::kSucceeded;
                          }),
             job.steps.end());
+}
+
+// A launcher whose cells report what `script` makes up.
+class ScriptedCells : public CellLauncher {
+ public:
+  std::function<CellEnd(const RemoteCell&, RunObserver&)> script;
+  CellEnd Run(const RemoteCell& cell, RunObserver& events) override {
+    return script(cell, events);
+  }
+};
+
+StepRef CellStep(const RemoteCell& cell, const std::string& job, int n,
+                 const std::string& name) {
+  StepRef r;
+  r.job = job;
+  r.id = job + ":" + cell.task.block_id + ".c" +
+         std::to_string(cell.task.cell + 1) + "." + std::to_string(n);
+  r.name = name;
+  return r;
+}
+
+// What a broken or hostile node says is not taken at its word: events for
+// steps outside the cell are dropped, and a step or attempt it left open
+// ends, errored, with the cell.
+TEST(RemoteCellTest, ANodesStreamOnlyRecordsItsCellAndLeavesNothingOpen) {
+  PipelineRun run(kRemote);
+  ScriptedCells cells;
+  cells.script = [](const RemoteCell& cell, RunObserver& events) -> CellEnd {
+    StepRecord forged;
+    forged.ref.job = "other";
+    forged.ref.id = "other:9";
+    forged.ref.name = "FORGED";
+    events.OnStepStart(forged.ref, std::nullopt);
+    events.OnStepEnd(forged);
+    StepRecord outside;  // This job, not this cell.
+    outside.ref = CellStep(cell, "j", 1, "one");
+    outside.ref.id = "j:2";
+    events.OnStepEnd(outside);
+    const StepRef one = CellStep(cell, "j", 1, "one");
+    events.OnStepStart(one, std::nullopt);
+    events.OnAttemptStart(one, 1, 1, std::nullopt);
+    if (cell.task.cell == 0) return {Outcome::kSucceeded, "", false};
+    return {Outcome::kErrored, "steps on the node ended (killed by signal 9)",
+            true};
+  };
+  run.options.cells = &cells;
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  std::map<std::string, const StepRecord*> by_id;
+  for (const StepRecord& s : job.steps) by_id[s.ref.id] = &s;
+  EXPECT_FALSE(by_id.count("other:9"));
+  EXPECT_FALSE(by_id.count("j:2"));
+  ASSERT_TRUE(by_id.count("j:1.c1.1"));
+  const StepRecord& said_ok = *by_id["j:1.c1.1"];
+  EXPECT_EQ(said_ok.outcome, Outcome::kErrored);
+  EXPECT_THAT(said_ok.error, HasSubstr("said it ended while 'one' had not"));
+  ASSERT_EQ(said_ok.attempts.size(), 1u);
+  EXPECT_EQ(said_ok.attempts[0].outcome, Outcome::kErrored);
+  const StepRecord& died = *by_id["j:1.c2.1"];
+  EXPECT_EQ(died.outcome, Outcome::kErrored);
+  EXPECT_THAT(died.error, HasSubstr("killed by signal 9"));
+  for (const StepRecord& s : job.steps) EXPECT_NE(s.ref.name, "FORGED");
 }
 
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {
