@@ -5,10 +5,27 @@
 #include <sstream>
 
 #include "pipeline/executor.h"
+#include "pipeline/template.h"
 #include "process/slurm_launcher.h"
 
 namespace steps::pipeline {
 namespace {
+
+// The sbatch options a placement gives, as a shell would take them (an
+// option with a space or a quote in it is quoted); "cluster defaults" for
+// none.
+std::string PlacementText(const ClusterPlacement& p) {
+  std::string text;
+  for (const std::string& a : SbatchPlacementArgs(p)) {
+    const bool plain =
+        !a.empty() && a.find_first_not_of(
+                          "abcdefghijklmnopqrstuvwxyz"
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789-_=:,./+@%") == std::string::npos;
+    text += (text.empty() ? "" : " ") + (plain ? a : ShellQuote(a));
+  }
+  return text.empty() ? "cluster defaults" : text;
+}
 
 // Bounds saturate here instead of overflowing: 80 exponential retries or a
 // million attempts are "over 100 years", never a wrapped or absurd number.
@@ -721,11 +738,7 @@ class Printer {
             (slurm ? ": each script is one Slurm job (docs/slurm.md)"
                    : ": on this machine"));
     if (!slurm) return;
-    std::string placement;
-    for (const std::string& a : SbatchPlacementArgs(d.slurm))
-      placement += (placement.empty() ? "" : " ") + a;
-    Row(indent + 2, "placement",
-        placement.empty() ? "cluster defaults" : placement, "sbatch options");
+    Row(indent + 2, "placement", PlacementText(d.slurm), "sbatch options");
     const Dial<bool>& q = d.timeout_includes_queue;
     Row(indent + 2, "queue time", q.value ? "counted" : "not counted",
         OriginText(q.origin, q.line) +
@@ -803,11 +816,7 @@ class Printer {
                          "against the job's timeout only (docs/slurm.md)"
                        : ": the cells run here"));
         if (slurm) {
-          std::string placement;
-          for (const std::string& a : SbatchPlacementArgs(d.slurm))
-            placement += (placement.empty() ? "" : " ") + a;
-          Row(indent + 2, "placement",
-              placement.empty() ? "cluster defaults" : placement,
+          Row(indent + 2, "placement", PlacementText(d.slurm),
               "sbatch options");
         }
       }
