@@ -338,8 +338,7 @@ int RunCell(const RunOptions& opts) {
   setup.mock = opts.mock;
   setup.run_id = opts.run_id;
   setup.prices = *prices;
-  RunCellHere(plan, setup, input->task, stdout);
-  return kExitOk;
+  return ExitCodeForCell(RunCellHere(plan, setup, input->task, stdout));
 }
 
 int RunRun(const RunOptions& opts) {

@@ -320,8 +320,9 @@ class SlurmStamp : public pipeline::RunObserver {
 
 }  // namespace
 
-void RunCellHere(const pipeline::ResolvedPlan& plan, const RunSetup& setup,
-                 const pipeline::CellTask& task, std::FILE* out) {
+pipeline::CellEnd RunCellHere(const pipeline::ResolvedPlan& plan,
+                              const RunSetup& setup,
+                              const pipeline::CellTask& task, std::FILE* out) {
   const pipeline::Pipeline& pipeline = plan.pipeline();
   AddProcessSecretsFromEnvironment(pipeline::SecretVariables(pipeline));
   const std::shared_ptr<const Redactor> redactor = ProcessRedactor();
@@ -361,6 +362,20 @@ void RunCellHere(const pipeline::ResolvedPlan& plan, const RunSetup& setup,
   for (const std::string& p : outcome.mock_problems)
     LogEvent(LogLevel::kWarn, "mock.unmet", {{"problem", p}});
   writer.WriteCellEnd(end);
+  return end;
+}
+
+int ExitCodeForCell(const pipeline::CellEnd& end) {
+  switch (end.outcome) {
+    case Outcome::kSucceeded:
+      return kExitOk;
+    case Outcome::kAborted:
+      return 130;
+    case Outcome::kErrored:
+      return kExitStepErrored;
+    default:
+      return end.caused_by_error ? kExitStepErrored : kExitJobFailed;
+  }
 }
 
 RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup) {

@@ -82,9 +82,14 @@ RunOutcome RunPlan(const pipeline::ResolvedPlan& plan, const RunSetup& setup);
 // (the sending run keeps the records) and no lock is taken; the steps run
 // on this machine (whatever their runner), with the setup's agents, the
 // pipeline's secrets masked and provider keys withheld from tasks, and end
-// on SIGINT/SIGTERM as a run's do.
-void RunCellHere(const pipeline::ResolvedPlan& plan, const RunSetup& setup,
-                 const pipeline::CellTask& task, std::FILE* out);
+// on SIGINT/SIGTERM as a run's do. Returns the cell's end, as written.
+pipeline::CellEnd RunCellHere(const pipeline::ResolvedPlan& plan,
+                              const RunSetup& setup,
+                              const pipeline::CellTask& task, std::FILE* out);
+
+// The exit code of `steps run --cell` for a cell that ended so: as a run's
+// with one job (0, 1, 2; 130 aborted).
+int ExitCodeForCell(const pipeline::CellEnd& end);
 
 // Ends what runs that died left running: for every run in the store under
 // `state_dir` that recorded running process groups and whose lock is free,

@@ -112,6 +112,24 @@ TEST_F(CellCliTest, OnlyThePipelinesProviderKeysAreTakenAndTasksDoNotSeeThem) {
   EXPECT_THAT(r.out, Not(HasSubstr("sk-test-secret")));
 }
 
+// The exit code says how the cell ended, as a run's says how its job did.
+TEST_F(CellCliTest, TheExitCodeSaysHowTheCellEnded) {
+  std::string input = Input(5, sha_, nlohmann::json::object());
+  auto r = Cell(input);
+  EXPECT_EQ(r.exit_code, 2) << r.out;  // No cell 6: errored.
+  std::vector<nlohmann::json> events = Events(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0]["outcome"], "errored");
+  std::string failing = kPipeline;
+  failing.replace(failing.find("echo \"cell $n"), 4, "false;");
+  std::ofstream(dir_.path() + "/p.yaml") << failing;
+  r = Cell(Input(0, Sha256Hex(failing), nlohmann::json::object()));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  events = Events(r.out);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["outcome"], "failed");
+}
+
 TEST_F(CellCliTest, AFileThatChangedSinceTheRunStartedIsRefused) {
   const auto r = Cell(Input(0, std::string(64, '0'), nlohmann::json::object()));
   EXPECT_EQ(r.exit_code, 65) << r.out;
