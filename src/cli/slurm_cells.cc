@@ -58,6 +58,11 @@ pipeline::CellEnd CellEndFromJob(const ProcessResult& result,
     case ProcessEnd::kCancelled:
       return {Outcome::kAborted, "aborted", false};
     case ProcessEnd::kFailedToStart:
+      if (result.cluster && result.cluster->start_by_passed) {
+        pipeline::CellEnd end{Outcome::kFailed, result.error, false};
+        end.queued_past_job_deadline = true;
+        return end;
+      }
       return {Outcome::kErrored, "the cell did not start: " + result.error,
               true};
     case ProcessEnd::kLost:

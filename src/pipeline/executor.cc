@@ -308,6 +308,8 @@ bool JobRunner::JobDeadlineStops(const Scope& scope) const {
 }
 
 std::string JobRunner::JobTimedOut() const {
+  if (!job_.timeout.has_value())
+    return "job '" + job_.name + "' passed its deadline";
   return "job '" + job_.name + "' passed its timeout of " +
          FormatDuration(*job_.timeout);
 }
@@ -967,6 +969,9 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
       rc.task.finished.push_back(it->second);
   }
   rc.placement = ex_.plan.For(block).dials.slurm;
+  // The job's deadline counts the queue: a cell not on a node by then
+  // never starts.
+  rc.placement.start_by = job_deadline_;
   rc.label = "cell " + cell.cell;
   rc.cancel = cell.token;
   rc.kill_grace = ex_.opts.kill_grace;
@@ -984,6 +989,12 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
     rc.task.path = std::move(*path);
     end = ex_.opts.cells->Run(rc, relay);
   }
+  if (end.queued_past_job_deadline) {
+    end.outcome = Outcome::kFailed;
+    end.caused_by_error = false;
+    end.error = JobTimedOut() + " while this cell's Slurm job was queued (" +
+                end.error + ")";
+  }
   relay.CloseOpen(end);
   relay.SayForeign(rc.label);
   // A cell that ended before any of its steps did (it never started on a
@@ -994,7 +1005,9 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
         MakeRef(*block.steps.front(), AcrossCells::Prefix(block_id, i) + "1",
                 std::nullopt, cell.cell);
     rec.outcome =
-        end.outcome == Outcome::kAborted ? Outcome::kNotStarted : end.outcome;
+        end.outcome == Outcome::kAborted || end.queued_past_job_deadline
+            ? Outcome::kNotStarted
+            : end.outcome;
     rec.error = end.error;
     rec.started = clock_.WallNow();
     Finish(std::move(rec), false);

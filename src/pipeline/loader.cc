@@ -461,6 +461,7 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   }
   ReadJobAssert(r.Take("assert"), job, d);
   r.Finish();
+  internal::RefuseRemoteCellsInHooks(job, d);
   WarnUnboundedGates(job.plan, job.timeout.has_value(), d);
   for (HookKind k : kAllHooks) {
     if (const StepPtr& h = job.hooks.Get(k)) WarnUnboundedGates({h}, false, d);

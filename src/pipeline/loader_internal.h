@@ -48,6 +48,10 @@ void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
 void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,
                 Diagnostics& d);
 void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d);
+// Refuses an across block whose cells run on Slurm inside a hook of `job`
+// (or of one of its steps): a hook runs past the job's deadline, which is
+// what bounds a cell's time on a node.
+void RefuseRemoteCellsInHooks(const Job& job, Diagnostics& d);
 // `env:` as a mapping NAME: value (values may hold `${NAME}` references)
 // or a list of names, each passed through as NAME: ${NAME}. Names and
 // references are checked; nullopt (after an error) when malformed.

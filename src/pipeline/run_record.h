@@ -141,6 +141,9 @@ struct CellEnd {
   Outcome outcome = Outcome::kSucceeded;
   std::string error;
   bool caused_by_error = false;  // Failed because a step errored.
+  // The cell never started on a node: it was still queued when the job's
+  // deadline (CellTask::job_deadline, the placement's start_by) passed.
+  bool queued_past_job_deadline = false;
 };
 
 struct JobRecord {

@@ -557,6 +557,8 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     rec.attempts.push_back(a);
     if (a.outcome == Outcome::kSucceeded || a.outcome == Outcome::kAborted)
       break;
+    // The job's deadline passed while its Slurm job was queued.
+    if (a.exhausted_by == "job_timeout") break;
     // A lost attempt (its node failed) ends the step unless declared.
     if (a.lost && !rs.dials.retry_lost.value) break;
     if (a.timed_out) {
@@ -708,13 +710,18 @@ std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,
 // the attempt's record.
 class JobRunner::AttemptScripts {
  public:
+  // `job_deadline`: a Slurm job still queued then never starts, and the
+  // attempt fails with `job_timed_out` (unset in hooks: they run to the end).
   AttemptScripts(Executor::Impl& ex, const Step& step, const Scope& scope,
                  const StepRef& ref, const Deadline& deadline,
+                 const Deadline& job_deadline, std::string job_timed_out,
                  std::map<std::string, std::string> env, AttemptRecord& a)
       : ex_(ex),
         scope_(scope),
         ref_(ref),
         deadline_(deadline),
+        job_deadline_(job_deadline),
+        job_timed_out_(std::move(job_timed_out)),
         env_(std::move(env)),
         dials_(ex.plan.For(step).dials),
         sandbox_(ToSandboxOptions(dials_.sandbox.value)),
@@ -757,6 +764,14 @@ class JobRunner::AttemptScripts {
           return Ended(Outcome::kErrored, pr.error);
         return Ended(Outcome::kAborted, "aborted");
       case ProcessEnd::kFailedToStart:
+        if (pr.cluster && pr.cluster->start_by_passed) {
+          // The job's deadline counts the queue: a failure, as a timeout.
+          a_.exhausted_by = "job_timeout";
+          return Ended(Outcome::kFailed,
+                       job_timed_out_ +
+                           " while this attempt's Slurm job was queued (" +
+                           pr.error + ")");
+        }
         return Ended(Outcome::kErrored, pr.Describe());
       case ProcessEnd::kLost:
         a_.lost = true;
@@ -776,6 +791,7 @@ class JobRunner::AttemptScripts {
     if (dials_.runner.value == RunnerKind::kSlurm) {
       req.cluster = dials_.slurm;
       req.cluster->job_name = "steps:" + ref_.id;
+      req.cluster->start_by = job_deadline_;
       // Queue time is not the attempt's unless the step says so: what is
       // left of its time starts when the job starts on a node.
       if (!dials_.timeout_includes_queue.value && deadline_.is_set()) {
@@ -806,6 +822,8 @@ class JobRunner::AttemptScripts {
   const Scope& scope_;
   const StepRef& ref_;
   const Deadline& deadline_;
+  const Deadline job_deadline_;
+  const std::string job_timed_out_;
   const std::map<std::string, std::string> env_;
   const ResolvedDials& dials_;
   const std::optional<SandboxOptions> sandbox_;
@@ -845,8 +863,10 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
   AttemptRecord a;
   a.started = clock_.WallNow();
   const SteadyTime start = clock_.Now();
-  AttemptScripts scripts(ex_, step, scope, ref, deadline,
-                         AttemptEnv(step, scope, ref, attempt), a);
+  const bool bounded = !scope.in_hook && job_deadline_.is_set();
+  AttemptScripts scripts(
+      ex_, step, scope, ref, deadline, bounded ? job_deadline_ : Deadline(),
+      bounded ? JobTimedOut() : "", AttemptEnv(step, scope, ref, attempt), a);
   const bool ran = step.kind == StepKind::kTask
                        ? RunTaskScript(step, scope, workdir, scripts, a)
                        : RunResourceScripts(step, scope, workdir, scripts, a);

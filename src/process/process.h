@@ -64,6 +64,10 @@ struct ClusterPlacement {
   // time in the queue is not part of it. The request's `deadline` still
   // counts the queue. nullopt: only the deadline.
   std::optional<Millis> run_timeout;
+  // The job must start on a node by then: one still in the queue leaves it
+  // and the run fails to start (ClusterRun::start_by_passed). Unset: it may
+  // wait in the queue until the request's deadline.
+  Deadline start_by;
 };
 
 struct ProcessRequest {
@@ -167,6 +171,9 @@ struct ClusterRun {
   // The scheduler's own time limit ended the run (kTimedOut), rather than
   // the request's deadline or run_timeout.
   bool limit_ended_it = false;
+  // The job was still in the queue at the placement's start_by: it was
+  // cancelled there and nothing ran (kFailedToStart).
+  bool start_by_passed = false;
 };
 
 struct ProcessResult {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/log.h"
 #include "core/random.h"
 #include "core/trim.h"
 #include "process/local_launcher.h"
@@ -257,6 +258,7 @@ class SlurmLauncher::Job {
     const SteadyTime begin = l_.clock_.Now();
     if (Status s = WriteFiles(); !s.ok()) return FailedToStart(s.message());
     submitted_ = l_.clock_.Now();
+    if (StartByPassed()) return Done(begin);
     if (!Submit()) return Done(begin);
     try {
       Watch();
@@ -377,6 +379,7 @@ class SlurmLauncher::Job {
       return false;
     }
     r_.cluster->job_id = id;
+    l_.poll_.Add(id);
     if (l_.options_.jobs) l_.options_.jobs->OnJobQueued(id);
     return true;
   }
@@ -408,17 +411,44 @@ class SlurmLauncher::Job {
         Stop(ProcessEnd::kTimedOut);
         return;
       }
+      if (!started_ && StartByPassed()) {
+        Stop(ProcessEnd::kFailedToStart);
+        return;
+      }
       if (l_.clock_.Now() >= next_state) {
-        const std::string line = Ask(deadline);
+        const std::string line = l_.poll_.Line(r_.cluster->job_id, deadline);
+        Take(line);
         if (EndedBySlurm(line)) return;
         if (CannotRun(line)) return;
         next_state = l_.clock_.Now() + l_.options_.state_poll;
       }
       SteadyTime wake = std::min(l_.clock_.Now() + poll, next_state);
       if (deadline.is_set()) wake = std::min(wake, deadline.at());
+      if (!started_ && StartBy().is_set())
+        wake = std::min(wake, StartBy().at());
       l_.clock_.SleepUntil(wake, req_.cancel);
       poll = std::min(poll * 2, l_.options_.output_poll);
     }
+  }
+
+  Deadline StartBy() const {
+    return req_.cluster ? req_.cluster->start_by : Deadline();
+  }
+
+  // True when the job has not started on a node and the placement's
+  // start_by has passed: the result says so (the caller cancels a queued
+  // job).
+  bool StartByPassed() {
+    if (!StartBy().Expired(l_.clock_)) return false;
+    r_.end = ProcessEnd::kFailedToStart;
+    r_.cluster->start_by_passed = true;
+    r_.error = r_.cluster->job_id.empty()
+                   ? "its time to start on a node had passed before it was "
+                     "submitted to Slurm"
+                   : "Slurm job " + r_.cluster->job_id +
+                         " was still in Slurm's queue when its time to start "
+                         "on a node passed; it was cancelled";
+    return true;
   }
 
   void CheckStarted() {
@@ -447,18 +477,26 @@ class SlurmLauncher::Job {
     r_.exit_code = code;
   }
 
-  // Slurm's line for the job; "" when it cannot tell.
+  // What Slurm's line for the job says of its state and node ("" says
+  // nothing).
+  void Take(const std::string& line) {
+    if (line.empty()) return;
+    r_.cluster->state = ScontrolField(line, "JobState");
+    if (r_.cluster->node.empty()) {
+      std::string nodes = ScontrolField(line, "NodeList");
+      if (nodes != "(null)") r_.cluster->node = nodes;
+    }
+  }
+
+  // Slurm's line for the job, asked of scontrol now; "" when it cannot
+  // tell.
   std::string Ask(const Deadline& limit = Deadline()) {
     ProcessRequest q = ProcessRequest::Exec(
         {l_.scontrol_, "show", "job", "-o", r_.cluster->job_id});
     q.deadline = Deadline::After(l_.clock_, kAskTimeout).Earlier(limit);
     ProcessResult pr = l_.local_.Run(q);
     if (pr.succeeded()) {
-      r_.cluster->state = ScontrolField(pr.out.text, "JobState");
-      if (r_.cluster->node.empty()) {
-        std::string nodes = ScontrolField(pr.out.text, "NodeList");
-        if (nodes != "(null)") r_.cluster->node = nodes;
-      }
+      Take(pr.out.text);
       return pr.out.text;
     }
     // A job Slurm forgot (it keeps ended jobs MinJobAge seconds) or a
@@ -477,8 +515,9 @@ class SlurmLauncher::Job {
     static const std::set<std::string> kNever = {
         "PartitionConfig",   "PartitionNodeLimit", "PartitionTimeLimit",
         "BadConstraints",    "InvalidAccount",     "InvalidQOS",
-        "AccountNotAllowed", "QOSNotAllowed"};
+        "AccountNotAllowed", "QOSNotAllowed",      "DependencyNeverSatisfied"};
     const std::string reason = ScontrolField(line, "Reason");
+    SayIfHeld(reason);
     if (!kNever.count(reason)) return false;
     Stop(ProcessEnd::kFailedToStart);
     r_.error = "Slurm cannot run job " + r_.cluster->job_id +
@@ -486,6 +525,20 @@ class SlurmLauncher::Job {
                " (the partition's limits or the account's rights); it was "
                "cancelled";
     return true;
+  }
+
+  // A job someone holds (scontrol hold, or an administrator) waits until
+  // released or its deadline: said once, so a run that waits says why.
+  void SayIfHeld(const std::string& reason) {
+    if (said_held_ || (reason != "JobHeldUser" && reason != "JobHeldAdmin"))
+      return;
+    said_held_ = true;
+    LogEvent(LogLevel::kWarn, "slurm.job_held",
+             {{"job", r_.cluster->job_id},
+              {"reason", reason},
+              {"message",
+               "it waits in Slurm's queue until released (scontrol release " +
+                   r_.cluster->job_id + ") or its deadline passes"}});
   }
 
   // Slurm's line for the job once it says the job is over (asked every
@@ -607,8 +660,10 @@ class SlurmLauncher::Job {
       r_.cluster->queued =
           std::chrono::duration_cast<Millis>(l_.clock_.Now() - submitted_);
     r_.duration = std::chrono::duration_cast<Millis>(l_.clock_.Now() - begin);
-    if (l_.options_.jobs && !r_.cluster->job_id.empty())
-      l_.options_.jobs->OnJobEnded(r_.cluster->job_id);
+    if (!r_.cluster->job_id.empty()) {
+      l_.poll_.Remove(r_.cluster->job_id);
+      if (l_.options_.jobs) l_.options_.jobs->OnJobEnded(r_.cluster->job_id);
+    }
     std::error_code ec;
     fs::remove_all(dir_, ec);
     return r_;
@@ -622,6 +677,7 @@ class SlurmLauncher::Job {
   ProcessResult r_;
   SteadyTime submitted_{};
   bool started_ = false;
+  bool said_held_ = false;
   Deadline run_deadline_;
 };
 
@@ -632,7 +688,9 @@ SlurmLauncher::SlurmLauncher(ProcessLauncher& local, Clock& clock,
       options_(std::move(options)),
       sbatch_(FindCommand(options_.sbatch)),
       scancel_(FindCommand(options_.scancel)),
-      scontrol_(FindCommand(options_.scontrol)) {}
+      scontrol_(FindCommand(options_.scontrol)),
+      poll_(local_, clock_, FindCommand(options_.squeue), options_.state_poll) {
+}
 
 ProcessResult SlurmLauncher::RunJob(const ProcessRequest& request) {
   const std::string dir = options_.spool_dir + "/" + std::to_string(getpid()) +
@@ -675,6 +733,7 @@ Status SlurmLauncher::SharedSpool(const ProcessRequest& request) {
     probe.cluster->partition = request.cluster->partition;
     probe.cluster->account = request.cluster->account;
     probe.cluster->qos = request.cluster->qos;
+    probe.cluster->start_by = request.cluster->start_by;
   }
   ProcessResult pr = RunJob(probe);
   fs::remove(token_file, ec);

@@ -12,6 +12,7 @@
 #include "core/duration.h"
 #include "core/status.h"
 #include "process/process.h"
+#include "process/slurm_poll.h"
 
 namespace steps {
 
@@ -39,11 +40,13 @@ struct SlurmLauncherOptions {
   std::string sbatch = "sbatch";
   std::string scancel = "scancel";
   std::string scontrol = "scontrol";
+  std::string squeue = "squeue";
   // How often the job's output files are read while it runs; the first
   // reads come sooner (a short job ends within a few of them).
   Millis output_poll{50};
-  // How often Slurm is asked how the job stands, to see an end no file
-  // tells of (its time limit, a failed node, preemption, scancel).
+  // How often Slurm is asked how the jobs stand, to see an end no file
+  // tells of (its time limit, a failed node, preemption, scancel): one
+  // squeue for all of the launcher's jobs (SlurmStatePoll).
   Millis state_poll{1000};
   // Told about every job. Must outlive the launcher. Default: nobody.
   SlurmJobObserver* jobs = nullptr;
@@ -90,6 +93,10 @@ void CancelTaggedSlurmJobs(const std::string& tag);
 // folder. Runs started meanwhile wait for the probe.
 //
 // Start is not supported: a long-running server stays on this machine.
+// While jobs wait and run, how they stand is asked of Slurm with one squeue
+// a state_poll for all of them (SlurmStatePoll); scontrol is asked of one
+// job only around its end.
+//
 // Thread-safe: any number of Runs may go at once.
 class SlurmLauncher : public ProcessLauncher {
  public:
@@ -116,6 +123,7 @@ class SlurmLauncher : public ProcessLauncher {
   const std::string sbatch_;
   const std::string scancel_;
   const std::string scontrol_;
+  SlurmStatePoll poll_;
   std::atomic<uint64_t> next_{0};
   std::mutex probe_mu_;
   // Set once a probe has answered (cancelled probes leave it unset).

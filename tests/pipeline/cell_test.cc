@@ -356,6 +356,50 @@ TEST(RemoteCellTest, ANodesStreamOnlyRecordsItsCellAndLeavesNothingOpen) {
   for (const StepRecord& s : job.steps) EXPECT_NE(s.ref.name, "FORGED");
 }
 
+// A cell whose Slurm job was still queued at the job's deadline never
+// started: its first step is recorded not started, and the job failed on
+// its deadline.
+TEST(RemoteCellTest, ACellQueuedPastTheJobsDeadlineNeverStarts) {
+  PipelineRun run(kRemote);
+  ScriptedCells cells;
+  std::mutex mu;
+  std::vector<Deadline> start_by;
+  cells.script = [&](const RemoteCell& cell, RunObserver&) -> CellEnd {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      start_by.push_back(cell.placement.start_by);
+    }
+    if (cell.task.cell != 1) return {Outcome::kSucceeded, "", false};
+    CellEnd end{Outcome::kFailed,
+                "Slurm job 5 was still in Slurm's queue when its time to "
+                "start on a node passed; it was cancelled",
+                false};
+    end.queued_past_job_deadline = true;
+    return end;
+  };
+  run.options.cells = &cells;
+  const SteadyTime before = RealClock().Now();
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_FALSE(job.caused_by_error);
+  ASSERT_EQ(start_by.size(), 3u);
+  for (const Deadline& d : start_by) {
+    // The job's 1 h deadline (generous: within a minute of this test's
+    // start).
+    ASSERT_TRUE(d.is_set());
+    EXPECT_LT(d.at() - (before + 1h), 60s);
+    EXPECT_GT(d.at() - (before + 1h), -60s);
+  }
+  std::map<std::string, const StepRecord*> by_id;
+  for (const StepRecord& s : job.steps) by_id[s.ref.id] = &s;
+  ASSERT_TRUE(by_id.count("j:1.c2.1"));
+  const StepRecord& first = *by_id["j:1.c2.1"];
+  EXPECT_EQ(first.outcome, Outcome::kNotStarted);
+  EXPECT_THAT(first.error,
+              HasSubstr("job 'j' passed its timeout of 1h while this cell's "
+                        "Slurm job was queued (Slurm job 5 was still"));
+}
+
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {
   PipelineRun run(kRemote);
   JobRecord job = run.RunJob();
@@ -435,6 +479,35 @@ TEST(RemoteCellTest, WhatCannotRunInARemoteCellIsRefusedAtLoad) {
     runner: slurm
 )",
        "not to this block"},
+      {R"(jobs:
+- name: j
+  plan:
+  - task: t
+    run: "true"
+    on_failure:
+      across:
+      - { var: n, values: [a] }
+      runner: slurm
+      do:
+      - task: u
+        run: "true"
+)",
+       "sends its cells to Slurm (runner: slurm) from inside a hook"},
+      {R"(jobs:
+- name: j
+  plan:
+  - task: t
+    run: "true"
+  ensure:
+    do:
+    - across:
+      - { var: n, values: [a] }
+      runner: slurm
+      do:
+      - task: u
+        run: "true"
+)",
+       "across block"},
   };
   for (const auto& [yaml, why] : refused) {
     LoadResult r = LoadPipelineText(yaml, "test.yaml");

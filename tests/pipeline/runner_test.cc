@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "executor_test_util.h"
+#include "pipeline/explain.h"
 #include "pipeline/resolve.h"
 #include "test_util.h"
 
@@ -41,7 +42,7 @@ ProcessResult Lost() {
   ProcessResult r;
   r.end = ProcessEnd::kLost;
   r.error = "Slurm job 7: its node n1 failed (NODE_FAIL)";
-  r.cluster = ClusterRun{"7", "n1", Millis(300), "NODE_FAIL", false};
+  r.cluster = ClusterRun{"7", "n1", Millis(300), "NODE_FAIL", false, false};
   return r;
 }
 
@@ -49,7 +50,7 @@ ProcessResult Exited(int code) {
   ProcessResult r;
   r.end = ProcessEnd::kExited;
   r.exit_code = code;
-  r.cluster = ClusterRun{"8", "n1", Millis(100), "COMPLETED", false};
+  r.cluster = ClusterRun{"8", "n1", Millis(100), "COMPLETED", false, false};
   return r;
 }
 
@@ -259,6 +260,24 @@ TEST(RunnerTest, QueueTimeIsOutsideTheTimeoutUnlessTheStepSaysSo) {
   EXPECT_FALSE(unbounded.cluster->run_timeout);
 }
 
+// explain's placement reads as sbatch options a shell would take: one
+// with a character the shell treats specially is quoted.
+TEST(RunnerTest, ExplainQuotesAPlacementOptionAShellWouldSplit) {
+  auto p = MustLoad(R"(jobs:
+- name: j
+  runner: slurm
+  plan:
+  - task: t
+    slurm: { partition: debug, extra: ["--constraint=avx2|gpu", "--exclusive"] }
+    run: "true"
+)");
+  ASSERT_TRUE(p);
+  ResolvedPlan plan(p, {});
+  EXPECT_THAT(Explain(plan, {}),
+              HasSubstr("--partition=debug '--constraint=avx2|gpu' "
+                        "--exclusive"));
+}
+
 TEST(RunnerTest, WithoutASlurmRunnerASlurmStepErrors) {
   PipelineRun run(kLostTwice);
   run.RunJob();
@@ -272,7 +291,7 @@ TEST(RunnerTest, SlurmsTimeLimitReadsAsSlurms) {
   ScriptedClusterLauncher slurm;
   ProcessResult limit;
   limit.end = ProcessEnd::kTimedOut;
-  limit.cluster = ClusterRun{"9", "n1", Millis(0), "TIMEOUT", true};
+  limit.cluster = ClusterRun{"9", "n1", Millis(0), "TIMEOUT", true, false};
   slurm.results = {limit};
   run.options.slurm = &slurm;
   run.RunJob();
@@ -281,6 +300,97 @@ TEST(RunnerTest, SlurmsTimeLimitReadsAsSlurms) {
   ASSERT_EQ(step.attempts.size(), 1u);
   EXPECT_TRUE(step.attempts[0].timed_out);
   EXPECT_EQ(step.attempts[0].error, "timed out (Slurm's time limit)");
+}
+
+// Stands in for a Slurm launcher whose first job waits in the queue until
+// its time to start passes (the clock is moved there), as the real one
+// answers then; later jobs run and exit 0.
+class QueuedPastStartBy : public ProcessLauncher {
+ public:
+  explicit QueuedPastStartBy(FakeClock& clock) : clock_(clock) {}
+  ProcessResult Run(const ProcessRequest& request) override {
+    requests.push_back(request);
+    if (requests.size() > 1) return Exited(0);
+    ProcessResult r;
+    r.end = ProcessEnd::kFailedToStart;
+    r.cluster = ClusterRun{"11", "", Millis(0), "PENDING", false, true};
+    r.error =
+        "Slurm job 11 was still in Slurm's queue when its time to "
+        "start on a node passed; it was cancelled";
+    if (request.cluster && request.cluster->start_by.is_set()) {
+      clock_.Advance(std::chrono::duration_cast<Millis>(
+                         request.cluster->start_by.at() - clock_.Now()) +
+                     1ms);
+      r.cluster->queued = Millis(3'600'000);
+    }
+    return r;
+  }
+  std::vector<ProcessRequest> requests;
+
+ private:
+  FakeClock& clock_;
+};
+
+TEST(RunnerTest, AJobStillQueuedAtTheJobsDeadlineNeverStarts) {
+  const std::string text = R"(jobs:
+- name: j
+  timeout: 1h
+  runner: slurm
+  plan:
+  - task: queued
+    attempts: 3
+    timeout: 10s
+    run: "true"
+  - task: after
+    run: "true"
+  on_failure:
+    task: tell
+    run: "true"
+)";
+  FakeClock clock(/*auto_advance=*/true);
+  PipelineRun run(text, &clock);
+  QueuedPastStartBy slurm(clock);
+  run.options.slurm = &slurm;
+  const SteadyTime start = clock.Now();
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  ASSERT_EQ(slurm.requests.size(), 2u);
+  // The job's deadline, queue included, is the first job's time to start;
+  // the hook runs past the job's deadline, so its job has none.
+  ASSERT_TRUE(slurm.requests[0].cluster);
+  ASSERT_TRUE(slurm.requests[0].cluster->start_by.is_set());
+  EXPECT_EQ(slurm.requests[0].cluster->start_by.at(), start + 1h);
+  ASSERT_TRUE(slurm.requests[1].cluster);
+  EXPECT_FALSE(slurm.requests[1].cluster->start_by.is_set());
+  // 'after' never ran: the job failed at 'queued'.
+  const std::vector<StepRecord>& steps = job.steps;
+  ASSERT_EQ(steps.size(), 2u);
+  const StepRecord& queued = steps[0];
+  EXPECT_EQ(queued.outcome, Outcome::kFailed);
+  // No further attempt: the job's deadline has passed.
+  ASSERT_EQ(queued.attempts.size(), 1u);
+  EXPECT_EQ(queued.attempts[0].exhausted_by, "job_timeout");
+  EXPECT_FALSE(queued.attempts[0].timed_out);
+  EXPECT_THAT(queued.error,
+              HasSubstr("job 'j' passed its timeout of 1h while this "
+                        "attempt's Slurm job was queued (Slurm job 11 was "
+                        "still in Slurm's queue"));
+  ASSERT_TRUE(queued.attempts[0].slurm);
+  EXPECT_EQ(queued.attempts[0].slurm->job_id, "11");
+  EXPECT_EQ(steps[1].ref.name, "tell");
+  EXPECT_EQ(steps[1].outcome, Outcome::kSucceeded);
+  EXPECT_THAT(job.error, HasSubstr("passed its timeout of 1h"));
+}
+
+TEST(RunnerTest, AJobWithoutATimeoutGivesItsSlurmJobsNoTimeToStart) {
+  PipelineRun run(kLostTwice);
+  ScriptedClusterLauncher slurm;
+  slurm.results = {Exited(0)};
+  run.options.slurm = &slurm;
+  run.RunJob();
+  ASSERT_EQ(slurm.requests.size(), 1u);
+  ASSERT_TRUE(slurm.requests[0].cluster);
+  EXPECT_FALSE(slurm.requests[0].cluster->start_by.is_set());
 }
 
 }  // namespace

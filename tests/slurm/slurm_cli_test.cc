@@ -207,6 +207,61 @@ jobs:
   EXPECT_THAT(explained, HasSubstr("plus time in Slurm's queue"));
 }
 
+// The job's own deadline counts the queue: a task's job and the cells of
+// an across, held in the queue past a job's 3 s timeout, never start, leave
+// the queue, and say why; what follows in the job is not started.
+TEST_F(SlurmCliTest, WhatIsStillQueuedAtTheJobsDeadlineNeverStarts) {
+  Write("p.yaml", R"(
+defaults:
+  runner: slurm
+  slurm: {extra: ["--begin=now+600"]}
+jobs:
+  - name: task
+    timeout: 3s
+    plan:
+      - task: held
+        timeout: 1s
+        attempts: 3
+        run: echo never
+      - task: next
+        runner: local
+        run: echo never
+  - name: cells
+    timeout: 3s
+    plan:
+      - across:
+          - { var: n, values: [a, b] }
+        runner: slurm
+        do:
+          - task: inside
+            run: echo never
+)");
+  char suffix[8];
+  snprintf(suffix, sizeof suffix, "%04x",
+           static_cast<unsigned>(getpid()) & 0xffff);
+  const std::string run_id = std::string("20261207-120000-") + suffix;
+  const auto begin = std::chrono::steady_clock::now();
+  test_support::CliResult r =
+      RunSteps(dir_.path(), "run p.yaml --plain --no-cache --run-id " + run_id);
+  // 3 s, a poll and the cancels: far from 600 s (bound 60 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 60s);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("| never")));
+  const std::string json = RunSteps(dir_.path(), "show --json").out;
+  EXPECT_THAT(json, HasSubstr("job 'task' passed its timeout of 3s while "
+                              "this attempt's Slurm job was queued"));
+  EXPECT_THAT(json, HasSubstr("\"job_timeout\""));
+  EXPECT_THAT(json, HasSubstr("job 'cells' passed its timeout of 3s while "
+                              "this cell's Slurm job was queued"));
+  // One attempt of 'held', none of the cells' steps, none of 'next'.
+  EXPECT_EQ(RecordedJobs(dir_.path()).size(), 1u);
+  // Nothing of the run is left in the queue (its jobs carry its tag).
+  EXPECT_EQ(CommandOutput("squeue -h -o %k 2>/dev/null | grep -c -F "
+                          "'steps-run:" +
+                          run_id + "' || true"),
+            "0");
+}
+
 TEST_F(SlurmCliTest, TheTimeoutEndsARunningJob) {
   Write("p.yaml", R"(
 jobs:

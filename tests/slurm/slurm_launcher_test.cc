@@ -7,15 +7,18 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/log_capture.h"
 #include "common/slurm_cluster.h"
 #include "common/temp_dir.h"
 #include "core/clock.h"
@@ -251,6 +254,87 @@ TEST_F(SlurmLauncherTest, TheDeadlineCountsTheQueue) {
   EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
 }
 
+// A job held in the queue past its time to start leaves the queue and
+// fails to start, saying so; one already past it is never submitted.
+TEST_F(SlurmLauncherTest, AJobStillQueuedAtItsTimeToStartLeavesTheQueue) {
+  ASSERT_TRUE(slurm_->Run(Request("true", "warm")).succeeded());
+  ProcessRequest r = Request("echo never", "start-by");
+  r.cluster->extra = {"--begin=now+600"};
+  r.cluster->run_timeout = 60'000ms;
+  r.cluster->start_by = Deadline::After(RealClock(), 2000ms);
+  const auto begin = std::chrono::steady_clock::now();
+  ProcessResult pr = slurm_->Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_TRUE(pr.cluster->start_by_passed);
+  EXPECT_THAT(pr.error, HasSubstr("was still in Slurm's queue when its time "
+                                  "to start on a node passed"));
+  EXPECT_GE(pr.cluster->queued, 2000ms);
+  // Seen within a poll of the time (bound: 20 s, Slurm's cancel included).
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
+  EXPECT_EQ(pr.out.text, "");
+  EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
+
+  ProcessRequest late = Request("echo never", "start-by-late");
+  late.cluster->start_by = Deadline::After(RealClock(), -1ms);
+  ProcessResult never = slurm_->Run(late);
+  EXPECT_EQ(never.end, ProcessEnd::kFailedToStart);
+  ASSERT_TRUE(never.cluster);
+  EXPECT_TRUE(never.cluster->start_by_passed);
+  EXPECT_EQ(never.cluster->job_id, "");
+}
+
+// Jobs waiting and running at once are asked after with one squeue a
+// state_poll between them, not one each: 6 jobs held 4 s in the queue
+// would ask about 30 times on their own.
+TEST_F(SlurmLauncherTest, WatchedJobsShareOneQuestionToSlurm) {
+  const std::string log = dir_.path() + "/asked";
+  const std::string wrapper = dir_.path() + "/squeue";
+  std::ofstream(wrapper) << "#!/bin/sh\necho \"$@\" >> " << log << "\nexec "
+                         << CommandOutput("command -v squeue") << " \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  SlurmLauncherOptions o;
+  o.spool_dir = dir_.path() + "/spool";
+  o.squeue = wrapper;
+  SlurmLauncher slurm(local_, RealClock(), o);
+  ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
+  constexpr int kJobs = 6;
+  std::vector<ProcessResult> results(kJobs);
+  std::vector<std::thread> threads;
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < kJobs; ++i) {
+    threads.emplace_back([&, i] {
+      ProcessRequest r = Request("echo ran", "shared-poll");
+      r.cluster->extra = {"--begin=now+4"};
+      results[i] = slurm.Run(r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const auto took = std::chrono::steady_clock::now() - begin;
+  for (const ProcessResult& r : results) {
+    EXPECT_TRUE(r.succeeded()) << r.Describe();
+    EXPECT_EQ(r.out.text, "ran\n");
+  }
+  std::ifstream in(log);
+  std::vector<std::string> asked;
+  for (std::string line; std::getline(in, line);) asked.push_back(line);
+  // One a second while any waits (bound: the seconds taken plus 2).
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(took).count();
+  EXPECT_LE(static_cast<long>(asked.size()), seconds + 2);
+  EXPECT_GE(asked.size(), 2u);
+  // Each question asked of every job then waiting.
+  size_t most = 0;
+  for (const std::string& a : asked) {
+    const size_t from = a.find("--jobs=");
+    ASSERT_NE(from, std::string::npos) << a;
+    const std::string jobs = a.substr(from, a.find(' ', from) - from);
+    most =
+        std::max<size_t>(most, std::count(jobs.begin(), jobs.end(), ',') + 1);
+  }
+  EXPECT_EQ(most, static_cast<size_t>(kJobs));
+}
+
 TEST_F(SlurmLauncherTest, CancellingEndsRunningAndPendingJobs) {
   ProcessRequest running = Request("echo up; sleep 120", "cancel-run");
   ProcessRequest pending = Request("echo never", "cancel-pend");
@@ -301,6 +385,44 @@ TEST_F(SlurmLauncherTest, AJobSlurmCanNeverRunFailsToStart) {
   // Seen at the first question to Slurm, a second in (bound 20 s).
   EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
   ASSERT_TRUE(pr.cluster);
+  EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
+}
+
+// A dependency that can never be met (on a job that failed) holds the job
+// for ever: it fails to start at once, saying why.
+TEST_F(SlurmLauncherTest, ADependencyNeverSatisfiedFailsToStart) {
+  ProcessResult failed = slurm_->Run(Request("exit 3", "dep-failed"));
+  ASSERT_EQ(failed.end, ProcessEnd::kExited) << failed.Describe();
+  ASSERT_TRUE(failed.cluster);
+  ProcessRequest r = Request("echo never", "dep");
+  r.cluster->extra = {"--dependency=afterok:" + failed.cluster->job_id};
+  r.deadline = Deadline::After(RealClock(), 60'000ms);
+  const auto begin = std::chrono::steady_clock::now();
+  ProcessResult pr = slurm_->Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
+  EXPECT_THAT(pr.error, HasSubstr("reason DependencyNeverSatisfied"));
+  // Bound 20 s: Slurm says so at its next pass, about a second in.
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
+}
+
+// A held job waits for a person: said once in the log, with the command
+// that releases it.
+TEST_F(SlurmLauncherTest, AHeldJobIsSaidOnce) {
+  ASSERT_TRUE(slurm_->Run(Request("true", "warm")).succeeded());
+  test_support::LogCapture log;
+  ProcessRequest r = Request("echo never", "held");
+  r.cluster->extra = {"--hold"};
+  r.deadline = Deadline::After(RealClock(), 3500ms);
+  ProcessResult pr = slurm_->Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kTimedOut) << pr.Describe();
+  const std::vector<std::string> held = log.LinesWith("slurm.job_held");
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_THAT(held[0], HasSubstr("job=" + pr.cluster->job_id));
+  EXPECT_THAT(held[0], HasSubstr("reason=JobHeldUser"));
+  EXPECT_THAT(held[0], HasSubstr("scontrol release " + pr.cluster->job_id));
   EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
 }
 
