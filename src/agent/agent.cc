@@ -26,10 +26,30 @@ bool BudgetMeter::Exceeded() const {
          (UsdCap(limit_) && usd_ > *limit_.usd);
 }
 
-bool BudgetMeter::Spent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+bool BudgetMeter::OwnSpent() const {
   return (TokenCap(limit_) && tokens_ >= *limit_.tokens) ||
          (UsdCap(limit_) && usd_ >= *limit_.usd);
+}
+
+bool BudgetMeter::Spent() const {
+  std::function<std::optional<std::string>()> check;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (OwnSpent() || !spent_elsewhere_.empty()) return true;
+    check = elsewhere_;
+  }
+  if (!check) return false;
+  std::optional<std::string> why = check();
+  if (!why) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  spent_elsewhere_ = why->empty() ? "spent elsewhere" : *why;
+  return true;
+}
+
+void BudgetMeter::SetSpentElsewhere(
+    std::function<std::optional<std::string>()> check) {
+  std::lock_guard<std::mutex> lock(mu_);
+  elsewhere_ = std::move(check);
 }
 
 int64_t BudgetMeter::tokens() const {
@@ -63,6 +83,8 @@ std::string BudgetMeter::DescribeSpent() const {
         << " used)";
   } else if (UsdCap(limit_) && usd_ >= *limit_.usd) {
     out << "USD budget of $" << *limit_.usd << " spent ($" << usd_ << " spent)";
+  } else {
+    return spent_elsewhere_;
   }
   return out.str();
 }

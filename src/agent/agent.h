@@ -98,12 +98,24 @@ class BudgetMeter {
   // "token budget of 1000 spent (1000 used)" or similar; "" if not Spent().
   std::string DescribeSpent() const;
 
+  // Where others charge the same budget out of this meter's sight (the job's
+  // steps on other nodes): `check` says why the budget is spent there, or
+  // nullopt. Spent() asks it (outside the meter's lock) while this meter's
+  // own spending is under the caps; once it said spent, the meter stays
+  // spent and DescribeSpent() gives its words. Exceeded() and the counts
+  // stay this meter's own.
+  void SetSpentElsewhere(std::function<std::optional<std::string>()> check);
+
  private:
+  bool OwnSpent() const;  // REQUIRES: mu_ held.
+
   BudgetLimit limit_;
   std::string name_;
   mutable std::mutex mu_;
   int64_t tokens_ = 0;
   double usd_ = 0;
+  std::function<std::optional<std::string>()> elsewhere_;
+  mutable std::string spent_elsewhere_;
 };
 
 // One tool call of a turn, as recorded: its arguments and result cut to

@@ -343,6 +343,11 @@ pipeline::CellEnd RunCellHere(const pipeline::ResolvedPlan& plan,
   opts.file = pipeline.file;
   opts.run_id = setup.run_id;
   opts.observer = &masked;
+  // The run that sent the cell says when the job's budget is spent.
+  opts.job_budget_elsewhere = [state_dir = setup.state_dir,
+                               run_id = setup.run_id](const std::string& job) {
+    return ReadJobBudgetMarker(JobBudgetMarker(state_dir, run_id, job));
+  };
   LocalProcessLauncher launcher(
       RealClock(),
       CurrentEnvironmentWithout(pipeline::ProviderKeyVariables(pipeline)));

@@ -1,14 +1,68 @@
 #include "cli/slurm_cells.h"
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 
+#include "core/hash.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/redact.h"
 #include "pipeline/event_stream.h"
 
 namespace steps::cli {
+
+std::string JobBudgetMarker(const std::string& state_dir,
+                            const std::string& run_id, const std::string& job) {
+  return (std::filesystem::path(state_dir) / "slurm" /
+          ("budget-" + run_id + "-" + Sha256Hex(job).substr(0, 16)))
+      .string();
+}
+
+std::optional<std::string> ReadJobBudgetMarker(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+SlurmCells::~SlurmCells() {
+  std::error_code ec;
+  for (const std::string& path : markers_) std::filesystem::remove(path, ec);
+}
+
+void SlurmCells::JobBudgetSpent(const std::string& job,
+                                const std::string& why) {
+  const std::string path =
+      JobBudgetMarker(options_.state_dir, options_.run_id, job);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(),
+                                      ec);
+  // Written whole, then renamed: a node never reads half of it.
+  const std::string tmp = path + ".tmp";
+  bool written = false;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << why << ", counting the job's cells on other nodes";
+    written = static_cast<bool>(out.flush());
+  }
+  if (written) std::filesystem::rename(tmp, path, ec);
+  if (!written || ec) {
+    std::filesystem::remove(tmp, ec);
+    LogEvent(LogLevel::kWarn, "cell.budget_marker_failed",
+             {{"job", job},
+              {"path", path},
+              {"effect",
+               "cells running on nodes see only what the job had spent when "
+               "each was sent"}});
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  markers_.push_back(path);
+}
 
 ProcessRequest SlurmCells::Request(const pipeline::RemoteCell& cell) const {
   std::vector<std::string> argv = {options_.steps_binary,

@@ -8,6 +8,8 @@
 #define STEPS_CLI_SLURM_CELLS_H_
 
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +44,14 @@ class SlurmCells : public pipeline::CellLauncher {
   // `slurm` runs the cells' jobs (a SlurmLauncher); not owned.
   SlurmCells(ProcessLauncher& slurm, SlurmCellsOptions options)
       : slurm_(slurm), options_(std::move(options)) {}
+  // Removes the budget markers it wrote.
+  ~SlurmCells() override;
 
   pipeline::CellEnd Run(const pipeline::RemoteCell& cell,
                         pipeline::RunObserver& events) override;
+  // Writes the job's budget marker (JobBudgetMarker), which steps on the
+  // nodes looks at before each model request.
+  void JobBudgetSpent(const std::string& job, const std::string& why) override;
 
   // The request that runs `cell` (exposed for tests).
   ProcessRequest Request(const pipeline::RemoteCell& cell) const;
@@ -52,7 +59,18 @@ class SlurmCells : public pipeline::CellLauncher {
  private:
   ProcessLauncher& slurm_;
   const SlurmCellsOptions options_;
+  std::mutex mu_;
+  std::vector<std::string> markers_;
 };
+
+// The file, on the state folder the nodes share, that says a job's budget
+// is spent (its text says how): STATE_DIR/slurm/budget-RUN_ID-HASH.
+std::string JobBudgetMarker(const std::string& state_dir,
+                            const std::string& run_id, const std::string& job);
+
+// What the marker at `path` says (its first 4 KiB), or nullopt when there
+// is none.
+std::optional<std::string> ReadJobBudgetMarker(const std::string& path);
 
 // How a cell whose job ended without its last event ended: from what the
 // launcher says of the job (`result`) and the last line it wrote to stderr.

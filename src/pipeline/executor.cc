@@ -274,6 +274,10 @@ CellEnd JobRunner::RunCell(const CellTask& task) {
   scope.token = ex_.opts.abort.Child();
   if (job_budget_) {
     job_budget_->Add(task.job_tokens_spent, task.job_usd_spent);
+    if (const auto& elsewhere = ex_.opts.job_budget_elsewhere) {
+      job_budget_->SetSpentElsewhere(
+          [elsewhere, job = job_.name] { return elsewhere(job); });
+    }
     scope.budgets.push_back(job_budget_);
   }
   scope.cell = task.outer_cell;
@@ -829,9 +833,19 @@ class CellRelay : public RunObserver {
   void OnLog(const StepRef& s, std::string_view line) override {
     if (Ours(s)) out().OnLog(s, line);
   }
+  // A turn is charged to the budgets that stop conversations (the job's)
+  // as it comes, as a conversation here charges them, and the launcher is
+  // told once the job's budget is spent, so the job's other cells stop.
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {
-    if (Ours(s)) out().OnAgentTurn(s, turn);
+    if (!Ours(s)) return;
+    const int64_t tokens = turn.prompt_tokens + turn.completion_tokens;
+    Charged& c = charged_[s.id];
+    c.tokens += tokens;
+    c.usd += turn.usd;
+    for (const auto& meter : cell_.budgets) meter->Add(tokens, turn.usd);
+    job_.TellCellsIfBudgetSpent();
+    out().OnAgentTurn(s, turn);
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
     if (!Ours(s)) return;
@@ -844,11 +858,18 @@ class CellRelay : public RunObserver {
   void OnStepEnd(const StepRecord& rec) override {
     if (!Ours(rec.ref)) return;
     if (const std::optional<agent::AgentResult>& a = rec.agent) {
-      for (const auto* meters : {&cell_.budgets, &cell_.charge_only}) {
-        for (const auto& meter : *meters)
-          meter->Add(a->prompt_tokens + a->completion_tokens, a->usd);
+      // What the turns did not charge (a step replayed on resume sends no
+      // turns); an across budget is charged once the conversation is over.
+      const int64_t tokens = a->prompt_tokens + a->completion_tokens;
+      const Charged c = charged_[rec.ref.id];
+      for (const auto& meter : cell_.budgets) {
+        meter->Add(std::max<int64_t>(tokens - c.tokens, 0),
+                   std::max(a->usd - c.usd, 0.0));
       }
+      for (const auto& meter : cell_.charge_only) meter->Add(tokens, a->usd);
+      job_.TellCellsIfBudgetSpent();
     }
+    charged_.erase(rec.ref.id);
     open_.erase(rec.ref.id);
     ended_ = true;
     const bool ran = rec.outcome != Outcome::kNotStarted && !rec.ref.judge;
@@ -921,13 +942,25 @@ class CellRelay : public RunObserver {
   }
   RunObserver& out() { return job_.ex_.observer(); }
 
+  struct Charged {
+    int64_t tokens = 0;
+    double usd = 0;
+  };
+
   JobRunner& job_;
   const Scope& cell_;
   const std::string prefix_;
   std::map<std::string, Open> open_;
+  std::map<std::string, Charged> charged_;  // By the turns, per step.
   bool ended_ = false;
   int foreign_ = 0;
 };
+
+void JobRunner::TellCellsIfBudgetSpent() {
+  if (!job_budget_ || !ex_.opts.cells || !job_budget_->Spent()) return;
+  if (told_budget_spent_.exchange(true)) return;
+  ex_.opts.cells->JobBudgetSpent(job_.name, job_budget_->DescribeSpent());
+}
 
 std::optional<std::vector<size_t>> JobRunner::PathTo(const Step& target) const {
   std::vector<size_t> path;

@@ -5,9 +5,11 @@
 #ifndef STEPS_PIPELINE_EXECUTOR_H_
 #define STEPS_PIPELINE_EXECUTOR_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,14 @@ class CellLauncher {
   // caller's thread or the launcher's, one at a time), and returns how it
   // ended; a cell that ended without saying so is errored, saying why.
   virtual CellEnd Run(const RemoteCell& cell, RunObserver& events) = 0;
+  // The budget of `job` is spent (`why`: "token budget of 200 spent (230
+  // used)"), counting what its cells spent so far: cells still running
+  // should send no further request (ExecutorOptions::job_budget_elsewhere
+  // on their side). Called once per job, from any thread.
+  virtual void JobBudgetSpent(const std::string& job, const std::string& why) {
+    (void)job;
+    (void)why;
+  }
 };
 
 struct ExecutorOptions {
@@ -96,6 +106,13 @@ struct ExecutorOptions {
   // Runs the cells of across blocks whose runner is slurm. Not owned.
   // Null: such a cell ends errored, saying this run has no Slurm runner.
   CellLauncher* cells = nullptr;
+  // In a cell run by itself (RunCell, on a node): why the run that sent it
+  // found `job`'s budget spent (CellLauncher::JobBudgetSpent), or nullopt.
+  // Asked before each model request while the cell's own view of the job's
+  // spending is under the budget. Null: the cell sees only what the job had
+  // spent when it was sent, and its own spending.
+  std::function<std::optional<std::string>(const std::string& job)>
+      job_budget_elsewhere;
   // Runs agent steps and fixers. Not owned. Null: agent steps end errored
   // with a message saying no agent runner is available.
   agent::AgentRunner* agents = nullptr;

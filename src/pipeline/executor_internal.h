@@ -2,6 +2,7 @@
 #ifndef STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
 #define STEPS_PIPELINE_EXECUTOR_INTERNAL_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -348,6 +349,8 @@ class JobRunner {
   StepResult JobDeadlineResult(const std::string& next_step) const;
   // "job 'J' passed its timeout of 300ms".
   std::string JobTimedOut() const;
+  // Tells the cell launcher, once, that the job's budget is spent.
+  void TellCellsIfBudgetSpent();
   // Why `scope`'s token is cancelled: its fail_fast note, else "aborted".
   std::string CancelledWhy(const Scope& scope) const;
   // Records a step that never started (outcome `not started`, error `why`);
@@ -385,6 +388,8 @@ class JobRunner {
   std::string job_dir_;
   Deadline job_deadline_;
   std::shared_ptr<agent::BudgetMeter> job_budget_;
+  // The cell launcher was told the job's budget is spent.
+  std::atomic<bool> told_budget_spent_{false};
   // Digests of the workspace's files, each unchanged file read once.
   ContentDigests digests_;
   std::mutex mu_;

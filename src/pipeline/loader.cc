@@ -371,44 +371,27 @@ void ReadJobAssert(const YAML::Node& n, Job& job, Diagnostics& d) {
 // A gate without a timeout waits for a person until its job's deadline;
 // without that deadline (or in a hook, which runs past it) nothing bounds
 // the wait, and a run in CI would wait forever.
-void WarnUnboundedGates(const std::vector<StepPtr>& steps, bool job_deadline,
-                        Diagnostics& d) {
-  for (const StepPtr& s : steps) {
-    if (!s) continue;
-    if (s->kind == StepKind::kGate && !s->timeout.has_value() &&
-        !job_deadline) {
-      d.Warn(s->line,
-             "gate '" + s->name +
-                 "' has no 'timeout' and nothing else bounds its wait (its "
-                 "job has no 'timeout', or it is a hook, which runs past "
-                 "it): a run waits for a person without limit, and one in CI "
-                 "waits forever; give the gate a 'timeout' (and a 'default: "
-                 "approve|reject' if it should not fail then)");
-    }
-    WarnUnboundedGates(s->steps, job_deadline, d);
-    for (HookKind k : kAllHooks) {
-      if (const StepPtr& h = s->hooks.Get(k)) WarnUnboundedGates({h}, false, d);
-    }
-  }
-}
-
-void GateNames(const std::vector<StepPtr>& steps, std::set<std::string>& out) {
-  for (const StepPtr& s : steps) {
-    if (!s) continue;
-    if (s->kind == StepKind::kGate) out.insert(s->name);
-    GateNames(s->steps, out);
-    for (HookKind k : kAllHooks)
-      if (const StepPtr& h = s->hooks.Get(k)) GateNames({h}, out);
-  }
+void WarnUnboundedGates(const Job& job, Diagnostics& d) {
+  internal::ForEachStepOf(job, [&](const Step& s, bool in_hook) {
+    if (s.kind != StepKind::kGate || s.timeout.has_value()) return;
+    if (job.timeout.has_value() && !in_hook) return;
+    d.Warn(s.line,
+           "gate '" + s.name +
+               "' has no 'timeout' and nothing else bounds its wait (its "
+               "job has no 'timeout', or it is a hook, which runs past "
+               "it): a run waits for a person without limit, and one in CI "
+               "waits forever; give the gate a 'timeout' (and a 'default: "
+               "approve|reject' if it should not fail then)");
+  });
 }
 
 // A mock decision for a gate no job has is a typo: said, not fatal.
 void WarnMockGatesWithoutGates(const Pipeline& p, int line, Diagnostics& d) {
   std::set<std::string> names;
   for (const Job& job : p.jobs) {
-    GateNames(job.plan, names);
-    for (HookKind k : kAllHooks)
-      if (const StepPtr& h = job.hooks.Get(k)) GateNames({h}, names);
+    internal::ForEachStepOf(job, [&](const Step& s, bool) {
+      if (s.kind == StepKind::kGate) names.insert(s.name);
+    });
   }
   for (const auto& [name, decision] : p.mock_gates) {
     if (!names.count(name)) {
@@ -462,10 +445,7 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   ReadJobAssert(r.Take("assert"), job, d);
   r.Finish();
   internal::RefuseRemoteCellsInHooks(job, d);
-  WarnUnboundedGates(job.plan, job.timeout.has_value(), d);
-  for (HookKind k : kAllHooks) {
-    if (const StepPtr& h = job.hooks.Get(k)) WarnUnboundedGates({h}, false, d);
-  }
+  WarnUnboundedGates(job, d);
   AddUnlessNamedTwice(p.jobs, std::move(job), "job", d);
 }
 

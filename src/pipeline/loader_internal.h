@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
+
 #include "pipeline/diagnostics.h"
 #include "pipeline/model.h"
 #include "pipeline/yaml_reader.h"
@@ -48,6 +50,10 @@ void ReadStepSandbox(MapReader& r, Step& step, Diagnostics& d);
 void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,
                 Diagnostics& d);
 void ReadStepRunner(MapReader& r, Step& step, Diagnostics& d);
+// Calls `visit` on every step of `job`: its plan, the blocks' steps, and
+// every hook's (the job's own too), saying whether the step is in a hook.
+void ForEachStepOf(const Job& job,
+                   const std::function<void(const Step&, bool in_hook)>& visit);
 // Refuses an across block whose cells run on Slurm inside a hook of `job`
 // (or of one of its steps): a hook runs past the job's deadline, which is
 // what bounds a cell's time on a node.

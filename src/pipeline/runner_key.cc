@@ -206,33 +206,38 @@ void CheckRemoteCells(const Step& step, Diagnostics& d) {
   }
 }
 
-void RefuseRemoteCellsIn(const std::vector<StepPtr>& steps, bool in_hook,
-                         Diagnostics& d) {
-  for (const StepPtr& s : steps) {
-    if (!s) continue;
-    if (in_hook && s->kind == StepKind::kAcross &&
-        s->runner.value == RunnerKind::kSlurm) {
-      d.Error(s->runner.line,
-              "across block '" + s->name +
-                  "' sends its cells to Slurm (runner: slurm) from inside a "
-                  "hook: a cell's time on a node is its job's deadline, "
-                  "which a hook runs past; run the cells here (drop 'runner: "
-                  "slurm') or move the block out of the hook");
-    }
-    RefuseRemoteCellsIn(s->steps, in_hook, d);
-    for (HookKind k : kAllHooks) {
-      if (const StepPtr& h = s->hooks.Get(k)) RefuseRemoteCellsIn({h}, true, d);
-    }
-  }
-}
-
 }  // namespace
 
+void ForEachStepOf(
+    const Job& job,
+    const std::function<void(const Step&, bool in_hook)>& visit) {
+  std::function<void(const std::vector<StepPtr>&, bool)> walk =
+      [&](const std::vector<StepPtr>& steps, bool in_hook) {
+        for (const StepPtr& s : steps) {
+          if (!s) continue;
+          visit(*s, in_hook);
+          walk(s->steps, in_hook);
+          for (HookKind k : kAllHooks)
+            if (const StepPtr& h = s->hooks.Get(k)) walk({h}, true);
+        }
+      };
+  walk(job.plan, false);
+  for (HookKind k : kAllHooks)
+    if (const StepPtr& h = job.hooks.Get(k)) walk({h}, true);
+}
+
 void RefuseRemoteCellsInHooks(const Job& job, Diagnostics& d) {
-  RefuseRemoteCellsIn(job.plan, false, d);
-  for (HookKind k : kAllHooks) {
-    if (const StepPtr& h = job.hooks.Get(k)) RefuseRemoteCellsIn({h}, true, d);
-  }
+  ForEachStepOf(job, [&](const Step& s, bool in_hook) {
+    if (!in_hook || s.kind != StepKind::kAcross ||
+        s.runner.value != RunnerKind::kSlurm)
+      return;
+    d.Error(s.runner.line,
+            "across block '" + s.name +
+                "' sends its cells to Slurm (runner: slurm) from inside a "
+                "hook: a cell's time on a node is its job's deadline, "
+                "which a hook runs past; run the cells here (drop 'runner: "
+                "slurm') or move the block out of the hook");
+  });
 }
 
 void ReadRunner(MapReader& r, Written<RunnerKind>& runner, SlurmSpec& slurm,

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -601,6 +602,29 @@ TEST_F(ConversationTest, ABudgetSpentMidConversationSendsNoFurtherRequest) {
             "agent: step budget: token budget of 15 spent (15 used); another "
             "request would exceed it");
   EXPECT_EQ(runner->MockRequests().size(), 1u);
+}
+
+// The job's budget spent elsewhere (its cells on other nodes) mid-way:
+// the next request is not sent, and the step fails in those words.
+TEST_F(ConversationTest, ABudgetSpentElsewhereSendsNoFurtherRequest) {
+  auto runner = MockRunner(kTwoAnswersOf15Tokens);
+  auto job =
+      std::make_shared<BudgetMeter>(BudgetLimit{1000, std::nullopt}, "job");
+  std::atomic<int> asked{0};
+  job->SetSpentElsewhere([&]() -> std::optional<std::string> {
+    if (++asked < 2) return std::nullopt;
+    return "token budget of 1000 spent (1010 used), counting the job's cells "
+           "on other nodes";
+  });
+  ctx_.shared_budgets = {job};
+  AgentResult r = runner->Run(Inv(), ctx_);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error,
+            "agent: job budget: token budget of 1000 spent (1010 used), "
+            "counting the job's cells on other nodes; another request would "
+            "exceed it");
+  EXPECT_EQ(runner->MockRequests().size(), 1u);
+  EXPECT_EQ(job->tokens(), 15);
 }
 
 TEST_F(ConversationTest, UsdFromThePriceOrTheReportedCost) {

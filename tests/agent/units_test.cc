@@ -99,6 +99,33 @@ TEST(BudgetMeterTest, ExactlySpentIsSpentButNotExceeded) {
   EXPECT_EQ(meter.Describe(), "token budget of 100 exceeded (101 used)");
 }
 
+// A budget others charge out of the meter's sight: spent once they say
+// so, in their words, and for good; the meter's own counts stay its own.
+TEST(BudgetMeterTest, SpentElsewhereIsSpentInItsWords) {
+  BudgetMeter meter(BudgetLimit{100, std::nullopt}, "job");
+  int asked = 0;
+  std::optional<std::string> elsewhere;
+  meter.SetSpentElsewhere([&]() {
+    ++asked;
+    return elsewhere;
+  });
+  EXPECT_TRUE(meter.Add(10, 0));
+  EXPECT_FALSE(meter.Spent());
+  EXPECT_EQ(meter.DescribeSpent(), "");
+  elsewhere = "token budget of 100 spent (130 used), counting other nodes";
+  EXPECT_TRUE(meter.Spent());
+  EXPECT_EQ(meter.DescribeSpent(),
+            "token budget of 100 spent (130 used), counting other nodes");
+  EXPECT_FALSE(meter.Exceeded());
+  EXPECT_EQ(meter.tokens(), 10);
+  elsewhere.reset();
+  EXPECT_TRUE(meter.Spent());  // Once spent, for good: not asked again.
+  EXPECT_EQ(asked, 2);
+  // Its own spending speaks first.
+  EXPECT_FALSE(meter.Add(95, 0));
+  EXPECT_EQ(meter.DescribeSpent(), "token budget of 100 spent (105 used)");
+}
+
 TEST(BudgetMeterTest, ZeroCapsMeanNoCap) {
   BudgetMeter meter(BudgetLimit{0, 0.0});
   EXPECT_TRUE(meter.Add(1000000, 1000));

@@ -301,6 +301,16 @@ class ScriptedCells : public CellLauncher {
   CellEnd Run(const RemoteCell& cell, RunObserver& events) override {
     return script(cell, events);
   }
+  void JobBudgetSpent(const std::string& job, const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu);
+    told.emplace_back(job, why);
+  }
+  size_t Told() {
+    std::lock_guard<std::mutex> lock(mu);
+    return told.size();
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> told;
 };
 
 StepRef CellStep(const RemoteCell& cell, const std::string& job, int n,
@@ -398,6 +408,65 @@ TEST(RemoteCellTest, ACellQueuedPastTheJobsDeadlineNeverStarts) {
   EXPECT_THAT(first.error,
               HasSubstr("job 'j' passed its timeout of 1h while this cell's "
                         "Slurm job was queued (Slurm job 5 was still"));
+}
+
+// A cell's turns are charged to the job's budget as they come (not twice
+// when its step ends), and once the job's budget is spent the launcher is
+// told, once, while the cell still runs: the job's other cells stop.
+TEST(RemoteCellTest, ACellsTurnsChargeTheJobsBudgetAsTheyCome) {
+  PipelineRun run(R"(agents:
+- name: a
+  source: { model: mock/a }
+jobs:
+- name: j
+  budget: { tokens: 250 }
+  plan:
+  - across:
+    - { var: n, values: [a, b, c], max_in_flight: 1 }
+    runner: slurm
+    do:
+    - agent: a
+      messages: ["go"]
+)");
+  ScriptedCells cells;
+  std::vector<size_t> told_after_turn;
+  std::vector<int64_t> sent_spent;
+  cells.script = [&](const RemoteCell& cell, RunObserver& events) -> CellEnd {
+    sent_spent.push_back(cell.task.job_tokens_spent);
+    StepRef ref = CellStep(cell, "j", 1, "a");
+    ref.kind = StepKind::kAgent;
+    events.OnStepStart(ref, std::nullopt);
+    events.OnAttemptStart(ref, 1, 1, std::nullopt);
+    agent::AgentTurnRecord turn;
+    turn.turn = 1;
+    turn.prompt_tokens = cell.task.cell == 0 ? 150 : 90;
+    turn.completion_tokens = 10;
+    events.OnAgentTurn(ref, turn);
+    told_after_turn.push_back(cells.Told());
+    AttemptRecord a;
+    a.number = 1;
+    a.of = 1;
+    events.OnAttemptEnd(ref, a);
+    StepRecord rec;
+    rec.ref = ref;
+    rec.attempts = {a};
+    agent::AgentResult result;
+    result.prompt_tokens = turn.prompt_tokens;
+    result.completion_tokens = turn.completion_tokens;
+    result.turns = 1;
+    rec.agent = result;
+    events.OnStepEnd(rec);
+    return {Outcome::kSucceeded, "", false};
+  };
+  run.options.cells = &cells;
+  run.RunJob();
+  // Cell 1: 160, not charged again at its end (else 320 would be spent).
+  // Cell 2: 260 passes 250 at its turn, while it runs; told once only.
+  EXPECT_EQ(told_after_turn, (std::vector<size_t>{0, 1, 1}));
+  EXPECT_EQ(sent_spent, (std::vector<int64_t>{0, 160, 260}));
+  ASSERT_EQ(cells.told.size(), 1u);
+  EXPECT_EQ(cells.told[0].first, "j");
+  EXPECT_EQ(cells.told[0].second, "token budget of 250 spent (260 used)");
 }
 
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {

@@ -398,6 +398,59 @@ mock:
   EXPECT_EQ(RecordedJobs(dir_.path()).size(), 2u);
 }
 
+// The job's budget holds across cells running at once on nodes: cell a
+// spends it; cell b, waiting on its node until this run has said so (the
+// budget marker on the shared state folder), sends no request and fails
+// naming the job's budget.
+TEST_F(SlurmCliTest, AJobBudgetSpentByOneCellStopsTheOthersOnTheirNodes) {
+  const std::string run_id = "20261207-140000-0b0b";
+  const std::string marker =
+      dir_.path() + "/.steps/slurm/budget-" + run_id + "-" +
+      CommandOutput("printf %s cells | sha256sum | cut -c1-16");
+  Write("p.yaml", R"yaml(
+agents:
+  - name: spender
+    source: { model: mock/spender }
+jobs:
+  - name: cells
+    budget: { tokens: 150 }
+    plan:
+      - across:
+          - { var: n, values: [a, b], max_in_flight: 2 }
+        runner: slurm
+        do:
+          - task: wait
+            run: |
+              if [ "$n" = b ]; then
+                for i in $(seq 600); do [ -e "$MARKER" ] && exit 0; sleep 0.1; done
+                echo "no marker"; exit 1
+              fi
+            env: { MARKER: ")yaml" +
+                      marker + R"yaml(" }
+          - agent: spender
+            messages: ["spend {{ .n }}"]
+mock:
+  spender:
+    - usage: { prompt_tokens: 190, completion_tokens: 10 }
+      say: spent
+)yaml");
+  const auto r = RunSteps(
+      dir_.path(), "run p.yaml --mock --plain --no-cache --run-id " + run_id);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("no marker")));
+  const std::string json = RunSteps(dir_.path(), "show --json").out;
+  // Cell a passed the budget by itself; cell b never asked.
+  EXPECT_THAT(json, HasSubstr("job budget: token budget of 150 exceeded (200 "
+                              "used)"));
+  EXPECT_THAT(json, HasSubstr("job budget: token budget of 150 spent (200 "
+                              "used), counting the job's cells on other "
+                              "nodes; another request would exceed it"));
+  EXPECT_THAT(RunSteps(dir_.path(), "show").out,
+              HasSubstr("Spent: 200 tokens"));
+  // The marker goes with the run.
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
 // An abort reaches steps on the node: the cell's task is ended, its
 // on_abort hook runs there, and no job is left.
 TEST_F(SlurmCliTest, AnAbortEndsTheCellsOnTheNodes) {
