@@ -416,8 +416,15 @@ class SlurmLauncher::Job {
         return;
       }
       if (l_.clock_.Now() >= next_state) {
-        const std::string line = l_.poll_.Line(r_.cluster->job_id, deadline);
+        std::string line = l_.poll_.Line(r_.cluster->job_id, deadline);
+        const std::string before = r_.cluster->state;
         Take(line);
+        // An end is confirmed with scontrol, for this job alone: squeue's
+        // answer is one for all jobs, and may be wrong about one.
+        if (IsFinalState(r_.cluster->state) || r_.cluster->state == "GONE") {
+          r_.cluster->state = before;
+          line = Ask(deadline);
+        }
         if (EndedBySlurm(line)) return;
         if (CannotRun(line)) return;
         next_state = l_.clock_.Now() + l_.options_.state_poll;
@@ -699,8 +706,20 @@ ProcessResult SlurmLauncher::RunJob(const ProcessRequest& request) {
 }
 
 Status SlurmLauncher::SharedSpool(const ProcessRequest& request) {
-  std::lock_guard<std::mutex> lock(probe_mu_);
+  std::unique_lock<std::mutex> lock(probe_mu_);
+  probe_done_.Wait(lock, [&] { return !probing_; });
   if (shared_) return *shared_;
+  // One probe at a time; the lock is not held while it runs.
+  probing_ = true;
+  lock.unlock();
+  Status s = Probe(request);
+  lock.lock();
+  probing_ = false;
+  probe_done_.NotifyAll();
+  return s;
+}
+
+Status SlurmLauncher::Probe(const ProcessRequest& request) {
   const std::string where = "the Slurm nodes cannot see " + options_.spool_dir;
   const std::string advice =
       ": steps keeps its job files there, so it must be on a filesystem the "
@@ -743,17 +762,17 @@ Status SlurmLauncher::SharedSpool(const ProcessRequest& request) {
     // Slurm refused the job: that is the step's to say, not the folder's.
     return Status(StatusCode::kUnavailable, pr.error);
   }
-  if (pr.succeeded() && Trim(pr.out.text) == token) {
-    shared_ = Status::Ok();
-  } else {
+  Status answer = Status::Ok();
+  if (!pr.succeeded() || Trim(pr.out.text) != token) {
     const std::string node = pr.cluster && !pr.cluster->node.empty()
                                  ? " (node " + pr.cluster->node + ")"
                                  : "";
-    shared_ =
-        Status(StatusCode::kIoError,
-               where + node + advice + "; the probe job " + pr.Describe());
+    answer = Status(StatusCode::kIoError,
+                    where + node + advice + "; the probe job " + pr.Describe());
   }
-  return *shared_;
+  std::lock_guard<std::mutex> lock(probe_mu_);
+  shared_ = answer;
+  return answer;
 }
 
 ProcessResult SlurmLauncher::Run(const ProcessRequest& request) {

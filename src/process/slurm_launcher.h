@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/duration.h"
+#include "core/fiber.h"
 #include "core/status.h"
 #include "process/process.h"
 #include "process/slurm_poll.h"
@@ -114,6 +115,8 @@ class SlurmLauncher : public ProcessLauncher {
   // failure otherwise. Runs the probe on first use (under `request`'s
   // cancel token, and its deadline if it has one).
   Status SharedSpool(const ProcessRequest& request);
+  // Runs the probe job; its answer (also kept in shared_ when it answered).
+  Status Probe(const ProcessRequest& request);
   ProcessResult RunJob(const ProcessRequest& request);
 
   ProcessLauncher& local_;
@@ -125,7 +128,11 @@ class SlurmLauncher : public ProcessLauncher {
   const std::string scontrol_;
   SlurmStatePoll poll_;
   std::atomic<uint64_t> next_{0};
+  // Runs waiting for the probe park (on a fiber) rather than block on the
+  // mutex: a carrier blocked there could be the one the probe needs.
   std::mutex probe_mu_;
+  FiberCondVar probe_done_;
+  bool probing_ = false;
   // Set once a probe has answered (cancelled probes leave it unset).
   std::optional<Status> shared_;
 };

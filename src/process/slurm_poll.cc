@@ -45,10 +45,13 @@ int SlurmStatePoll::questions() const {
 
 std::string SlurmStatePoll::Line(const std::string& id, const Deadline& limit) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A job missing from an answer is not taken as gone: an squeue that
+  // printed nothing (or garbage) would end every job. Only Slurm's own
+  // "Invalid job id" for all of a question says that.
   auto known = [&]() -> std::string {
     if (!answered_.count(id)) return "";
     auto it = lines_.find(id);
-    return it != lines_.end() ? it->second : "JobId=" + id + " JobState=GONE";
+    return it != lines_.end() ? it->second : "";
   };
   const bool fresh = answered_at_ && clock_.Now() - *answered_at_ < period_;
   // A job added since the last answer waits for the next one.
@@ -80,6 +83,7 @@ std::optional<std::map<std::string, std::string>> SlurmStatePoll::Ask(
   auto ask = [&]() -> bool {
     std::string list;
     for (const std::string& id : chunk) list += (list.empty() ? "" : ",") + id;
+    const std::vector<std::string> asked = std::move(chunk);
     chunk.clear();
     ProcessRequest q = ProcessRequest::Exec(
         {squeue_, "--noheader", "--states=all", "--jobs=" + list,
@@ -95,9 +99,13 @@ std::optional<std::map<std::string, std::string>> SlurmStatePoll::Ask(
     ProcessResult pr = commands_.Run(q);
     if (!pr.succeeded()) {
       // Every job asked of is one Slurm forgot (it keeps ended jobs
-      // MinJobAge seconds): an answer, with none of them in it.
-      return pr.end == ProcessEnd::kExited &&
-             pr.err.text.find("Invalid job id") != std::string::npos;
+      // MinJobAge seconds).
+      if (pr.end != ProcessEnd::kExited ||
+          pr.err.text.find("Invalid job id") == std::string::npos)
+        return false;
+      for (const std::string& id : asked)
+        lines.emplace(id, "JobId=" + id + " JobState=GONE");
+      return true;
     }
     std::istringstream in(pr.out.text);
     for (std::string line; std::getline(in, line);) {

@@ -35,9 +35,10 @@ class SlurmStatePoll {
   // How the job `id` stands, as one line in scontrol's form ("JobId=12
   // JobState=PENDING Reason=BeginTime NodeList=", read with ScontrolField):
   // from an answer at most `period` old, asking now if there is none (the
-  // question is cut at `limit` or after 5 s). "JobState=GONE" when Slurm no
-  // longer knows the job; "" when it cannot tell (squeue failed, or the job
-  // was added after the answer being used).
+  // question is cut at `limit` or after 5 s). "JobState=GONE" when Slurm
+  // said it no longer knows the job; "" when it cannot tell (squeue failed,
+  // its answer left the job out, or the job was added after the answer
+  // being used). An end read here is the caller's to confirm.
   std::string Line(const std::string& id, const Deadline& limit = Deadline());
 
   // The questions asked so far (each one squeue per 500 jobs).

@@ -22,6 +22,7 @@
 #include "common/slurm_cluster.h"
 #include "common/temp_dir.h"
 #include "core/clock.h"
+#include "core/fiber.h"
 #include "process/local_launcher.h"
 
 namespace steps {
@@ -333,6 +334,34 @@ TEST_F(SlurmLauncherTest, WatchedJobsShareOneQuestionToSlurm) {
         std::max<size_t>(most, std::count(jobs.begin(), jobs.end(), ',') + 1);
   }
   EXPECT_EQ(most, static_cast<size_t>(kJobs));
+}
+
+// Runs on fibers that all arrive before the shared-folder probe has
+// answered wait for it parked, not blocking their carriers: with the
+// probe's lock held across it, 70 such runs (a 70-cell across) took every
+// carrier and hung for good.
+TEST_F(SlurmLauncherTest, RunsOnFibersWaitForTheProbeWithoutHanging) {
+  constexpr int kRuns = 70;
+  std::mutex mu;
+  std::condition_variable all_done;
+  int done = 0;
+  std::vector<ProcessResult> results(kRuns);
+  for (int i = 0; i < kRuns; ++i) {
+    ASSERT_TRUE(SharedFiberPool().Spawn([&, i] {
+      results[i] = slurm_->Run(Request("echo ok", "fibers"));
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      all_done.notify_all();
+    }));
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  // Bound: 60 s for 70 one-line jobs on 8 CPUs (about 7 s here).
+  ASSERT_TRUE(all_done.wait_for(lock, 60s, [&] { return done == kRuns; }))
+      << done << " of " << kRuns << " runs ended";
+  for (const ProcessResult& r : results) {
+    EXPECT_TRUE(r.succeeded()) << r.Describe();
+    EXPECT_EQ(r.out.text, "ok\n");
+  }
 }
 
 TEST_F(SlurmLauncherTest, CancellingEndsRunningAndPendingJobs) {
