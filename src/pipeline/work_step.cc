@@ -710,18 +710,18 @@ std::map<std::string, std::string> JobRunner::PipelineEnv(const Step& step,
 // the attempt's record.
 class JobRunner::AttemptScripts {
  public:
-  // `job_deadline`: a Slurm job still queued then never starts, and the
-  // attempt fails with `job_timed_out` (unset in hooks: they run to the end).
+  // `bounded_by`: the job whose deadline a Slurm job still queued never
+  // starts after, the attempt then failing as the job timed out; null in
+  // hooks (they run to the end) and in a job without a deadline.
   AttemptScripts(Executor::Impl& ex, const Step& step, const Scope& scope,
                  const StepRef& ref, const Deadline& deadline,
-                 const Deadline& job_deadline, std::string job_timed_out,
+                 const JobRunner* bounded_by,
                  std::map<std::string, std::string> env, AttemptRecord& a)
       : ex_(ex),
         scope_(scope),
         ref_(ref),
         deadline_(deadline),
-        job_deadline_(job_deadline),
-        job_timed_out_(std::move(job_timed_out)),
+        bounded_by_(bounded_by),
         env_(std::move(env)),
         dials_(ex.plan.For(step).dials),
         sandbox_(ToSandboxOptions(dials_.sandbox.value)),
@@ -764,11 +764,11 @@ class JobRunner::AttemptScripts {
           return Ended(Outcome::kErrored, pr.error);
         return Ended(Outcome::kAborted, "aborted");
       case ProcessEnd::kFailedToStart:
-        if (pr.cluster && pr.cluster->start_by_passed) {
+        if (pr.cluster && pr.cluster->start_by_passed && bounded_by_) {
           // The job's deadline counts the queue: a failure, as a timeout.
           a_.exhausted_by = "job_timeout";
           return Ended(Outcome::kFailed,
-                       job_timed_out_ +
+                       bounded_by_->JobTimedOut() +
                            " while this attempt's Slurm job was queued (" +
                            pr.error + ")");
         }
@@ -791,7 +791,7 @@ class JobRunner::AttemptScripts {
     if (dials_.runner.value == RunnerKind::kSlurm) {
       req.cluster = dials_.slurm;
       req.cluster->job_name = "steps:" + ref_.id;
-      req.cluster->start_by = job_deadline_;
+      if (bounded_by_) req.cluster->start_by = bounded_by_->job_deadline_;
       // Queue time is not the attempt's unless the step says so: what is
       // left of its time starts when the job starts on a node.
       if (!dials_.timeout_includes_queue.value && deadline_.is_set()) {
@@ -822,8 +822,7 @@ class JobRunner::AttemptScripts {
   const Scope& scope_;
   const StepRef& ref_;
   const Deadline& deadline_;
-  const Deadline job_deadline_;
-  const std::string job_timed_out_;
+  const JobRunner* const bounded_by_;
   const std::map<std::string, std::string> env_;
   const ResolvedDials& dials_;
   const std::optional<SandboxOptions> sandbox_;
@@ -864,9 +863,9 @@ AttemptRecord JobRunner::RunAttempt(const Step& step, const Scope& scope,
   a.started = clock_.WallNow();
   const SteadyTime start = clock_.Now();
   const bool bounded = !scope.in_hook && job_deadline_.is_set();
-  AttemptScripts scripts(
-      ex_, step, scope, ref, deadline, bounded ? job_deadline_ : Deadline(),
-      bounded ? JobTimedOut() : "", AttemptEnv(step, scope, ref, attempt), a);
+  AttemptScripts scripts(ex_, step, scope, ref, deadline,
+                         bounded ? this : nullptr,
+                         AttemptEnv(step, scope, ref, attempt), a);
   const bool ran = step.kind == StepKind::kTask
                        ? RunTaskScript(step, scope, workdir, scripts, a)
                        : RunResourceScripts(step, scope, workdir, scripts, a);

@@ -417,13 +417,13 @@ class SlurmLauncher::Job {
       }
       if (l_.clock_.Now() >= next_state) {
         std::string line = l_.poll_.Line(r_.cluster->job_id, deadline);
-        const std::string before = r_.cluster->state;
-        Take(line);
         // An end is confirmed with scontrol, for this job alone: squeue's
         // answer is one for all jobs, and may be wrong about one.
-        if (IsFinalState(r_.cluster->state) || r_.cluster->state == "GONE") {
-          r_.cluster->state = before;
+        const std::string polled = ScontrolField(line, "JobState");
+        if (IsFinalState(polled) || polled == "GONE") {
           line = Ask(deadline);
+        } else {
+          Take(line);
         }
         if (EndedBySlurm(line)) return;
         if (CannotRun(line)) return;
