@@ -185,7 +185,7 @@ void ReadAgentEntry(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   MapReader r(n, "an agent entry", d);
   AgentEntry a;
   a.line = LineOf(n);
-  auto name = ReadString(r.Take("name"), "name", d);
+  auto name = ReadName(r.Take("name"), "name", d);
   if (!name || name->empty()) {
     if (!r.Has("name")) d.Error(a.line, "agent entry has no 'name'");
   } else {
@@ -288,7 +288,7 @@ void ReadResource(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   MapReader r(n, "a resource", d);
   Resource res;
   res.line = LineOf(n);
-  if (auto name = ReadString(r.Take("name"), "name", d)) res.name = *name;
+  if (auto name = ReadName(r.Take("name"), "name", d)) res.name = *name;
   if (res.name.empty()) d.Error(res.line, "resource has no 'name'");
   if (auto type = ReadString(r.Take("type"), "type", d)) res.type = *type;
   if (res.type.empty()) {
@@ -412,7 +412,7 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   MapReader r(n, "a job", d);
   Job job;
   job.line = LineOf(n);
-  if (auto name = ReadString(r.Take("name"), "name", d)) job.name = *name;
+  if (auto name = ReadName(r.Take("name"), "name", d)) job.name = *name;
   if (job.name.empty()) d.Error(job.line, "job has no 'name'");
   YAML::Node plan = r.Take("plan");
   if (!plan.IsDefined() || plan.IsNull()) {

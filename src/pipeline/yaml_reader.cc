@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/utf8.h"
+
 namespace steps::pipeline {
 namespace {
 
@@ -92,6 +94,18 @@ std::optional<std::string> ReadString(const YAML::Node& n,
     return std::nullopt;
   }
   return n.Scalar();
+}
+
+std::optional<std::string> ReadName(const YAML::Node& n, const std::string& key,
+                                    Diagnostics& d) {
+  std::optional<std::string> name = ReadString(n, key, d);
+  if (name && !IsValidUtf8(*name)) {
+    d.Error(LineOf(n), "'" + key + "' " + SanitizeUtf8(*name) +
+                           " is not valid UTF-8: names are carried in "
+                           "records and events, which are UTF-8");
+    return std::nullopt;
+  }
+  return name;
 }
 
 std::optional<bool> ReadBool(const YAML::Node& n, const std::string& key,

@@ -68,6 +68,9 @@ class MapReader {
 // and required, or present and malformed.
 std::optional<std::string> ReadString(const YAML::Node& n,
                                       const std::string& key, Diagnostics& d);
+// ReadString for the name of a job, agent or resource: valid UTF-8 too.
+std::optional<std::string> ReadName(const YAML::Node& n, const std::string& key,
+                                    Diagnostics& d);
 std::optional<bool> ReadBool(const YAML::Node& n, const std::string& key,
                              Diagnostics& d);
 // An integer in [min, max]; `rule` completes "'KEY' must be RULE" on error.

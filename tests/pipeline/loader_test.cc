@@ -274,6 +274,21 @@ jobs:
              kError, 3, "duplicate key 'name'");
 }
 
+// A name is carried in records, events and the task sent to a cell on a
+// node, all UTF-8: bytes that are not are refused with the name's line.
+TEST(LoaderTest, NamesThatAreNotUtf8AreRefused) {
+  ExpectDiag("jobs:\n- name: j\xff\n  plan: [{ task: t, run: \"true\" }]\n",
+             kError, 2, "'name' j\uFFFD is not valid UTF-8");
+  ExpectDiag(
+      "agents:\n- name: a\xc3\n  source: { model: mock/a }\n"
+      "jobs:\n- name: j\n  plan: [{ task: t, run: \"true\" }]\n",
+      kError, 2, "is not valid UTF-8");
+  // Valid UTF-8 beyond ASCII is a name like any other.
+  EXPECT_TRUE(
+      MustLoad("jobs:\n- name: caf\u00e9 \u2615\n"
+               "  plan: [{ task: t, run: \"true\" }]\n"));
+}
+
 TEST(LoaderTest, WrongTypes) {
   ExpectDiag(R"(jobs:
 - name: j
