@@ -60,6 +60,9 @@ struct AttemptRecord {
   // Its node failed or its job was preempted (errored; retried only with
   // slurm.retry_lost).
   bool lost = false;
+  // Another attempt could not fare otherwise (Slurm cannot run its job as
+  // asked): the step's attempts end with this one. Not stored.
+  bool final = false;
   // The step's identity (StepRecord::identity) as the attempt ran.
   std::string identity;
   // Each check of the step's assert on this attempt's result, when it was

@@ -50,13 +50,29 @@ bool Names(std::string_view name, std::string_view option) {
   return option.substr(0, name.size()) == name;
 }
 
+// `s` with each control byte written \xNN, to be shown.
+std::string Escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < ' ' || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 bool HasBlank(const std::string& s) {
   return std::any_of(s.begin(), s.end(),
                      [](unsigned char c) { return c <= ' ' || c == 0x7f; });
 }
 
-void ReadName(MapReader& r, const char* key, Written<std::string>& out,
-              Diagnostics& d) {
+void ReadPlacementName(MapReader& r, const char* key, Written<std::string>& out,
+                       Diagnostics& d) {
   YAML::Node n = r.Take(key);
   if (!n.IsDefined()) return;
   const std::string name = std::string("slurm.") + key;
@@ -64,7 +80,7 @@ void ReadName(MapReader& r, const char* key, Written<std::string>& out,
   if (!v) return;
   if (v->empty() || HasBlank(*v)) {
     d.Error(LineOf(n), "'" + name + "' must be a " + key +
-                           " name without spaces, not '" + *v + "'");
+                           " name without spaces, not '" + Escaped(*v) + "'");
     return;
   }
   out.value = *v;
@@ -102,6 +118,13 @@ void ReadExtra(MapReader& r, Written<std::vector<std::string>>& out,
       ReadStringList(n, "slurm.extra", d);
   if (!v) return;
   for (const std::string& arg : *v) {
+    if (std::any_of(arg.begin(), arg.end(),
+                    [](unsigned char c) { return c < ' ' || c == 0x7f; })) {
+      d.Error(LineOf(n),
+              "'slurm.extra' holds an option with a control byte ('" +
+                  Escaped(arg) + "'): sbatch's options are text");
+      return;
+    }
     std::string_view name = OptionName(arg);
     if (name.empty()) {
       d.Error(LineOf(n),
@@ -141,10 +164,10 @@ void ReadSlurmMap(const YAML::Node& n, SlurmSpec& out, Diagnostics& d) {
     return;
   }
   MapReader r(n, "'slurm'", d);
-  ReadName(r, "partition", out.partition, d);
-  ReadName(r, "account", out.account, d);
-  ReadName(r, "qos", out.qos, d);
-  ReadName(r, "gres", out.gres, d);
+  ReadPlacementName(r, "partition", out.partition, d);
+  ReadPlacementName(r, "account", out.account, d);
+  ReadPlacementName(r, "qos", out.qos, d);
+  ReadPlacementName(r, "gres", out.gres, d);
   if (YAML::Node c = r.Take("cpus"); c.IsDefined()) {
     if (std::optional<int64_t> v = ReadInt(
             c, "slurm.cpus", 1, 100000, "a whole number from 1 to 100000", d)) {

@@ -161,6 +161,9 @@ StepResult JudgeAttempts(const std::string& step,
         Outcome::kFailed;  // An expired timeout is a failure, never errored.
     r.error =
         "STEP_TIMEOUT: Step '" + step + "' timed out after " + Ms(last_limit);
+  } else if (last.exhausted_by == "job_timeout") {
+    // The job's deadline ended the attempts, not their number.
+    r.error = last.error;
   } else if (tried > 1 || exhausted_by_total) {
     r.error = "STEP_RETRY_EXHAUSTED: Step '" + step + "' failed after " +
               std::to_string(tried) + (tried == 1 ? " attempt" : " attempts") +
@@ -557,8 +560,9 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
     rec.attempts.push_back(a);
     if (a.outcome == Outcome::kSucceeded || a.outcome == Outcome::kAborted)
       break;
-    // The job's deadline passed while its Slurm job was queued.
-    if (a.exhausted_by == "job_timeout") break;
+    // The job's deadline passed while its Slurm job was queued, or Slurm
+    // cannot run the job as asked.
+    if (a.exhausted_by == "job_timeout" || a.final) break;
     // A lost attempt (its node failed) ends the step unless declared.
     if (a.lost && !rs.dials.retry_lost.value) break;
     if (a.timed_out) {
@@ -772,6 +776,7 @@ class JobRunner::AttemptScripts {
                            " while this attempt's Slurm job was queued (" +
                            pr.error + ")");
         }
+        a_.final = pr.cluster && pr.cluster->cannot_run;
         return Ended(Outcome::kErrored, pr.Describe());
       case ProcessEnd::kLost:
         a_.lost = true;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -36,13 +37,17 @@ constexpr Millis kEndWait{30000};
 // After Slurm says the job ended without its end marker, how long a shared
 // filesystem gets to show the marker (attribute caches lag).
 constexpr Millis kMarkerWait{2000};
+// After the job was cancelled in the pending state alone (its time to
+// start passed), how long Slurm gets to say whether it had started.
+constexpr Millis kStartByWait{5000};
 // The most of one output file read per poll.
 constexpr size_t kReadChunk = 1 << 20;
 
 std::string Trim(std::string_view s) { return std::string(TrimSpace(s)); }
 
 // `path` for an sbatch option that expands %-patterns (--output): each '%'
-// doubled, so the path is taken as it is.
+// doubled, so the path is taken as it is. (A backslash cannot be: Slurm
+// takes it as an escape and drops it; SlurmLauncher::Probe refuses one.)
 std::string SlurmPattern(const std::string& path) {
   std::string out;
   for (char c : path) {
@@ -256,9 +261,10 @@ class SlurmLauncher::Job {
   ProcessResult Run() {
     r_.cluster.emplace();
     const SteadyTime begin = l_.clock_.Now();
+    submitted_ = begin;
+    if (StartByPassed()) return Done(begin);
     if (Status s = WriteFiles(); !s.ok()) return FailedToStart(s.message());
     submitted_ = l_.clock_.Now();
-    if (StartByPassed()) return Done(begin);
     if (!Submit()) return Done(begin);
     try {
       Watch();
@@ -310,11 +316,13 @@ class SlurmLauncher::Job {
               q + "/nostart; exit 126; }\n";
     script += command + " < " + ShellQuote(in) + " > " + q + "/out " +
               (req_.merge_stderr ? "2>&1" : "2> " + q + "/err") + " &\n";
-    script += "child=$!\ntrap ': > " + q +
-              "/term; kill -TERM \"$child\" "
-              "2>/dev/null' TERM\n"
-              "while :; do wait \"$child\"; code=$?; "
-              "kill -0 \"$child\" 2>/dev/null || break; done\n";
+    // The trap's action is parsed again when it runs: quoted whole.
+    script +=
+        "child=$!\ntrap " +
+        ShellQuote(": > " + q + "/term; kill -TERM \"$child\" 2>/dev/null") +
+        " TERM\n"
+        "while :; do wait \"$child\"; code=$?; "
+        "kill -0 \"$child\" 2>/dev/null || break; done\n";
     script += "printf '%s\\n' \"$code\" > " + q + "/status.tmp && mv " + q +
               "/status.tmp " + q + "/status\nexit \"$code\"\n";
     return WriteFile(Path("job.sh"), script, true);
@@ -411,17 +419,22 @@ class SlurmLauncher::Job {
         Stop(ProcessEnd::kTimedOut);
         return;
       }
-      if (!started_ && StartByPassed()) {
+      if (!started_ && StartBy().Expired(l_.clock_) && !StartedAfterAll()) {
+        StartByPassed();
         Stop(ProcessEnd::kFailedToStart);
         return;
       }
       if (l_.clock_.Now() >= next_state) {
-        std::string line = l_.poll_.Line(r_.cluster->job_id, deadline);
+        // A question that hangs is cut at the next time this watch must
+        // act on: its deadline, or its time to start while queued.
+        const Deadline limit =
+            started_ ? deadline : deadline.Earlier(StartBy());
+        std::string line = l_.poll_.Line(r_.cluster->job_id, limit);
         // An end is confirmed with scontrol, for this job alone: squeue's
         // answer is one for all jobs, and may be wrong about one.
         const std::string polled = ScontrolField(line, "JobState");
         if (IsFinalState(polled) || polled == "GONE") {
-          line = Ask(deadline);
+          line = Ask(limit);
         } else {
           Take(line);
         }
@@ -460,13 +473,41 @@ class SlurmLauncher::Job {
 
   void CheckStarted() {
     std::optional<std::string> node = ReadSmallFile(Path("started"));
-    if (!node) return;
+    if (node) MarkStarted(Trim(*node));
+  }
+
+  void MarkStarted(const std::string& node) {
     started_ = true;
-    r_.cluster->node = Trim(*node);
+    if (!node.empty()) r_.cluster->node = node;
     r_.cluster->queued =
         std::chrono::duration_cast<Millis>(l_.clock_.Now() - submitted_);
     if (req_.cluster && req_.cluster->run_timeout)
       run_deadline_ = Deadline::After(l_.clock_, *req_.cluster->run_timeout);
+  }
+
+  // At its time to start, the job leaves the queue only if it is still
+  // pending there: the cancel asks Slurm to cancel it in that state alone,
+  // so that a job Slurm started in the same moment is not taken for one
+  // that never started. True when it had started (it then runs on, and
+  // the run's deadline or cancellation ends it as any running job).
+  bool StartedAfterAll() {
+    if (r_.cluster->job_id.empty()) return false;
+    Scancel({"--state=PENDING", r_.cluster->job_id});
+    const SteadyTime until = l_.clock_.Now() + kStartByWait;
+    for (;;) {
+      CheckStarted();
+      if (started_) return true;
+      const std::string line = Ask();
+      const std::string& state = r_.cluster->state;
+      if (state == "CANCELLED" || state == "GONE") return false;
+      if (!state.empty() && state != "PENDING") {
+        std::string nodes = ScontrolField(line, "NodeList");
+        MarkStarted(nodes == "(null)" ? "" : nodes);
+        return true;
+      }
+      if (l_.clock_.Now() >= until) return false;
+      l_.clock_.SleepFor(Millis(50), CancelToken());
+    }
   }
 
   std::optional<int> ExitStatus() {
@@ -519,18 +560,29 @@ class SlurmLauncher::Job {
   // instead of waiting in the queue for a deadline that may never come.
   bool CannotRun(const std::string& line) {
     if (r_.cluster->state != "PENDING") return false;
-    static const std::set<std::string> kNever = {
-        "PartitionConfig",   "PartitionNodeLimit", "PartitionTimeLimit",
-        "BadConstraints",    "InvalidAccount",     "InvalidQOS",
-        "AccountNotAllowed", "QOSNotAllowed",      "DependencyNeverSatisfied"};
+    static const char kLimits[] = "it asks more than the partition allows";
+    static const char kRights[] = "the account or QOS may not be used";
+    static const std::map<std::string, std::string> kNever = {
+        {"PartitionConfig", kLimits},
+        {"PartitionNodeLimit", kLimits},
+        {"PartitionTimeLimit", kLimits},
+        {"BadConstraints", "no node has the constraints it asks"},
+        {"InvalidAccount", kRights},
+        {"InvalidQOS", kRights},
+        {"AccountNotAllowed", kRights},
+        {"QOSNotAllowed", kRights},
+        {"DependencyNeverSatisfied",
+         "a job it depends on ended in a way that can never satisfy its "
+         "dependency"}};
     const std::string reason = ScontrolField(line, "Reason");
     SayIfHeld(reason);
-    if (!kNever.count(reason)) return false;
+    auto never = kNever.find(reason);
+    if (never == kNever.end()) return false;
     Stop(ProcessEnd::kFailedToStart);
+    r_.cluster->cannot_run = true;
     r_.error = "Slurm cannot run job " + r_.cluster->job_id +
-               " as asked: it is held pending with reason " + reason +
-               " (the partition's limits or the account's rights); it was "
-               "cancelled";
+               " as asked: it is held pending with reason " + reason + " (" +
+               never->second + "); it was cancelled";
     return true;
   }
 
@@ -724,6 +776,13 @@ Status SlurmLauncher::Probe(const ProcessRequest& request) {
   const std::string advice =
       ": steps keeps its job files there, so it must be on a filesystem the "
       "nodes share (set --state-dir; docs/slurm.md)";
+  if (options_.spool_dir.find('\\') != std::string::npos) {
+    return IoError(
+        "Slurm cannot take " + options_.spool_dir +
+        " for its jobs' files: it reads a backslash in a job's output path "
+        "as an escape; choose a --state-dir whose path has none "
+        "(docs/slurm.md)");
+  }
   std::error_code ec;
   fs::create_directories(options_.spool_dir, ec);
   if (!ec) {

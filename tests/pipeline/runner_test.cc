@@ -143,6 +143,11 @@ TEST(RunnerTest, BadValuesAreRefusedWithTheirLine) {
       {"slurm: { extra: ['constraint'] }", "holds sbatch's long options"},
       {"slurm: { retry_lost: maybe }", "slurm.retry_lost"},
       {"slurm: { nodes: 2 }", "unknown key 'nodes'"},
+      {"slurm: { extra: [\"--comment=a\\0b\"] }",
+       "an option with a control byte ('--comment=a\\x00b')"},
+      {"slurm: { extra: [\"--comment=\\e[31m\"] }",
+       "('--comment=\\x1b[31m'): sbatch's options are text"},
+      {"slurm: { account: \"a\\tb\" }", "not 'a\\x09b'"},
   };
   for (const Case& c : cases) {
     const std::string text =
@@ -307,10 +312,12 @@ TEST(RunnerTest, SlurmsTimeLimitReadsAsSlurms) {
 // answers then; later jobs run and exit 0.
 class QueuedPastStartBy : public ProcessLauncher {
  public:
-  explicit QueuedPastStartBy(FakeClock& clock) : clock_(clock) {}
+  explicit QueuedPastStartBy(FakeClock& clock, size_t failing_first = 0)
+      : clock_(clock), failing_first_(failing_first) {}
   ProcessResult Run(const ProcessRequest& request) override {
     requests.push_back(request);
-    if (requests.size() > 1) return Exited(0);
+    if (requests.size() <= failing_first_) return Exited(1);
+    if (requests.size() > failing_first_ + 1) return Exited(0);
     ProcessResult r;
     r.end = ProcessEnd::kFailedToStart;
     r.cluster = ClusterRun{"11", "", Millis(0), "PENDING", false, true};
@@ -329,6 +336,7 @@ class QueuedPastStartBy : public ProcessLauncher {
 
  private:
   FakeClock& clock_;
+  const size_t failing_first_;
 };
 
 TEST(RunnerTest, AJobStillQueuedAtTheJobsDeadlineNeverStarts) {
@@ -380,6 +388,78 @@ TEST(RunnerTest, AJobStillQueuedAtTheJobsDeadlineNeverStarts) {
   EXPECT_EQ(steps[1].ref.name, "tell");
   EXPECT_EQ(steps[1].outcome, Outcome::kSucceeded);
   EXPECT_THAT(job.error, HasSubstr("passed its timeout of 1h"));
+}
+
+// Two attempts failed, the third waited in the queue past the job's
+// deadline: the job's deadline ended the retries, and the step says so,
+// not that its attempts ran out (3 of 6 were tried).
+TEST(RunnerTest, TheJobsDeadlineEndsTheRetriesInItsOwnWords) {
+  const std::string text = R"(jobs:
+- name: j
+  timeout: 1h
+  runner: slurm
+  plan:
+  - task: flaky
+    attempts: 6
+    run: "true"
+)";
+  FakeClock clock(/*auto_advance=*/true);
+  PipelineRun run(text, &clock);
+  QueuedPastStartBy slurm(clock, /*failing_first=*/2);
+  run.options.slurm = &slurm;
+  JobRecord job = run.RunJob();
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_EQ(slurm.requests.size(), 3u);
+  const StepRecord& step = job.steps.at(0);
+  EXPECT_EQ(step.outcome, Outcome::kFailed);
+  ASSERT_EQ(step.attempts.size(), 3u);
+  EXPECT_EQ(step.attempts[2].exhausted_by, "job_timeout");
+  EXPECT_THAT(step.error, ::testing::StartsWith(
+                              "job 'j' passed its timeout of 1h while this "
+                              "attempt's Slurm job was queued"));
+  EXPECT_THAT(step.error, ::testing::Not(HasSubstr("STEP_RETRY_EXHAUSTED")));
+}
+
+// Slurm holds the job for a reason that never passes: another attempt
+// would be held the same way, so there is none.
+TEST(RunnerTest, AJobSlurmCannotRunIsNotRetried) {
+  const std::string text = R"(jobs:
+- name: j
+  runner: slurm
+  plan:
+  - task: never
+    attempts: 3
+    run: "true"
+)";
+  PipelineRun run(text);
+  ScriptedClusterLauncher slurm;
+  ProcessResult held;
+  held.end = ProcessEnd::kFailedToStart;
+  held.error =
+      "Slurm cannot run job 12 as asked: it is held pending with reason "
+      "PartitionConfig (it asks more than the partition allows); it was "
+      "cancelled";
+  held.cluster = ClusterRun{"12", "", Millis(900), "CANCELLED", false, false};
+  held.cluster->cannot_run = true;
+  ProcessResult refused = held;
+  refused.cluster->cannot_run = false;
+  slurm.results = {held, Exited(0)};
+  run.options.slurm = &slurm;
+  run.RunJob();
+  const StepRecord& step = run.observer().steps.at(0);
+  EXPECT_EQ(step.outcome, Outcome::kErrored);
+  EXPECT_EQ(step.attempts.size(), 1u);
+  EXPECT_EQ(slurm.requests.size(), 1u);
+  EXPECT_THAT(step.error, HasSubstr("reason PartitionConfig"));
+
+  // Any other failure to start is retried as before.
+  PipelineRun again(text);
+  ScriptedClusterLauncher slurm2;
+  slurm2.results = {refused, Exited(0)};
+  again.options.slurm = &slurm2;
+  again.RunJob();
+  EXPECT_EQ(again.observer().steps.at(0).outcome, Outcome::kSucceeded);
+  EXPECT_EQ(slurm2.requests.size(), 2u);
 }
 
 TEST(RunnerTest, AJobWithoutATimeoutGivesItsSlurmJobsNoTimeToStart) {

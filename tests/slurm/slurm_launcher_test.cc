@@ -140,6 +140,39 @@ TEST_F(SlurmLauncherTest, TheRunTimeoutEndsTheJobAndSaysItWasOurs) {
               ::testing::AnyOf("CANCELLED", "COMPLETED", "FAILED"));
 }
 
+// The spool folder's path is the user's (under --state-dir): quotes, a
+// '%', a dollar and spaces in it reach Slurm and the job script as they
+// are, its TERM trap included (the command ends on the TERM passed on to
+// it, with no kill after the grace). A backslash, which Slurm cannot take
+// in an output path, is refused in those words, not blamed on the nodes.
+TEST_F(SlurmLauncherTest, ASpoolPathAShellWouldMisreadIsQuoted) {
+  SlurmLauncherOptions o;
+  o.spool_dir = dir_.path() + "/it's \"a\" 100%j $HOME";
+  SlurmLauncher slurm(local_, RealClock(), o);
+  ProcessResult ran = slurm.Run(Request("echo hi", "odd-spool"));
+  EXPECT_TRUE(ran.succeeded()) << ran.Describe();
+  EXPECT_EQ(ran.out.text, "hi\n");
+  ProcessRequest r = Request("echo started; sleep 120", "odd-spool-term");
+  r.cluster->run_timeout = 2000ms;
+  r.kill_grace = 10'000ms;
+  const auto begin = std::chrono::steady_clock::now();
+  ProcessResult pr = slurm.Run(r);
+  EXPECT_EQ(pr.end, ProcessEnd::kTimedOut) << pr.Describe();
+  EXPECT_EQ(pr.out.text, "started\n");
+  EXPECT_FALSE(pr.escalated_to_kill);
+  // 2 s of run and the queue; the TERM ends it well within the grace
+  // (bound: 30 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 30s);
+
+  o.spool_dir = dir_.path() + "/back\\slash";
+  SlurmLauncher refusing(local_, RealClock(), o);
+  ProcessResult refused = refusing.Run(Request("echo never", "backslash"));
+  EXPECT_EQ(refused.end, ProcessEnd::kFailedToStart);
+  EXPECT_THAT(refused.error, HasSubstr("reads a backslash in a job's output "
+                                       "path as an escape"));
+  EXPECT_THAT(refused.error, ::testing::Not(HasSubstr("cannot see")));
+}
+
 // Slurm's own limit fires first when it is the shorter: here the job's
 // limit is lowered to 1 minute while it runs (as an administrator may);
 // Slurm checks its limits every 30 s or so, so this takes 60-100 s.
@@ -285,6 +318,69 @@ TEST_F(SlurmLauncherTest, AJobStillQueuedAtItsTimeToStartLeavesTheQueue) {
   EXPECT_EQ(never.cluster->job_id, "");
 }
 
+// A job Slurm starts in the moment its time to start passes ran: it runs
+// on, and is not recorded as one that never started. The scancel below
+// has Slurm start the held job first, then cancels as asked (the cancel of
+// a job still pending alone then finds it running).
+TEST_F(SlurmLauncherTest, AJobStartedAsItsTimeToStartPassesRunsOn) {
+  const std::string wrapper = dir_.path() + "/scancel";
+  std::ofstream(wrapper)
+      << "#!/bin/sh\n"
+         "if [ \"$1\" = --state=PENDING ]; then\n"
+         "  scontrol release \"$2\"\n"
+         "  i=0\n"
+         "  while [ $i -lt 600 ] && [ \"$(squeue -h -j \"$2\" -o %T)\" != "
+         "RUNNING ]; do sleep 0.1; i=$((i+1)); done\n"
+         "fi\n"
+         "exec "
+      << CommandOutput("command -v scancel") << " \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  SlurmLauncherOptions o;
+  o.spool_dir = dir_.path() + "/spool";
+  o.scancel = wrapper;
+  SlurmLauncher slurm(local_, RealClock(), o);
+  ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
+  ProcessRequest r = Request("sleep 1; echo ran", "start-by-race");
+  r.cluster->extra = {"--hold"};
+  r.cluster->start_by = Deadline::After(RealClock(), 2000ms);
+  ProcessResult pr = slurm.Run(r);
+  EXPECT_TRUE(pr.succeeded()) << pr.Describe();
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_FALSE(pr.cluster->start_by_passed);
+  EXPECT_EQ(pr.out.text, "ran\n");
+  EXPECT_NE(pr.cluster->node, "");
+  EXPECT_GE(pr.cluster->queued, 2000ms);
+  EXPECT_THAT(JobState(pr.cluster->job_id),
+              ::testing::AnyOf("COMPLETED", "COMPLETING"));
+}
+
+// An squeue that hangs is cut at the job's time to start: the job leaves
+// the queue then, not when the question's own 5 s run out (6 s in).
+TEST_F(SlurmLauncherTest, AHangingSqueueDoesNotDelayTheTimeToStart) {
+  const std::string wrapper = dir_.path() + "/squeue";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec sleep 60\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  SlurmLauncherOptions o;
+  o.spool_dir = dir_.path() + "/spool";
+  o.squeue = wrapper;
+  SlurmLauncher slurm(local_, RealClock(), o);
+  // The shared-folder probe first (its watch waits out the hung squeue).
+  ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
+  ProcessRequest r = Request("echo never", "hung-squeue");
+  r.cluster->extra = {"--begin=now+600"};
+  const auto begin = std::chrono::steady_clock::now();
+  r.cluster->start_by = Deadline::After(RealClock(), 2000ms);
+  ProcessResult pr = slurm.Run(r);
+  const auto took = std::chrono::steady_clock::now() - begin;
+  EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_TRUE(pr.cluster->start_by_passed);
+  // 2 s, then a cancel and a question to scontrol (bound: 5 s, below the
+  // 6 s the hung question would take).
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
+}
+
 // Jobs waiting and running at once are asked after with one squeue a
 // state_poll between them, not one each: 6 jobs held 4 s in the queue
 // would ask about 30 times on their own.
@@ -410,10 +506,12 @@ TEST_F(SlurmLauncherTest, AJobSlurmCanNeverRunFailsToStart) {
   const auto begin = std::chrono::steady_clock::now();
   ProcessResult pr = slurm_->Run(r);
   EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
-  EXPECT_THAT(pr.error, HasSubstr("reason PartitionConfig"));
+  EXPECT_THAT(pr.error, HasSubstr("reason PartitionConfig (it asks more "
+                                  "than the partition allows)"));
   // Seen at the first question to Slurm, a second in (bound 20 s).
   EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
   ASSERT_TRUE(pr.cluster);
+  EXPECT_TRUE(pr.cluster->cannot_run);
   EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
 }
 
@@ -429,10 +527,14 @@ TEST_F(SlurmLauncherTest, ADependencyNeverSatisfiedFailsToStart) {
   const auto begin = std::chrono::steady_clock::now();
   ProcessResult pr = slurm_->Run(r);
   EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart) << pr.Describe();
-  EXPECT_THAT(pr.error, HasSubstr("reason DependencyNeverSatisfied"));
+  EXPECT_THAT(pr.error,
+              HasSubstr("reason DependencyNeverSatisfied (a job it depends "
+                        "on ended in a way that can never satisfy its "
+                        "dependency)"));
   // Bound 20 s: Slurm says so at its next pass, about a second in.
   EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
   ASSERT_TRUE(pr.cluster);
+  EXPECT_TRUE(pr.cluster->cannot_run);
   EXPECT_EQ(JobState(pr.cluster->job_id), "CANCELLED");
 }
 
