@@ -1,5 +1,10 @@
 #include "cli/slurm_cells.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,7 +14,9 @@
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/redact.h"
+#include "core/utf8.h"
 #include "pipeline/event_stream.h"
+#include "process/unique_fd.h"
 
 namespace steps::cli {
 
@@ -21,12 +28,40 @@ std::string JobBudgetMarker(const std::string& state_dir,
 }
 
 std::optional<std::string> ReadJobBudgetMarker(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  // Opened without blocking and read only if it is a regular file: a FIFO
+  // or device put at its path must not stop the cell.
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
+  ssize_t n;
+  do {
+    n = read(fd.get(), text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  // Shown in the step's error and on terminals: printable text only.
+  for (char& c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) c = ' ';
+  }
+  return SanitizeUtf8(text);
+}
+
+SlurmCells::SlurmCells(ProcessLauncher& slurm, SlurmCellsOptions options)
+    : slurm_(slurm), options_(std::move(options)) {
+  // A run that was killed left its markers behind: the run resumed under
+  // its id starts without them (its store says what the job has spent).
+  const std::string prefix = "budget-" + options_.run_id + "-";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(
+      std::filesystem::path(options_.state_dir) / "slurm", ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().starts_with(prefix)) {
+      std::error_code gone;
+      std::filesystem::remove(it->path(), gone);
+    }
+  }
 }
 
 SlurmCells::~SlurmCells() {

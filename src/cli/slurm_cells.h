@@ -42,8 +42,8 @@ struct SlurmCellsOptions {
 class SlurmCells : public pipeline::CellLauncher {
  public:
   // `slurm` runs the cells' jobs (a SlurmLauncher); not owned.
-  SlurmCells(ProcessLauncher& slurm, SlurmCellsOptions options)
-      : slurm_(slurm), options_(std::move(options)) {}
+  // Removes the budget markers a run of the same id left (it was killed).
+  SlurmCells(ProcessLauncher& slurm, SlurmCellsOptions options);
   // Removes the budget markers it wrote.
   ~SlurmCells() override;
 
@@ -68,8 +68,9 @@ class SlurmCells : public pipeline::CellLauncher {
 std::string JobBudgetMarker(const std::string& state_dir,
                             const std::string& run_id, const std::string& job);
 
-// What the marker at `path` says (its first 4 KiB), or nullopt when there
-// is none.
+// What the marker at `path` says (its first 4 KiB, control bytes made
+// spaces, valid UTF-8), or nullopt when there is none or it is not a
+// regular file.
 std::optional<std::string> ReadJobBudgetMarker(const std::string& path);
 
 // How a cell whose job ended without its last event ended: from what the

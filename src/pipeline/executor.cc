@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "agent/spending.h"
 #include "core/fiber.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -259,9 +260,11 @@ CellEnd JobRunner::RunCell(const CellTask& task) {
   const AcrossCells cells = AcrossCellsOf(*block);
   if (task.cell >= cells.picks.size()) {
     return {Outcome::kErrored,
-            "the across block '" + block->name + "' has " +
-                std::to_string(cells.picks.size()) + " cells, not " +
-                std::to_string(task.cell + 1),
+            "the across block '" + block->name + "' has no cell " +
+                std::to_string(task.cell + 1) + " (it has " +
+                std::to_string(cells.picks.size()) +
+                (cells.picks.size() == 1 ? " cell" : " cells") +
+                "; is the pipeline file the one the run started with?)",
             true};
   }
   if (task.job_deadline) {
@@ -836,6 +839,8 @@ class CellRelay : public RunObserver {
   // A turn is charged to the budgets that stop conversations (the job's)
   // as it comes, as a conversation here charges them, and the launcher is
   // told once the job's budget is spent, so the job's other cells stop.
+  // A turn that takes a budget past its cap fails its step, as here: the
+  // node saw only its own cell's spending.
   void OnAgentTurn(const StepRef& s,
                    const agent::AgentTurnRecord& turn) override {
     if (!Ours(s)) return;
@@ -843,9 +848,14 @@ class CellRelay : public RunObserver {
     Charged& c = charged_[s.id];
     c.tokens += tokens;
     c.usd += turn.usd;
-    for (const auto& meter : cell_.budgets) meter->Add(tokens, turn.usd);
+    std::string exceeded =
+        agent::Spending(std::nullopt, cell_.budgets).Charge(tokens, turn.usd);
+    if (c.exceeded.empty()) c.exceeded = std::move(exceeded);
     job_.TellCellsIfBudgetSpent();
     out().OnAgentTurn(s, turn);
+    // Stored now: a resume charges the job's budget with it, though the
+    // conversation starts again on the node.
+    out().OnCheckpoints(s, {});
   }
   void OnAttemptEnd(const StepRef& s, const AttemptRecord& a) override {
     if (!Ours(s)) return;
@@ -869,14 +879,20 @@ class CellRelay : public RunObserver {
       for (const auto& meter : cell_.charge_only) meter->Add(tokens, a->usd);
       job_.TellCellsIfBudgetSpent();
     }
+    StepRecord ended = rec;
+    FailIfOverBudget(ended, charged_[rec.ref.id].exceeded);
     charged_.erase(rec.ref.id);
     open_.erase(rec.ref.id);
     ended_ = true;
-    const bool ran = rec.outcome != Outcome::kNotStarted && !rec.ref.judge;
-    job_.Finish(rec, ran);
+    const bool ran = ended.outcome != Outcome::kNotStarted && !ended.ref.judge;
+    job_.Finish(std::move(ended), ran);
   }
 
   bool any_ended() const { return ended_; }
+
+  // A step of the cell that this relay failed for passing a budget (the
+  // cell fails with it), or "".
+  const std::string& over_budget() const { return over_budget_; }
 
   // Ends what the cell left open (steps on the node died, or said the
   // cell ended while a step had not): each open attempt and step ends as
@@ -945,13 +961,31 @@ class CellRelay : public RunObserver {
   struct Charged {
     int64_t tokens = 0;
     double usd = 0;
+    std::string exceeded;  // The first budget one of its turns passed.
   };
+
+  // A step that succeeded on its node although one of its turns took the
+  // job's budget past its cap (counting the other cells) fails here in the
+  // words of a conversation that passed it here.
+  void FailIfOverBudget(StepRecord& rec, const std::string& exceeded) {
+    if (exceeded.empty() || rec.outcome != Outcome::kSucceeded) return;
+    rec.outcome = Outcome::kFailed;
+    rec.error =
+        "agent: " + exceeded + ", counting the job's cells on other nodes";
+    if (!rec.attempts.empty() &&
+        rec.attempts.back().outcome == Outcome::kSucceeded) {
+      rec.attempts.back().outcome = Outcome::kFailed;
+      rec.attempts.back().error = rec.error;
+    }
+    if (over_budget_.empty()) over_budget_ = rec.error;
+  }
 
   JobRunner& job_;
   const Scope& cell_;
   const std::string prefix_;
   std::map<std::string, Open> open_;
   std::map<std::string, Charged> charged_;  // By the turns, per step.
+  std::string over_budget_;
   bool ended_ = false;
   int foreign_ = 0;
 };
@@ -977,6 +1011,19 @@ std::optional<std::vector<size_t>> JobRunner::PathTo(const Step& target) const {
   return std::nullopt;
 }
 
+void JobRunner::ChargeInFlightSpent(const ResumeState& resume,
+                                    const std::string& prefix,
+                                    const Scope& cell) {
+  for (auto it = resume.in_flight_spent.lower_bound(prefix);
+       it != resume.in_flight_spent.end() && it->first.starts_with(prefix);
+       ++it) {
+    const auto& [tokens, usd] = it->second;
+    for (const auto& meter : cell.budgets) meter->Add(tokens, usd);
+    for (const auto& meter : cell.charge_only) meter->Add(tokens, usd);
+  }
+  TellCellsIfBudgetSpent();
+}
+
 StepResult JobRunner::RunRemoteCell(const Step& block,
                                     const std::string& block_id, size_t i,
                                     const Scope& outer, const Scope& cell) {
@@ -990,16 +1037,17 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
     rc.task.job_deadline =
         clock_.WallNow() + (job_deadline_.at() - clock_.Now());
   }
-  if (job_budget_) {
-    rc.task.job_tokens_spent = job_budget_->tokens();
-    rc.task.job_usd_spent = job_budget_->usd();
-  }
   if (const ResumeState* resume = ex_.opts.resume) {
     const std::string prefix =
         job_.name + ":" + AcrossCells::Prefix(block_id, i);
     for (auto it = resume->finished.lower_bound(prefix);
          it != resume->finished.end() && it->first.starts_with(prefix); ++it)
       rc.task.finished.push_back(it->second);
+    ChargeInFlightSpent(*resume, prefix, cell);
+  }
+  if (job_budget_) {
+    rc.task.job_tokens_spent = job_budget_->tokens();
+    rc.task.job_usd_spent = job_budget_->usd();
   }
   rc.placement = ex_.plan.For(block).dials.slurm;
   // The job's deadline counts the queue: a cell not on a node by then
@@ -1030,6 +1078,8 @@ StepResult JobRunner::RunRemoteCell(const Step& block,
   }
   relay.CloseOpen(end);
   relay.SayForeign(rc.label);
+  if (!relay.over_budget().empty() && end.outcome == Outcome::kSucceeded)
+    end = {Outcome::kFailed, relay.over_budget(), false};
   // A cell that ended before any of its steps did (it never started on a
   // node, or the node was lost first) is recorded as its first step.
   if (!relay.any_ended() && !block.steps.empty()) {

@@ -364,6 +364,11 @@ class JobRunner {
   // here. Its events come back through a CellRelay into this job's records.
   StepResult RunRemoteCell(const Step& block, const std::string& block_id,
                            size_t i, const Scope& outer, const Scope& cell);
+  // Charges the budgets around a resumed cell (ids under `prefix`) with
+  // what its steps in flight had spent before the interruption: their
+  // conversations start again on the node.
+  void ChargeInFlightSpent(const ResumeState& resume, const std::string& prefix,
+                           const Scope& cell);
   // Where `target` is in the job's plan, as CellTask::path; nullopt when it
   // is not reached through blocks' steps (it is in a hook).
   std::optional<std::vector<size_t>> PathTo(const Step& target) const;

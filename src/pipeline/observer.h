@@ -60,7 +60,9 @@ class RunObserver {
   // A durable point of an agent's conversation (agent::AgentEvents::
   // on_checkpoints): its checkpoints since the last one, in order. The
   // conversation waits until this returns, so an observer that stores them
-  // has them stored before the request is sent or the tool runs.
+  // has them stored before the request is sent or the tool runs. An empty
+  // list is a durable point for the turns reported since the last one (a
+  // cell's turns relayed from its node, which keeps its checkpoints).
   virtual void OnCheckpoints(
       const StepRef& step,
       const std::vector<agent::ConversationCheckpoint>& checkpoints) {

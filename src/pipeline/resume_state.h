@@ -59,6 +59,15 @@ struct ResumeState {
   // One past the attempts that ended with a fix belongs to the attempt in
   // flight, which resumes at it rather than running the task first.
   std::map<std::string, std::vector<ResumedFixer>> fixers;
+  // What each agent step in flight had spent by its stored turns, by
+  // StepRef id. A cell's step on a node starts its conversation again
+  // (nothing of it is on the node): the budgets around the cell are
+  // charged with this before the cell is sent.
+  struct Spent {
+    int64_t tokens = 0;
+    double usd = 0;
+  };
+  std::map<std::string, Spent> in_flight_spent;
 };
 
 }  // namespace steps::pipeline

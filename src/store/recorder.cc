@@ -231,6 +231,47 @@ std::string ProcessStartTime(int64_t pid) {
 RunRecorder::RunRecorder(Store& store, Clock& clock)
     : store_(store), clock_(clock) {}
 
+RunRecorder::~RunRecorder() { StopAlive(); }
+
+void RunRecorder::StartAlive() {
+  std::string run_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_id = run_id_;
+  }
+  alive_ = std::thread([this, run_id] {
+    std::unique_lock<std::mutex> lock(alive_mu_);
+    while (!alive_cv_.wait_for(lock, kAliveEvery,
+                               [this] { return alive_stop_; })) {
+      lock.unlock();
+      const int64_t now = ToMs(clock_.WallNow());
+      // Nothing waits on it, and it is worth no transaction of its own; a
+      // stamp that could not be written (a full disk) is not missed.
+      store_.WriteSoon(
+          [run_id, now](Db& db) -> Status {
+            Result<StatementUse> st = db.Prepared(
+                "UPDATE runs SET alive_ms = max(coalesce(alive_ms, 0), ?2)"
+                " WHERE id = ?1");
+            if (!st.ok()) return st.status();
+            (*st)->Bind(1, run_id);
+            (*st)->Bind(2, now);
+            return (*st)->Run();
+          },
+          [](const Status&) {}, 64, Store::Soon::kPayload);
+      lock.lock();
+    }
+  });
+}
+
+void RunRecorder::StopAlive() {
+  {
+    std::lock_guard<std::mutex> lock(alive_mu_);
+    alive_stop_ = true;
+  }
+  alive_cv_.notify_all();
+  if (alive_.joinable()) alive_.join();
+}
+
 RunRecorder::WriteContext RunRecorder::Context() {
   std::lock_guard<std::mutex> lock(mu_);
   return WriteContext{run_id_, taken_by_, &store_, turn_rows_written_};
@@ -363,6 +404,7 @@ void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
       std::lock_guard<std::mutex> lock(mu_);
       return ReopenRun(db, run);
     }));
+    StartAlive();
     return;
   }
   Check(store_.Write([&](Db& db) -> Status {
@@ -384,6 +426,7 @@ void RunRecorder::OnRunStart(const pipeline::RunRecord& run) {
     s.Bind(10, file_text_);
     return s.Run();
   }));
+  StartAlive();
 }
 
 void RunRecorder::OnJobStart(const std::string& job,
@@ -615,8 +658,8 @@ int64_t RunRecorder::turn_rows_written() const {
 void RunRecorder::OnCheckpoints(
     const pipeline::StepRef& step,
     const std::vector<agent::ConversationCheckpoint>& checkpoints) {
-  if (checkpoints.empty()) return;
   if (store_.disk_full()) {
+    if (checkpoints.empty()) return;
     // The room left is for the ends of steps: the conversation goes on
     // without new checkpoints, and a resume takes it up from its last
     // stored one.
@@ -630,6 +673,9 @@ void RunRecorder::OnCheckpoints(
     }
     return;
   }
+  // No checkpoints: a durable point for the turns alone (a cell's, relayed
+  // from the node that keeps its checkpoints).
+  if (checkpoints.empty()) return WriteReportedTurns(step);
   const std::string id = StoredId(step, false);
   int64_t seq;
   Store::WaitUntil wait_until;
@@ -804,6 +850,7 @@ void RunRecorder::OnJobEnd(const pipeline::JobRecord& job) {
 }
 
 void RunRecorder::OnRunEnd(const pipeline::RunRecord& run) {
+  StopAlive();
   Check(store_.Write([&](Db& db) -> Status {
     Result<StatementUse> st = db.Prepared(
         "UPDATE runs SET status = ?2, duration_ms = ?3 WHERE id = ?1");

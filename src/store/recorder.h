@@ -4,12 +4,15 @@
 #define STEPS_STORE_RECORDER_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "core/clock.h"
 #include "pipeline/observer.h"
@@ -74,7 +77,8 @@ class RunRecorder : public pipeline::RunObserver {
   void WriteReportedTurns(const pipeline::StepRef& step);
   // Rows of conversation_log, committed together before this returns: the
   // request is sent, or the tool runs, only once they are stored. Once the
-  // disk is full (Store::disk_full) none are written (logged once).
+  // disk is full (Store::disk_full) none are written (logged once). An
+  // empty list writes the turns reported since the last durable point.
   void OnCheckpoints(
       const pipeline::StepRef& step,
       const std::vector<agent::ConversationCheckpoint>& checkpoints) override;
@@ -86,6 +90,15 @@ class RunRecorder : public pipeline::RunObserver {
 
   // Output lines kept per step; later lines are counted, not stored.
   static constexpr int kMaxOutputLines = 10000;
+
+  // How often the run's row says it is alive (runs.alive_ms), while it
+  // runs: a run killed outright is taken to have died at its latest
+  // record (store/resume.h), which this keeps within that period of its
+  // death when nothing else is written (a long task, a job in Slurm's
+  // queue).
+  static constexpr std::chrono::seconds kAliveEvery{2};
+
+  ~RunRecorder() override;
 
   // Turn rows written, since construction: a step's end writes again only
   // the turns whose row it does not hold as its record says (benchmarks
@@ -107,10 +120,18 @@ class RunRecorder : public pipeline::RunObserver {
   // Resume mode's OnRunStart: the run row, the interruption, the counters.
   Status ReopenRun(Db& db, const pipeline::RunRecord& run);
   Status LoadCounters(Db& db);
+  // Starts and stops the thread that stamps runs.alive_ms every
+  // kAliveEvery.
+  void StartAlive();
+  void StopAlive();
 
   Store& store_;
   Clock& clock_;
   std::atomic<bool> checkpoints_dropped_{false};  // Logged once.
+  std::thread alive_;
+  std::mutex alive_mu_;
+  std::condition_variable alive_cv_;
+  bool alive_stop_ = false;                       // Guarded by alive_mu_.
   std::mutex mu_;                                 // Guards the fields below.
   std::string run_id_;
   std::string taken_by_;

@@ -50,7 +50,8 @@ Result<int64_t> DiedMs(Db& db, const std::string& run_id) {
       " UNION ALL SELECT max(at_ms) FROM agent_turns WHERE run_id = ?1"
       " UNION ALL SELECT max(resumed_ms) FROM run_interruptions"
       "  WHERE run_id = ?1"
-      " UNION ALL SELECT started_ms FROM runs WHERE id = ?1)");
+      " UNION ALL SELECT started_ms FROM runs WHERE id = ?1"
+      " UNION ALL SELECT alive_ms FROM runs WHERE id = ?1)");
   if (!st.ok()) return st.status();
   (*st)->Bind(1, run_id);
   Result<bool> row = (*st)->Step();
@@ -192,6 +193,26 @@ Status ReadConversations(Db& db, ResumePoint& point,
   return Status::Ok();
 }
 
+// What each step of `in_flight` had spent by its stored turns.
+Status ReadInFlightSpent(Db& db, ResumePoint& point,
+                         const std::vector<std::string>& in_flight) {
+  Result<StatementUse> st = db.Prepared(
+      "SELECT count(*), coalesce(sum(prompt_tokens + completion_tokens), 0),"
+      " coalesce(sum(usd), 0) FROM agent_turns WHERE run_id = ?1 AND"
+      " step_id = ?2");
+  if (!st.ok()) return st.status();
+  for (const std::string& id : in_flight) {
+    (*st)->Reset();
+    (*st)->Bind(1, point.run_id);
+    (*st)->Bind(2, id);
+    Result<bool> row = (*st)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row || (*st)->Int(0) == 0) continue;
+    point.state.in_flight_spent[id] = {(*st)->Int(1), (*st)->Real(2)};
+  }
+  return Status::Ok();
+}
+
 // The columns FinishedRecord reads, for the step rows a query picks.
 constexpr const char* kStepColumns =
     "SELECT step_id, status, started_ms, duration_ms, error, output,"
@@ -319,6 +340,7 @@ Result<ResumePoint> LoadResumePoint(Store& store, const std::string& id,
     if (Status r = ReadSteps(db, point, earlier, in_flight); !r.ok()) return r;
     if (Status r = ReadAttempts(db, point, in_flight); !r.ok()) return r;
     if (Status r = ReadConversations(db, point, in_flight); !r.ok()) return r;
+    if (Status r = ReadInFlightSpent(db, point, in_flight); !r.ok()) return r;
     // The fixers of the tasks that ended, too: they are replayed with them.
     std::vector<std::string> tasks = in_flight;
     for (const auto& [id, rec] : point.state.finished) tasks.push_back(id);

@@ -217,6 +217,9 @@ CREATE TABLE IF NOT EXISTS cache (
 // Version 9 keeps the agent entry an agent step, fixer or judge talked to
 // (steps.agent; '' for steps recorded before, which `steps cost` takes by
 // their name).
+// Version 11 keeps when a running run last said it was alive
+// (runs.alive_ms, every RunRecorder::kAliveEvery; NULL before), which a
+// resume reads as the latest record of a run killed outright.
 struct AddedColumn {
   const char* table;
   const char* column;
@@ -242,6 +245,7 @@ constexpr AddedColumn kAddedColumns[] = {
     {"steps", "rate_wait_ms", "INTEGER"},
     {"attempts", "slurm_job", "TEXT"},
     {"attempts", "queued_ms", "INTEGER"},
+    {"runs", "alive_ms", "INTEGER"},
 };
 
 Result<bool> HasColumn(Db& db, const std::string& table,

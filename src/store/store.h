@@ -30,7 +30,7 @@ namespace steps::store {
 // version 8 an agent step's retries, retries denied and rate-limit waits
 // (steps.retries, retries_denied, rate_wait_ms); version 9 the agent entry
 // of an agent step (steps.agent).
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // STATE_DIR/steps.db.
 std::string StorePath(const std::string& state_dir);

@@ -3,7 +3,9 @@
 // events on stdout.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -43,6 +45,8 @@ mock:
     - say: looks fine
 )";
 
+constexpr const char* kRunId = "20261207-130000-abcd";
+
 class CellCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -68,8 +72,8 @@ class CellCliTest : public ::testing::Test {
     StepsOptions o;
     o.streams = Streams::kStdoutOnly;
     return RunSteps(dir_.path(),
-                    "run p.yaml --mock --cell in --run-id "
-                    "20261207-130000-abcd --state-dir st",
+                    "run p.yaml --mock --cell in --run-id " +
+                        std::string(kRunId) + " --state-dir st",
                     o);
   }
 
@@ -154,7 +158,58 @@ TEST_F(CellCliTest, ATaskThatDoesNotReadIsRefusedSayingWhy) {
     EXPECT_EQ(events[0]["outcome"], "errored");
   }
   const auto wrong_cell = Cell(Input(7, sha_, nlohmann::json::object()));
-  EXPECT_THAT(wrong_cell.out, HasSubstr("has 2 cells, not 8"));
+  EXPECT_THAT(wrong_cell.out, HasSubstr("has no cell 8 (it has 2 cells;"));
+}
+
+// The job's budget marker, as the run that sent the cell writes it on the
+// shared state folder: only a regular file is one, and its text is shown
+// printable.
+TEST_F(CellCliTest, OnlyARegularFileIsABudgetMarkerAndItsTextIsShownPrintable) {
+  std::string budgeted = kPipeline;
+  budgeted.replace(budgeted.find("    plan:"), 9,
+                   "    budget: { tokens: 1000 }\n    plan:");
+  std::ofstream(dir_.path() + "/p.yaml") << budgeted;
+  const std::string sha = Sha256Hex(budgeted);
+  const std::string marker = dir_.path() + "/st/slurm/budget-" + kRunId + "-" +
+                             Sha256Hex("j").substr(0, 16);
+  std::filesystem::create_directories(dir_.path() + "/st/slurm");
+  // A FIFO there would block a reader that opened it as a file.
+  ASSERT_EQ(mkfifo(marker.c_str(), 0600), 0);
+  auto r = Cell(Input(0, sha, nlohmann::json::object()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("looks fine"));
+  std::filesystem::remove(marker);
+
+  std::ofstream(marker) << "token budget of 1000 spent \x1b[31m"
+                           "(1000 used)\x07\r\n\xff";
+  r = Cell(Input(0, sha, nlohmann::json::object()));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("looks fine")));
+  EXPECT_THAT(r.out, HasSubstr("token budget of 1000 spent  [31m(1000 used)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\\u001b")));
+  EXPECT_THAT(r.out, Not(HasSubstr("\\u0007")));
+}
+
+// A run killed after its job's budget was spent left the marker: the run
+// resumed under its id (or any run of that id) starts without it, and
+// other runs' markers stay.
+TEST_F(CellCliTest, ARunStartsWithoutTheBudgetMarkersItsIdLeft) {
+  std::ofstream(dir_.path() + "/plain.yaml")
+      << "jobs:\n- name: j\n  plan:\n  - task: t\n    run: \"true\"\n";
+  std::filesystem::create_directories(dir_.path() + "/st/slurm");
+  const std::string ours = dir_.path() + "/st/slurm/budget-" +
+                           std::string(kRunId) + "-" +
+                           Sha256Hex("j").substr(0, 16);
+  const std::string theirs =
+      dir_.path() + "/st/slurm/budget-20261207-120000-ffff-0123456789abcdef";
+  std::ofstream(ours) << "job budget: token budget of 10 spent (10 used)";
+  std::ofstream(theirs) << "job budget: token budget of 10 spent (10 used)";
+  const auto r =
+      RunSteps(dir_.path(), "run plain.yaml --run-id " + std::string(kRunId) +
+                                " --state-dir st");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(ours));
+  EXPECT_TRUE(std::filesystem::exists(theirs));
 }
 
 }  // namespace

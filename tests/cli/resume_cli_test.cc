@@ -32,6 +32,7 @@ using test_support::Has;
 using test_support::RunSteps;
 using test_support::ShellCall;
 using test_support::TempDir;
+using namespace std::chrono_literals;
 
 // Shell text that sends `signal` to the `steps` process running this task
 // (found by walking up the process tree), the first time only: `mark` is
@@ -321,6 +322,44 @@ TEST_F(ResumeCliTest, SpentTimeCountsAgainstTheJobDeadline) {
   EXPECT_EQ(resumed.exit_code, 1) << resumed.out;
   EXPECT_TRUE(Has(resumed.out, "passed its timeout of 30m")) << resumed.out;
   EXPECT_EQ(dir_.Read("lines.txt"), "one\n");
+}
+
+// Killed outright 3 s into a task that writes nothing, the run is taken
+// to have died then, not when the task started: it says it is alive on its
+// row every 2 s, so a resume counts that time against its deadlines.
+TEST_F(ResumeCliTest, ARunKilledDuringALongTaskHasThatTimeCounted) {
+  dir_.Write("p.yaml",
+             "jobs:\n- name: j\n  timeout: 30m\n  plan:\n"
+             "  - task: long\n    run: |\n"
+             "      if [ -e started ]; then echo went on; else touch started;"
+             " exec sleep 600; fi\n");
+  pid_t steps = test_support::SpawnSteps(
+      dir_.path(), {"run", "p.yaml", "--plain", "--state-dir", "state"},
+      dir_.path() + "/log.txt");
+  ASSERT_GT(steps, 0);
+  // Bound: 60 s for the task to start and the run to say it was alive
+  // 3 s after (it says so every 2 s).
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  std::string lived;
+  while (std::chrono::steady_clock::now() < give_up) {
+    lived = Sql(Db(),
+                "SELECT r.alive_ms - s.started_ms FROM runs r JOIN steps s"
+                " ON s.run_id = r.id WHERE s.name = 'long'");
+    if (!lived.empty() && std::stoll(lived) >= 3000) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(lived.empty());
+  ASSERT_GE(std::stoll(lived), 3000);
+  kill(steps, SIGKILL);
+  EXPECT_EQ(test_support::WaitForExit(steps, 30s), -1);
+  auto resumed = Steps("resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out;
+  const std::string died = Sql(
+      Db(),
+      "SELECT i.died_ms - s.started_ms FROM run_interruptions i JOIN steps s"
+      " ON s.run_id = i.run_id WHERE s.name = 'long'");
+  ASSERT_FALSE(died.empty());
+  EXPECT_GE(std::stoll(died), 3000);
 }
 
 TEST_F(ResumeCliTest, FreshDeadlinesGiveTheWholeTimeoutAgain) {

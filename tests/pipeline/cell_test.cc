@@ -136,7 +136,7 @@ TEST(CellTest, ACellThatIsNotThereIsAnError) {
   CellTask task = Cell(4);
   CellEnd end = ex.RunCell(task);
   EXPECT_EQ(end.outcome, Outcome::kErrored);
-  EXPECT_THAT(end.error, HasSubstr("has 4 cells, not 5"));
+  EXPECT_THAT(end.error, HasSubstr("has no cell 5 (it has 4 cells;"));
   task = Cell(0);
   task.path = {0};  // A task, not an across block.
   end = ex.RunCell(task);
@@ -459,7 +459,7 @@ jobs:
     return {Outcome::kSucceeded, "", false};
   };
   run.options.cells = &cells;
-  run.RunJob();
+  JobRecord job = run.RunJob();
   // Cell 1: 160, not charged again at its end (else 320 would be spent).
   // Cell 2: 260 passes 250 at its turn, while it runs; told once only.
   EXPECT_EQ(told_after_turn, (std::vector<size_t>{0, 1, 1}));
@@ -467,6 +467,67 @@ jobs:
   ASSERT_EQ(cells.told.size(), 1u);
   EXPECT_EQ(cells.told[0].first, "j");
   EXPECT_EQ(cells.told[0].second, "token budget of 250 spent (260 used)");
+  // The step whose turn passed the job's budget fails, although its node
+  // (which saw its own 100 tokens) said it succeeded; so do its cell and
+  // the job. The cell before it stays as it ended; the one after (whose
+  // node here sends a turn all the same) fails too.
+  ASSERT_EQ(job.steps.size(), 3u);
+  EXPECT_EQ(job.steps[0].outcome, Outcome::kSucceeded);
+  EXPECT_EQ(job.steps[2].outcome, Outcome::kFailed);
+  EXPECT_THAT(job.steps[2].error, HasSubstr("(360 used)"));
+  EXPECT_EQ(job.steps[1].outcome, Outcome::kFailed);
+  const std::string words =
+      "agent: job budget: token budget of 250 exceeded (260 used), counting "
+      "the job's cells on other nodes";
+  EXPECT_EQ(job.steps[1].error, words);
+  ASSERT_EQ(job.steps[1].attempts.size(), 1u);
+  EXPECT_EQ(job.steps[1].attempts[0].outcome, Outcome::kFailed);
+  EXPECT_EQ(job.outcome, Outcome::kFailed);
+  EXPECT_FALSE(job.caused_by_error);
+  EXPECT_THAT(job.error, HasSubstr(words));
+  // Each relayed turn is stored as it comes (a durable point without
+  // checkpoints, which stay on the node), for a resume to charge.
+  EXPECT_EQ(run.observer().durability,
+            (std::vector<std::string>{"turn j:1.c1.1", "durable j:1.c1.1 0",
+                                      "turn j:1.c2.1", "durable j:1.c2.1 0",
+                                      "turn j:1.c3.1", "durable j:1.c3.1 0"}));
+}
+
+// A run killed while a cell's agent step was in flight had charged the
+// job's budget with its turns; the resumed run starts that conversation
+// again on the node, and charges what it had spent before it sends the
+// cell (only that cell's steps, once each).
+TEST(RemoteCellTest, AResumedCellKeepsWhatItsStepInFlightHadSpent) {
+  PipelineRun run(R"(agents:
+- name: a
+  source: { model: mock/a }
+jobs:
+- name: j
+  budget: { tokens: 250 }
+  plan:
+  - across:
+    - { var: n, values: [a, b], max_in_flight: 1 }
+    runner: slurm
+    do:
+    - agent: a
+      messages: ["go"]
+)");
+  ResumeState resume;
+  resume.run_started = RealClock().WallNow();
+  resume.in_flight_spent["j:1.c1.1"] = {200, 0.0};
+  resume.in_flight_spent["j:1.c2.1"] = {30, 0.0};
+  resume.in_flight_spent["k:1.c1.1"] = {1000, 0.0};  // Another job's.
+  run.options.resume = &resume;
+  ScriptedCells cells;
+  std::vector<int64_t> sent_spent;
+  cells.script = [&](const RemoteCell& cell, RunObserver&) -> CellEnd {
+    sent_spent.push_back(cell.task.job_tokens_spent);
+    return {Outcome::kSucceeded, "", false};
+  };
+  run.options.cells = &cells;
+  run.RunJob();
+  EXPECT_EQ(sent_spent, (std::vector<int64_t>{200, 230}));
+  EXPECT_EQ(cells.Told(), 0u);
 }
 
 TEST(RemoteCellTest, WithoutASlurmRunnerEachCellIsAnError) {

@@ -54,6 +54,16 @@ class RecordingObserver : public RunObserver {
     std::lock_guard<std::mutex> lock(mu_);
     logs[s.name].push_back(std::string(line));
   }
+  void OnAgentTurn(const StepRef& s, const agent::AgentTurnRecord&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    durability.push_back("turn " + s.id);
+  }
+  void OnCheckpoints(
+      const StepRef& s,
+      const std::vector<agent::ConversationCheckpoint>& cps) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    durability.push_back("durable " + s.id + " " + std::to_string(cps.size()));
+  }
   void OnStepEnd(const StepRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
@@ -77,6 +87,9 @@ class RecordingObserver : public RunObserver {
   }
 
   std::function<void(const StepRef&)> on_step_start;
+  // "turn ID" for each turn, "durable ID N" for each durable point of N
+  // checkpoints, in order.
+  std::vector<std::string> durability;
   std::vector<AttemptStart> attempt_starts;
   std::map<std::string, std::vector<SteadyTime>> attempt_ends;
   std::map<std::string, std::string> output;

@@ -109,6 +109,42 @@ TEST_F(ResumePointTest, FinishedStepsStayInFlightOnesRestart) {
   EXPECT_EQ(p->state.run_started, start_);
 }
 
+// An agent step in flight when the run was stopped: what its stored turns
+// spent is read back (a cell's step on a node starts again, and the
+// budgets around it are charged with this); a finished step's is not.
+TEST_F(ResumePointTest, WhatAStepInFlightSpentIsReadBack) {
+  {
+    RunRecorder rec(*store_, clock_);
+    rec.SetFile("hash", "jobs: []\n");
+    start_ = clock_.WallNow();
+    run_.started = start_;
+    rec.OnRunStart(run_);
+    rec.OnJobStart("j", std::nullopt);
+    agent::AgentTurnRecord turn;
+    turn.prompt_tokens = 100;
+    turn.completion_tokens = 20;
+    turn.usd = 0.25;
+    rec.OnStepStart(Ref("1", "done"), std::nullopt);
+    turn.turn = 1;
+    rec.OnAgentTurn(Ref("1", "done"), turn);
+    EndStep(rec, Ref("1", "done"), Outcome::kSucceeded, start_);
+    rec.OnStepStart(Ref("2", "talking"), std::nullopt);
+    for (int t = 1; t <= 2; ++t) {
+      turn.turn = t;
+      clock_.Advance(seconds(1));
+      rec.OnAgentTurn(Ref("2", "talking"), turn);
+      rec.OnCheckpoints(Ref("2", "talking"), {});  // As a cell's relay does.
+    }
+    rec.OnStepStart(Ref("3", "silent"), std::nullopt);
+    Abort(rec);
+  }
+  Result<ResumePoint> p = LoadResumePoint(*store_, "", "", false);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->state.in_flight_spent.size(), 1u);
+  EXPECT_EQ(p->state.in_flight_spent.at("j:2").tokens, 240);
+  EXPECT_DOUBLE_EQ(p->state.in_flight_spent.at("j:2").usd, 0.5);
+}
+
 TEST_F(ResumePointTest, DowntimeDoesNotCount) {
   FirstLife();
   Result<ResumePoint> first = LoadResumePoint(*store_, "", "", false);
