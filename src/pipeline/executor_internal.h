@@ -256,9 +256,15 @@ class JobRunner {
   static AttemptRecord AbortedWaitingToRetry(int k, int attempts);
   // The wait before attempt `k` (k > 1), unless it would reach the step's
   // total_timeout (`total`): then no further attempt could start.
-  enum class RetryWait { kWaited, kPastTotal, kAborted };
+  // kPastJobDeadline: a step on Slurm whose next attempt could only start
+  // after the job's deadline (its job would never leave the queue).
+  enum class RetryWait { kWaited, kPastTotal, kPastJobDeadline, kAborted };
   RetryWait WaitToRetry(const ResolvedStep& rs, int k, const Deadline& total,
                         const Scope& scope);
+  // Why attempt `k` of `attempts` of a Slurm step was not started: its
+  // retry wait would end past the job's deadline.
+  std::string PastJobDeadline(const ResolvedStep& rs, int k,
+                              int attempts) const;
   // An attempt's deadline: `timeout` from `from`, or `total` when that comes
   // first (then `clipped` is the time left to it).
   static Deadline AttemptDeadline(SteadyTime from,

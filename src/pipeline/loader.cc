@@ -412,8 +412,11 @@ void ReadJob(const YAML::Node& n, Pipeline& p, Diagnostics& d) {
   MapReader r(n, "a job", d);
   Job job;
   job.line = LineOf(n);
-  if (auto name = ReadName(r.Take("name"), "name", d)) job.name = *name;
-  if (job.name.empty()) d.Error(job.line, "job has no 'name'");
+  std::optional<std::string> name = ReadName(r.Take("name"), "name", d);
+  if (name) job.name = *name;
+  // A name refused for its bytes was said already.
+  if (job.name.empty() && (name || !r.Has("name")))
+    d.Error(job.line, "job has no 'name'");
   YAML::Node plan = r.Take("plan");
   if (!plan.IsDefined() || plan.IsNull()) {
     d.Error(job.line, "job '" + job.name + "' has no 'plan' (a list of steps)");

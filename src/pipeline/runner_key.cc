@@ -50,22 +50,6 @@ bool Names(std::string_view name, std::string_view option) {
   return option.substr(0, name.size()) == name;
 }
 
-// `s` with each control byte written \xNN, to be shown.
-std::string Escaped(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < ' ' || c == 0x7f) {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 bool HasBlank(const std::string& s) {
   return std::any_of(s.begin(), s.end(),
                      [](unsigned char c) { return c <= ' ' || c == 0x7f; });
@@ -80,7 +64,7 @@ void ReadPlacementName(MapReader& r, const char* key, Written<std::string>& out,
   if (!v) return;
   if (v->empty() || HasBlank(*v)) {
     d.Error(LineOf(n), "'" + name + "' must be a " + key +
-                           " name without spaces, not '" + Escaped(*v) + "'");
+                           " name without spaces, not " + ShownEscaped(*v));
     return;
   }
   out.value = *v;
@@ -118,11 +102,10 @@ void ReadExtra(MapReader& r, Written<std::vector<std::string>>& out,
       ReadStringList(n, "slurm.extra", d);
   if (!v) return;
   for (const std::string& arg : *v) {
-    if (std::any_of(arg.begin(), arg.end(),
-                    [](unsigned char c) { return c < ' ' || c == 0x7f; })) {
-      d.Error(LineOf(n),
-              "'slurm.extra' holds an option with a control byte ('" +
-                  Escaped(arg) + "'): sbatch's options are text");
+    if (HasControlCharacter(arg)) {
+      d.Error(LineOf(n), "'slurm.extra' holds an option with a control byte (" +
+                             ShownEscaped(arg) +
+                             "): sbatch's options are text");
       return;
     }
     std::string_view name = OptionName(arg);

@@ -440,7 +440,7 @@ void ReadKindValue(const std::string& kind, const YAML::Node& kind_node,
     case StepKind::kPut:
     case StepKind::kAgent:
     case StepKind::kGate: {
-      auto v = ReadString(kind_node, kind, d);
+      auto v = ReadName(kind_node, kind, d);
       if (v && v->empty()) d.Error(step.line, "'" + kind + "' needs a name");
       std::string target = v.value_or("");
       if (step.kind == StepKind::kAgent) {
@@ -648,7 +648,7 @@ StepPtr ReadStep(const YAML::Node& node, StepContext ctx) {
   MapReader& typed = r;
   typed.set_what(Describe(step->kind));
   ReadKindValue(*kind, kind_node, typed, *step, ctx);
-  if (auto name = ReadString(typed.Take("name"), "name", d)) {
+  if (auto name = ReadName(typed.Take("name"), "name", d)) {
     if (name->empty()) {
       d.Error(typed.KeyLine("name"), "'name' must not be empty");
     } else {

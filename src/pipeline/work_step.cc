@@ -513,6 +513,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   const Deadline total = TotalDeadline(rs, start);
   bool exhausted_by_total = false;
   bool stopped_by_timeout = false;
+  std::string past_job_deadline;  // Why no further attempt could start.
   Millis last_limit{0};
   const int first = ResumedAttempts(ref, rec) + 1;
   // A resumed step whose attempts had ended it (a success, or a timeout
@@ -526,6 +527,10 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
       const RetryWait waited = WaitToRetry(rs, k, total, scope);
       if (waited == RetryWait::kPastTotal) {
         exhausted_by_total = true;
+        break;
+      }
+      if (waited == RetryWait::kPastJobDeadline) {
+        past_job_deadline = PastJobDeadline(rs, k, attempts);
         break;
       }
       if (waited == RetryWait::kAborted) {
@@ -580,8 +585,30 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
   }
 
   if (exhausted_by_total) rec.attempts.back().exhausted_by = "total_timeout";
+  if (!past_job_deadline.empty()) {
+    rec.attempts.back().exhausted_by = "job_timeout";
+    StepResult r(Outcome::kFailed, past_job_deadline);
+    r.output = rec.attempts.back().output;
+    return r;
+  }
   return JudgeAttempts(step.name, rec.attempts, stopped_by_timeout,
                        exhausted_by_total, last_limit);
+}
+
+std::string JobRunner::PastJobDeadline(const ResolvedStep& rs, int k,
+                                       int attempts) const {
+  const int i = k - 2;
+  const Millis wait = i < static_cast<int>(rs.retry_waits.size())
+                          ? rs.retry_waits[i]
+                          : Millis(0);
+  const std::string bound = job_.timeout.has_value()
+                                ? "job '" + job_.name + "''s timeout of " +
+                                      FormatDuration(*job_.timeout)
+                                : "job '" + job_.name + "''s deadline";
+  return "attempt " + std::to_string(k) + " of " + std::to_string(attempts) +
+         " was not started: its retry wait of " + FormatDuration(wait) +
+         " would end at or after " + bound +
+         ", when its Slurm job could no longer leave the queue";
 }
 
 bool JobRunner::ResumedStepEnded(const Step& step, const Scope& scope,
@@ -613,6 +640,11 @@ JobRunner::RetryWait JobRunner::WaitToRetry(const ResolvedStep& rs, int k,
   // further attempt could not start within it.
   if (total.is_set() && clock_.Now() + wait >= total.at())
     return RetryWait::kPastTotal;
+  // Nor could a Slurm job start after the job's deadline (it counts the
+  // queue): the wait is not waited out for an attempt that cannot run.
+  if (rs.dials.runner.value == RunnerKind::kSlurm && !scope.in_hook &&
+      job_deadline_.is_set() && clock_.Now() + wait >= job_deadline_.at())
+    return RetryWait::kPastJobDeadline;
   if (wait.count() > 0 && !clock_.SleepFor(wait, scope.token))
     return RetryWait::kAborted;
   return RetryWait::kWaited;
@@ -746,7 +778,8 @@ class JobRunner::AttemptScripts {
     ProcessResult pr = launcher.Run(Request(script, cwd));
     if (captured) *captured = pr.out.text;
     a_.exit_code = pr.exit_code;
-    if (pr.cluster) {
+    // Only an attempt whose job Slurm queued has Slurm's record.
+    if (pr.cluster && !pr.cluster->job_id.empty()) {
       a_.slurm = SlurmAttempt{pr.cluster->job_id, pr.cluster->node,
                               pr.cluster->queued};
     }

@@ -99,13 +99,57 @@ std::optional<std::string> ReadString(const YAML::Node& n,
 std::optional<std::string> ReadName(const YAML::Node& n, const std::string& key,
                                     Diagnostics& d) {
   std::optional<std::string> name = ReadString(n, key, d);
-  if (name && !IsValidUtf8(*name)) {
-    d.Error(LineOf(n), "'" + key + "' " + SanitizeUtf8(*name) +
+  if (!name) return name;
+  if (!IsValidUtf8(*name)) {
+    d.Error(LineOf(n), "'" + key + "' " + ShownEscaped(SanitizeUtf8(*name)) +
                            " is not valid UTF-8: names are carried in "
                            "records and events, which are UTF-8");
     return std::nullopt;
   }
+  if (HasControlCharacter(*name)) {
+    d.Error(LineOf(n), "'" + key + "' " + ShownEscaped(*name) +
+                           " holds a control character: names are shown "
+                           "on terminals and in logs");
+    return std::nullopt;
+  }
   return name;
+}
+
+bool HasControlCharacter(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return true;
+    // C1 controls, U+0080 to U+009F: 0xC2 0x80-0x9F in UTF-8.
+    if (c == 0xc2 && i + 1 < text.size() &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
+        static_cast<unsigned char>(text[i + 1]) >= 0x80)
+      return true;
+  }
+  return false;
+}
+
+std::string ShownEscaped(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else if (c1) {
+      const auto code = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += kHex[code >> 4];
+      out += kHex[code & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return "'" + out + "'";
 }
 
 std::optional<bool> ReadBool(const YAML::Node& n, const std::string& key,

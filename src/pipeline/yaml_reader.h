@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,9 +69,15 @@ class MapReader {
 // and required, or present and malformed.
 std::optional<std::string> ReadString(const YAML::Node& n,
                                       const std::string& key, Diagnostics& d);
-// ReadString for the name of a job, agent or resource: valid UTF-8 too.
+// ReadString for a name (of a job, agent, resource or step): valid UTF-8
+// without control characters too.
 std::optional<std::string> ReadName(const YAML::Node& n, const std::string& key,
                                     Diagnostics& d);
+// True when `text` holds a C0 or C1 control character or DEL.
+bool HasControlCharacter(std::string_view text);
+// `text` quoted, its control characters written \xNN (C0, DEL) or \u00NN
+// (C1), for messages.
+std::string ShownEscaped(std::string_view text);
 std::optional<bool> ReadBool(const YAML::Node& n, const std::string& key,
                              Diagnostics& d);
 // An integer in [min, max]; `rule` completes "'KEY' must be RULE" on error.

@@ -174,9 +174,10 @@ struct ClusterRun {
   // The job was still in the queue at the placement's start_by: it was
   // cancelled there and nothing ran (kFailedToStart).
   bool start_by_passed = false;
-  // The scheduler held the job for a reason that never passes (limits,
-  // rights, a dependency never met) and it was cancelled
-  // (kFailedToStart): the same request would be refused again.
+  // The scheduler refused the job for what it asks, or held it for a
+  // reason that never passes (limits, rights, a dependency never met) and
+  // it was cancelled (kFailedToStart): the same request would be refused
+  // again.
   bool cannot_run = false;
 };
 

@@ -57,6 +57,21 @@ std::string SlurmPattern(const std::string& path) {
   return out;
 }
 
+// True when sbatch's words say Slurm refused the job for what it asks (a
+// partition, account, QOS or node configuration it does not have), which
+// the same request would meet again; not when Slurm could not be reached
+// or was too busy to take it.
+bool RefusedForWhatItAsks(const std::string& said) {
+  if (said.find("Batch job submission failed") == std::string::npos)
+    return false;
+  for (const char* passing :
+       {"timed out", "Unable to contact", "temporarily", "Zero Bytes",
+        "try again", "Connection refused", "connection failure"}) {
+    if (said.find(passing) != std::string::npos) return false;
+  }
+  return true;
+}
+
 // A job name Slurm and scontrol's lines take as one word: letters, digits
 // and `_.:-`, anything else `_`.
 std::string SafeJobName(const std::string& name) {
@@ -378,6 +393,7 @@ class SlurmLauncher::Job {
       std::string why = Trim(pr.err.text);
       if (why.empty()) why = "sbatch " + pr.Describe();
       FailedToStart(why);
+      r_.cluster->cannot_run = RefusedForWhatItAsks(why);
       return false;
     }
     std::string id = Trim(pr.out.text);

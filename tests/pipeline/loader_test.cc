@@ -278,11 +278,32 @@ jobs:
 // node, all UTF-8: bytes that are not are refused with the name's line.
 TEST(LoaderTest, NamesThatAreNotUtf8AreRefused) {
   ExpectDiag("jobs:\n- name: j\xff\n  plan: [{ task: t, run: \"true\" }]\n",
-             kError, 2, "'name' j\uFFFD is not valid UTF-8");
+             kError, 2, "'name' 'j\uFFFD' is not valid UTF-8");
   ExpectDiag(
       "agents:\n- name: a\xc3\n  source: { model: mock/a }\n"
       "jobs:\n- name: j\n  plan: [{ task: t, run: \"true\" }]\n",
       kError, 2, "is not valid UTF-8");
+  // One error for one problem: not "job has no 'name'" too.
+  LoadResult bad = LoadPipelineText(
+      "jobs:\n- name: j\xff\n  plan: [{ task: t, run: \"true\" }]\n", "t.yaml");
+  EXPECT_EQ(Find(bad.diagnostics, "has no 'name'"), nullptr)
+      << bad.diagnostics.FormatAll();
+  // Control characters (C0, DEL, C1) in a name of any kind are refused,
+  // shown escaped.
+  ExpectDiag(
+      "jobs:\n- name: \"j\\e[31mRED\"\n  plan: [{ task: t, run: \"true\" }]\n",
+      kError, 2, "'name' 'j\\x1b[31mRED' holds a control character");
+  ExpectDiag(
+      "jobs:\n- name: j\n  plan:\n  - task: \"t\\0x\"\n    run: \"true\"\n",
+      kError, 4, "'task' 't\\x00x' holds a control character");
+  ExpectDiag(
+      "jobs:\n- name: j\n  plan:\n  - task: t\n    name: \"a\\u009bb\"\n"
+      "    run: \"true\"\n",
+      kError, 5, "'name' 'a\\u009bb' holds a control character");
+  ExpectDiag(
+      "agents:\n- name: \"a\\e]0;pwn\\a\"\n  source: { model: mock/a }\n"
+      "jobs:\n- name: j\n  plan: [{ task: t, run: \"true\" }]\n",
+      kError, 2, "holds a control character");
   // Valid UTF-8 beyond ASCII is a name like any other.
   EXPECT_TRUE(
       MustLoad("jobs:\n- name: caf\u00e9 \u2615\n"

@@ -148,6 +148,8 @@ TEST(RunnerTest, BadValuesAreRefusedWithTheirLine) {
       {"slurm: { extra: [\"--comment=\\e[31m\"] }",
        "('--comment=\\x1b[31m'): sbatch's options are text"},
       {"slurm: { account: \"a\\tb\" }", "not 'a\\x09b'"},
+      {"slurm: { extra: [\"--comment=\\u009b1m\"] }",
+       "('--comment=\\u009b1m'): sbatch's options are text"},
   };
   for (const Case& c : cases) {
     const std::string text =
@@ -418,6 +420,49 @@ TEST(RunnerTest, TheJobsDeadlineEndsTheRetriesInItsOwnWords) {
                               "job 'j' passed its timeout of 1h while this "
                               "attempt's Slurm job was queued"));
   EXPECT_THAT(step.error, ::testing::Not(HasSubstr("STEP_RETRY_EXHAUSTED")));
+}
+
+// A Slurm step's retry wait that would end at or past the job's deadline
+// is not waited out: the next attempt's job could not leave the queue. One
+// a millisecond shorter is waited, and the attempt runs.
+TEST(RunnerTest, ARetryWaitPastTheJobsDeadlineIsNotWaitedOut) {
+  for (const int delay : {4000, 3999}) {
+    const std::string text = R"(jobs:
+- name: j
+  timeout: 4s
+  runner: slurm
+  plan:
+  - task: t
+    attempts: 3
+    retry: { base_delay_ms: )" +
+                             std::to_string(delay) +
+                             R"( }
+    run: exit 1
+)";
+    FakeClock clock(/*auto_advance=*/true);
+    PipelineRun run(text, &clock);
+    ScriptedClusterLauncher slurm;
+    slurm.results = {Exited(1), Exited(0)};
+    run.options.slurm = &slurm;
+    const SteadyTime start = clock.Now();
+    JobRecord job = run.RunJob();
+    const StepRecord& step = job.steps.at(0);
+    if (delay == 4000) {
+      EXPECT_EQ(slurm.requests.size(), 1u);
+      EXPECT_LT(clock.Now() - start, 4s);
+      EXPECT_EQ(step.outcome, Outcome::kFailed);
+      EXPECT_EQ(step.error,
+                "attempt 2 of 3 was not started: its retry wait of 4s would "
+                "end at or after job 'j''s timeout of 4s, when its Slurm job "
+                "could no longer leave the queue");
+      ASSERT_EQ(step.attempts.size(), 1u);
+      EXPECT_EQ(step.attempts[0].exhausted_by, "job_timeout");
+      EXPECT_EQ(job.outcome, Outcome::kFailed);
+    } else {
+      EXPECT_EQ(slurm.requests.size(), 2u);
+      EXPECT_EQ(step.outcome, Outcome::kSucceeded);
+    }
+  }
 }
 
 // Slurm holds the job for a reason that never passes: another attempt

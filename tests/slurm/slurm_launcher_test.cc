@@ -490,12 +490,34 @@ TEST_F(SlurmLauncherTest, CancellingEndsRunningAndPendingJobs) {
   }
 }
 
+// A submission refused for what it asks would be refused again
+// (cannot_run: not retried); one Slurm was too busy to take may pass.
 TEST_F(SlurmLauncherTest, ARefusedSubmissionFailsToStartWithSlurmsWords) {
   ProcessRequest r = Request("echo never", "refused");
   r.cluster->partition = "no-such-partition";
   ProcessResult pr = slurm_->Run(r);
   EXPECT_EQ(pr.end, ProcessEnd::kFailedToStart);
   EXPECT_THAT(pr.error, HasSubstr("partition"));
+  ASSERT_TRUE(pr.cluster);
+  EXPECT_TRUE(pr.cluster->cannot_run);
+  EXPECT_EQ(pr.cluster->job_id, "");
+
+  const std::string wrapper = dir_.path() + "/sbatch";
+  std::ofstream(wrapper)
+      << "#!/bin/sh\ncase \"$*\" in *transient*)\n"
+         "  echo 'sbatch: error: Batch job submission failed: Socket timed "
+         "out on send/recv operation' >&2; exit 1;;\nesac\nexec "
+      << CommandOutput("command -v sbatch") << " \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  SlurmLauncherOptions o;
+  o.spool_dir = dir_.path() + "/spool";
+  o.sbatch = wrapper;
+  SlurmLauncher busy(local_, RealClock(), o);
+  ProcessResult transient = busy.Run(Request("echo never", "transient"));
+  EXPECT_EQ(transient.end, ProcessEnd::kFailedToStart);
+  EXPECT_THAT(transient.error, HasSubstr("Socket timed out"));
+  ASSERT_TRUE(transient.cluster);
+  EXPECT_FALSE(transient.cluster->cannot_run);
 }
 
 // More CPUs than the partition has: Slurm queues it and holds it pending
