@@ -64,9 +64,28 @@ class SlurmLauncherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     STEPS_REQUIRE_SLURM();
+    slurm_ = std::make_unique<SlurmLauncher>(local_, RealClock(), Options());
+  }
+
+  // Options with the spool folder under the test's folder.
+  SlurmLauncherOptions Options() const {
     SlurmLauncherOptions o;
     o.spool_dir = dir_.path() + "/spool";
-    slurm_ = std::make_unique<SlurmLauncher>(local_, RealClock(), o);
+    return o;
+  }
+
+  // Writes the executable script DIR/NAME (a stand-in for a Slurm command):
+  // `body` after the shebang line. Its path.
+  std::string Script(const std::string& name, const std::string& body) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path;
+  }
+
+  // The line that ends such a script by running the real `command`.
+  static std::string ExecReal(const std::string& command) {
+    return "exec " + CommandOutput("command -v " + command) + " \"$@\"\n";
   }
 
   ProcessRequest Request(std::string command, const char* what) {
@@ -323,21 +342,16 @@ TEST_F(SlurmLauncherTest, AJobStillQueuedAtItsTimeToStartLeavesTheQueue) {
 // has Slurm start the held job first, then cancels as asked (the cancel of
 // a job still pending alone then finds it running).
 TEST_F(SlurmLauncherTest, AJobStartedAsItsTimeToStartPassesRunsOn) {
-  const std::string wrapper = dir_.path() + "/scancel";
-  std::ofstream(wrapper)
-      << "#!/bin/sh\n"
-         "if [ \"$1\" = --state=PENDING ]; then\n"
-         "  scontrol release \"$2\"\n"
-         "  i=0\n"
-         "  while [ $i -lt 600 ] && [ \"$(squeue -h -j \"$2\" -o %T)\" != "
-         "RUNNING ]; do sleep 0.1; i=$((i+1)); done\n"
-         "fi\n"
-         "exec "
-      << CommandOutput("command -v scancel") << " \"$@\"\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-  SlurmLauncherOptions o;
-  o.spool_dir = dir_.path() + "/spool";
-  o.scancel = wrapper;
+  SlurmLauncherOptions o = Options();
+  o.scancel =
+      Script("scancel",
+             "if [ \"$1\" = --state=PENDING ]; then\n"
+             "  scontrol release \"$2\"\n"
+             "  i=0\n"
+             "  while [ $i -lt 600 ] && [ \"$(squeue -h -j \"$2\" -o %T)\" != "
+             "RUNNING ]; do sleep 0.1; i=$((i+1)); done\n"
+             "fi\n" +
+                 ExecReal("scancel"));
   SlurmLauncher slurm(local_, RealClock(), o);
   ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
   ProcessRequest r = Request("sleep 1; echo ran", "start-by-race");
@@ -357,12 +371,8 @@ TEST_F(SlurmLauncherTest, AJobStartedAsItsTimeToStartPassesRunsOn) {
 // An squeue that hangs is cut at the job's time to start: the job leaves
 // the queue then, not when the question's own 5 s run out (6 s in).
 TEST_F(SlurmLauncherTest, AHangingSqueueDoesNotDelayTheTimeToStart) {
-  const std::string wrapper = dir_.path() + "/squeue";
-  std::ofstream(wrapper) << "#!/bin/sh\nexec sleep 60\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-  SlurmLauncherOptions o;
-  o.spool_dir = dir_.path() + "/spool";
-  o.squeue = wrapper;
+  SlurmLauncherOptions o = Options();
+  o.squeue = Script("squeue", "exec sleep 60\n");
   SlurmLauncher slurm(local_, RealClock(), o);
   // The shared-folder probe first (its watch waits out the hung squeue).
   ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
@@ -386,13 +396,9 @@ TEST_F(SlurmLauncherTest, AHangingSqueueDoesNotDelayTheTimeToStart) {
 // would ask about 30 times on their own.
 TEST_F(SlurmLauncherTest, WatchedJobsShareOneQuestionToSlurm) {
   const std::string log = dir_.path() + "/asked";
-  const std::string wrapper = dir_.path() + "/squeue";
-  std::ofstream(wrapper) << "#!/bin/sh\necho \"$@\" >> " << log << "\nexec "
-                         << CommandOutput("command -v squeue") << " \"$@\"\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-  SlurmLauncherOptions o;
-  o.spool_dir = dir_.path() + "/spool";
-  o.squeue = wrapper;
+  SlurmLauncherOptions o = Options();
+  o.squeue =
+      Script("squeue", "echo \"$@\" >> " + log + "\n" + ExecReal("squeue"));
   SlurmLauncher slurm(local_, RealClock(), o);
   ASSERT_TRUE(slurm.Run(Request("true", "warm")).succeeded());
   constexpr int kJobs = 6;
@@ -502,16 +508,13 @@ TEST_F(SlurmLauncherTest, ARefusedSubmissionFailsToStartWithSlurmsWords) {
   EXPECT_TRUE(pr.cluster->cannot_run);
   EXPECT_EQ(pr.cluster->job_id, "");
 
-  const std::string wrapper = dir_.path() + "/sbatch";
-  std::ofstream(wrapper)
-      << "#!/bin/sh\ncase \"$*\" in *transient*)\n"
-         "  echo 'sbatch: error: Batch job submission failed: Socket timed "
-         "out on send/recv operation' >&2; exit 1;;\nesac\nexec "
-      << CommandOutput("command -v sbatch") << " \"$@\"\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-  SlurmLauncherOptions o;
-  o.spool_dir = dir_.path() + "/spool";
-  o.sbatch = wrapper;
+  SlurmLauncherOptions o = Options();
+  o.sbatch = Script("sbatch",
+                    "case \"$*\" in *transient*)\n"
+                    "  echo 'sbatch: error: Batch job submission failed: "
+                    "Socket timed out on send/recv operation' >&2; exit 1;;\n"
+                    "esac\n" +
+                        ExecReal("sbatch"));
   SlurmLauncher busy(local_, RealClock(), o);
   ProcessResult transient = busy.Run(Request("echo never", "transient"));
   EXPECT_EQ(transient.end, ProcessEnd::kFailedToStart);
