@@ -125,6 +125,16 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
+size_t ControlCharacterAt(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c < 0x20 || c == 0x7f) return 1;
+  if (c == 0xc2 && i + 1 < text.size()) {
+    const auto next = static_cast<unsigned char>(text[i + 1]);
+    if (next >= 0x80 && next <= 0x9f) return 2;
+  }
+  return 0;
+}
+
 size_t Utf8PrefixLength(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text.size();
   size_t n = max_bytes;

@@ -18,6 +18,11 @@ std::string SanitizeUtf8(std::string_view text);
 // True when `text` is well-formed UTF-8 (SanitizeUtf8 would not change it).
 bool IsValidUtf8(std::string_view text);
 
+// The length of the control character at `text[i]`: 1 for a C0 control or
+// DEL, 2 for a C1 control (U+0080..U+009F, C2 80..C2 9F), which some
+// terminals read as escape sequences; 0 when there is none there.
+size_t ControlCharacterAt(std::string_view text, size_t i);
+
 // The longest prefix of `text` of at most `max_bytes` that does not end in
 // the middle of a multi-byte sequence.
 size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);

@@ -223,6 +223,12 @@ bool Failed(AttemptRecord& a, std::string error) {
   return false;
 }
 
+// The retry wait before attempt `k` (k > 1) of the step.
+Millis WaitBefore(const ResolvedStep& rs, int k) {
+  const size_t i = static_cast<size_t>(k - 2);
+  return i < rs.retry_waits.size() ? rs.retry_waits[i] : Millis(0);
+}
+
 }  // namespace
 
 std::optional<std::string> CachedAssertMiss(const Step& step,
@@ -597,10 +603,7 @@ StepResult JobRunner::RunAttempts(const Step& step, const Scope& scope,
 
 std::string JobRunner::PastJobDeadline(const ResolvedStep& rs, int k,
                                        int attempts) const {
-  const int i = k - 2;
-  const Millis wait = i < static_cast<int>(rs.retry_waits.size())
-                          ? rs.retry_waits[i]
-                          : Millis(0);
+  const Millis wait = WaitBefore(rs, k);
   const std::string bound = job_.timeout.has_value()
                                 ? "job '" + job_.name + "''s timeout of " +
                                       FormatDuration(*job_.timeout)
@@ -633,9 +636,7 @@ AttemptRecord JobRunner::AbortedWaitingToRetry(int k, int attempts) {
 JobRunner::RetryWait JobRunner::WaitToRetry(const ResolvedStep& rs, int k,
                                              const Deadline& total,
                                              const Scope& scope) {
-  Millis wait = k - 2 < static_cast<int>(rs.retry_waits.size())
-                    ? rs.retry_waits[k - 2]
-                    : Millis(0);
+  const Millis wait = WaitBefore(rs, k);
   // When the next wait would reach the cap, stop without waiting: a
   // further attempt could not start within it.
   if (total.is_set() && clock_.Now() + wait >= total.at())

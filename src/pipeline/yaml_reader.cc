@@ -117,13 +117,7 @@ std::optional<std::string> ReadName(const YAML::Node& n, const std::string& key,
 
 bool HasControlCharacter(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) return true;
-    // C1 controls, U+0080 to U+009F: 0xC2 0x80-0x9F in UTF-8.
-    if (c == 0xc2 && i + 1 < text.size() &&
-        static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
-        static_cast<unsigned char>(text[i + 1]) >= 0x80)
-      return true;
+    if (ControlCharacterAt(text, i) > 0) return true;
   }
   return false;
 }
@@ -132,22 +126,17 @@ std::string ShownEscaped(std::string_view text) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
-                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else if (c1) {
-      const auto code = static_cast<unsigned char>(text[++i]);
-      out += "\\u00";
-      out += kHex[code >> 4];
-      out += kHex[code & 15];
-    } else {
-      out += static_cast<char>(c);
+    const size_t control = ControlCharacterAt(text, i);
+    if (control == 0) {
+      out += text[i];
+      continue;
     }
+    // C0 and DEL as \xNN; a C1 control (C2 NN) as \u00NN.
+    if (control == 2) ++i;
+    const auto code = static_cast<unsigned char>(text[i]);
+    out += control == 2 ? "\\u00" : "\\x";
+    out += kHex[code >> 4];
+    out += kHex[code & 15];
   }
   return "'" + out + "'";
 }

@@ -298,13 +298,9 @@ Status CheckGateReason(const std::string& reason) {
                            ": shorten it");
   }
   for (size_t i = 0; i < reason.size(); ++i) {
-    const auto c = static_cast<unsigned char>(reason[i]);
-    // C0 controls and DEL, and C1 controls (U+0080..U+009F, C2 80..C2 9F),
-    // which some terminals read as escape sequences.
-    const bool c0 = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F;
-    const bool c1 = c == 0xC2 && i + 1 < reason.size() &&
-                    static_cast<unsigned char>(reason[i + 1]) < 0xA0;
-    if (c0 || c1) {
+    // C0 controls and DEL, and C1 controls, but line breaks and tabs.
+    if (ControlCharacterAt(reason, i) > 0 && reason[i] != '\n' &&
+        reason[i] != '\t') {
       return InvalidArgument(
           "the reason holds a control character at byte " + std::to_string(i) +
           "; a reason is text: line breaks and tabs are its only controls");
